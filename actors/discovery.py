@@ -1,0 +1,61 @@
+"""ModelDiscovery: asks each backend for its model list, at start and on an interval.
+
+Publishes ``view``: backend name -> frozenset of discovered ids. A failed
+fetch keeps the previous ids (a flapping backend should not make its models
+vanish from routing); the health actor is the one that takes it out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import httpx
+import trio
+
+from config.schema import BackendConfig, Snapshot
+from protocol.upstream import Upstream, auth_headers, join_url
+
+log = logging.getLogger("switchyard.discovery")
+
+
+class ModelDiscoveryActor:
+    name = "discovery"
+
+    def __init__(self, snapshot: Snapshot, upstream: Upstream) -> None:
+        self.snapshot = snapshot
+        self.upstream = upstream
+        self.view: Mapping[str, frozenset[str]] = {}
+        self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # The first round completes (bounded by the check timeout) before the
+        # server reports ready, so glob-routed models are servable at once.
+        await self.refresh_all()
+        task_status.started(self)
+        while True:
+            await trio.sleep(self.snapshot.discovery.interval)
+            await self.refresh_all()
+
+    async def refresh_all(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for b in self.targets:
+                nursery.start_soon(self._refresh, b)
+
+    async def _refresh(self, backend: BackendConfig) -> None:
+        timeout = self.snapshot.health_checks.timeout
+        ids: frozenset[str] | None = None
+        with trio.move_on_after(timeout):
+            try:
+                response = await self.upstream.client.get(join_url(backend.url, "/v1/models"),
+                                                          headers=auth_headers(backend))
+                response.raise_for_status()
+                data = response.json().get("data", [])
+                ids = frozenset(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+            except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
+                log.warning("model discovery on %s failed: %s", backend.name, exc)
+        if ids is None:
+            return
+        if ids != self.view.get(backend.name):
+            log.info("backend %s offers %d model(s)", backend.name, len(ids))
+            self.view = {**self.view, backend.name: ids}

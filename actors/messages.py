@@ -1,0 +1,41 @@
+"""Frozen messages exchanged between actors, and the Call a request carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from attrs import frozen
+
+from config.schema import Snapshot
+
+
+@frozen
+class PassiveReport:
+    """A request's verdict on a backend: feeds the health state machine."""
+
+    backend: str
+    ok: bool
+    error: str | None = None
+
+
+@frozen
+class LatencySample:
+    backend: str
+    seconds: float
+
+
+@frozen
+class Call:
+    """One client call, validated, with the Snapshot captured at entry.
+
+    ``body`` is the client's bytes, forwarded untouched unless a feature has
+    to change them; ``payload`` is the parsed form the router reads.
+    """
+
+    model: str
+    stream: bool
+    body: bytes
+    payload: dict[str, Any] = attrs.field(repr=False, eq=False)
+    snapshot: Snapshot = attrs.field(repr=False, eq=False)
+    hash_key: str | None = None

@@ -1,0 +1,72 @@
+"""BackendPool: the selection state that outlives any one strategy.
+
+In-flight counts and latency averages live here, not in the picker, so a
+strategy swapped on reload keeps them. The hot path calls ``choose`` with the
+health and discovery views it read; nothing here waits or messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections import defaultdict
+from typing import Iterator, Mapping
+
+from actors.health import HealthView
+from actors.messages import Call
+from actors.routing.candidates import serving
+from actors.routing.strategies import PickContext, make_picker, prompt_prefix
+from config.schema import BackendConfig, Snapshot, Strategy
+from protocol.errors import ModelNotFound, NoHealthyBackend
+
+LATENCY_SMOOTHING = 0.3  # weight of the newest sample in the moving average
+
+
+class BackendPool:
+    def __init__(self, snapshot: Snapshot, rng: random.Random | None = None) -> None:
+        self.snapshot = snapshot
+        self.picker = make_picker(snapshot.selection_strategy, snapshot.consistent_hash, snapshot.prefix_routing)
+        self.in_flight: defaultdict[str, int] = defaultdict(int)
+        self.latency: dict[str, float] = {}
+        self.rng = rng or random.Random()
+        self._serving: dict[str, list[BackendConfig]] = {}
+        self._serving_source: object = None
+
+    def serving(self, model: str, discovered: Mapping[str, frozenset[str]]) -> list[BackendConfig]:
+        if self._serving_source is not discovered:  # discovery publishes a new mapping on change
+            self._serving = {}
+            self._serving_source = discovered
+        found = self._serving.get(model)
+        if found is None:
+            found = serving(self.snapshot.backends, model, discovered)
+            if len(self._serving) < 10_000:
+                self._serving[model] = found
+        return found
+
+    def choose(self, call: Call, health: HealthView, discovered: Mapping[str, frozenset[str]]) -> BackendConfig:
+        candidates = self.serving(call.model, discovered)
+        if not candidates:
+            raise ModelNotFound(f"The model '{call.model}' does not exist or no backend serves it", param="model")
+        healthy = [b for b in candidates if health.routable(b.name)]
+        if not healthy:
+            names = ", ".join(b.name for b in candidates)
+            raise NoHealthyBackend(f"No healthy backend for model '{call.model}' (checked: {names})")
+        prefix = None
+        cfg = self.snapshot.prefix_routing
+        if self.snapshot.selection_strategy is Strategy.PREFIX_AWARE_HASH and cfg.enabled:
+            prefix = prompt_prefix(call.payload.get("messages", ()), cfg.max_prefix_length) or None
+        ctx = PickContext(random=self.rng.random(), hash_key=call.hash_key, prefix_key=prefix,
+                          in_flight=self.in_flight, latency=self.latency)
+        return self.picker.pick(healthy, ctx)
+
+    @contextlib.contextmanager
+    def dispatched(self, backend: str) -> Iterator[None]:
+        self.in_flight[backend] += 1
+        try:
+            yield
+        finally:
+            self.in_flight[backend] -= 1
+
+    def observe_latency(self, backend: str, seconds: float) -> None:
+        old = self.latency.get(backend)
+        self.latency[backend] = seconds if old is None else old + LATENCY_SMOOTHING * (seconds - old)

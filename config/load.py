@@ -1,0 +1,308 @@
+"""YAML -> ${ENV} interpolation -> validation -> Snapshot.
+
+Loading either yields a complete Snapshot plus warnings, or raises
+``ConfigError`` carrying every problem found, each naming its dotted path.
+Secrets never enter a message: errors name the key, not its value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import attrs
+import yaml
+
+from config import rules
+from config.rules import Invalid, Problems, Reader, child
+from config.schema import (
+    BackendConfig,
+    BackendType,
+    ConsistentHashConfig,
+    Discovery,
+    HealthChecks,
+    PrefixRouting,
+    ServerConfig,
+    SimulatedFailure,
+    Simulation,
+    Snapshot,
+    Strategy,
+    Timeouts,
+)
+
+
+class ConfigError(Exception):
+    def __init__(self, source: str, errors: list[str], warnings: list[str] | None = None) -> None:
+        self.source = source
+        self.errors = errors
+        self.warnings = warnings or []
+        super().__init__(f"{source}: {len(errors)} configuration error(s):\n  " + "\n  ".join(errors))
+
+
+@attrs.frozen
+class Loaded:
+    snapshot: Snapshot
+    warnings: tuple[str, ...]
+
+
+def load_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Loaded:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(p), [f"<file>: cannot read: {exc.strerror or exc}"]) from None
+    return load_text(text, source=str(p), env=env)
+
+
+def load_demo() -> Loaded:
+    text = resources.files("config").joinpath("demo.yaml").read_text(encoding="utf-8")
+    return load_text(text, source="<embedded demo config>")
+
+
+def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | None = None) -> Loaded:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<yaml>"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(source, [f"<yaml> {where}: {problem}"]) from None
+    problems = Problems()
+    raw = interpolate(raw, "", os.environ if env is None else env, problems)
+    snapshot = build_snapshot(raw, problems)
+    if problems.errors:
+        raise ConfigError(source, problems.errors, problems.warnings)
+    revision = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Loaded(attrs.evolve(snapshot, revision=revision, source=source), tuple(problems.warnings))
+
+
+# --- ${ENV} interpolation --------------------------------------------------
+
+_ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(value: Any, path: str, env: Mapping[str, str], problems: Problems) -> Any:
+    """Replace ``${NAME}`` / ``${NAME:-default}`` in every string; ``$$`` is a literal ``$``."""
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            if m.group(0) == "$$":
+                return "$"
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            problems.error(path or "<top level>", f"environment variable {name} is not set")
+            return ""
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, list):
+        return [interpolate(v, child(path, i), env, problems) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: interpolate(v, child(path, str(k)), env, problems) for k, v in value.items()}
+    return value
+
+
+# --- sections ----------------------------------------------------------------
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
+
+
+def bind_address(value: Any) -> str:
+    text = rules.string()(value)
+    m = _HOST_PORT.fullmatch(text)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise Invalid(f"must be HOST:PORT with a port in 1-65535, got {text!r}")
+    return text
+
+
+def http_url(value: Any) -> str:
+    text = rules.string()(value)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid(f"must be an http:// or https:// URL with a host, got {text!r}")
+    if parts.query or parts.fragment:
+        raise Invalid("must not carry a query string or fragment")
+    return text.rstrip("/")
+
+
+def http_path(value: Any) -> str:
+    return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
+
+
+def model_name(value: Any) -> str:
+    text = rules.string()(value)
+    if len(text) > 256 or any(ch.isspace() for ch in text):
+        raise Invalid(f"must be a model name or glob without spaces, at most 256 characters, got {text!r}")
+    return text
+
+
+TOP_LEVEL = ("server", "backends", "selection_strategy", "health_checks", "consistent_hash",
+             "prefix_routing", "timeouts", "discovery")
+
+
+def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
+    top = Reader(raw, "", problems)
+    server = _server(top.section("server"))
+    backends = _backends(top, problems)
+    strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
+                       Strategy.ROUND_ROBIN)
+    health = _health(top.section("health_checks"))
+    chash = _consistent_hash(top.section("consistent_hash"))
+    prefix = _prefix_routing(top.section("prefix_routing"))
+    t = top.section("timeouts")
+    timeouts = Timeouts(connection=t.get("connection", rules.duration(maximum=300), Timeouts().connection))
+    t.finish()
+    d = top.section("discovery")
+    discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
+    d.finish()
+    top.finish()
+
+    if not top.raw.get("backends"):
+        problems.error("backends", "at least one backend is required")
+    elif not any(b.enabled and not b.internal for b in backends):
+        problems.warn("backends", "no enabled public backend: every chat request will get 404 or 503")
+    if strategy is Strategy.PREFIX_AWARE_HASH and not prefix.enabled:
+        problems.warn("prefix_routing.enabled",
+                      "false while selection_strategy is PrefixAwareHash: requests go to the least-loaded backend")
+    for b in backends:
+        if b.type is not BackendType.SIMULATED and not b.models and not b.discovery:
+            problems.warn(child("backends", backends.index(b)),
+                          "no models listed and discovery off: this backend serves nothing")
+    return Snapshot(server=server, backends=backends, selection_strategy=strategy,
+                    health_checks=health, consistent_hash=chash, prefix_routing=prefix,
+                    timeouts=timeouts, discovery=discovery)
+
+
+def _server(r: Reader) -> ServerConfig:
+    d = ServerConfig()
+    out = ServerConfig(
+        bind_address=r.get("bind_address", bind_address, d.bind_address),
+        max_body_bytes=r.get("max_body_bytes", rules.size(minimum=1024, maximum=1024**3), d.max_body_bytes),
+        connection_pool_size=r.get("connection_pool_size", rules.integer(1, 100_000), d.connection_pool_size),
+        workers=r.get("workers", rules.integer(1, 256), d.workers),
+    )
+    r.finish()
+    return out
+
+
+def _backends(top: Reader, problems: Problems) -> tuple[BackendConfig, ...]:
+    out: list[BackendConfig] = []
+    seen: dict[str, str] = {}
+    for r in top.items("backends"):
+        backend = _backend(r)
+        if backend is None:
+            continue
+        if backend.name in seen:
+            problems.error(child(r.path, "name"), f"duplicate backend name {backend.name!r} (also {seen[backend.name]})")
+            continue
+        seen[backend.name] = r.path
+        out.append(backend)
+    return tuple(out)
+
+
+def _backend(r: Reader) -> BackendConfig | None:
+    errors_before = len(r.problems.errors)
+    if not r.has("name"):
+        r.problems.error(child(r.path, "name"), "is required")
+    name = r.get("name", rules.string(_NAME, "1-64 letters, digits, '.', '_' or '-'"), "")
+    btype = r.get("type", rules.one_of({t.value: t for t in BackendType}), BackendType.GENERIC)
+    url = r.get("url", http_url, "")
+    if not url:
+        if btype is BackendType.SIMULATED:
+            url = f"http://{name or 'backend'}.simulated"
+        elif not r.has("url"):
+            r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
+    api_key = r.get("api_key", rules.string(), None)
+    models = r.get("models", rules.string_list(model_name), ())
+    weight = r.get("weight", rules.integer(1, 10_000), 1)
+    enabled = r.get("enabled", rules.boolean, True)
+    internal = r.get("internal", rules.boolean, False)
+    discovery = r.get("discovery", rules.boolean, True)
+    simulation = None
+    if r.has("simulation"):
+        if btype is not BackendType.SIMULATED:
+            r.section("simulation")
+            r.problems.error(child(r.path, "simulation"), "is only allowed on backends of type simulated")
+        else:
+            simulation = _simulation(r.section("simulation"))
+    elif btype is BackendType.SIMULATED:
+        simulation = Simulation()
+    r.finish()
+    if len(r.problems.errors) > errors_before:
+        return None
+    return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
+                         enabled=enabled, internal=internal, discovery=discovery, simulation=simulation)
+
+
+def _status(value: Any) -> int:
+    return rules.integer(100, 599)(value)
+
+
+def _simulation(r: Reader) -> Simulation:
+    d = Simulation()
+    f = r.section("failure")
+    chunk_no = rules.integer(0, 100_000)
+    failure = SimulatedFailure(
+        status=f.get("status", _status, None),
+        stall_before_first_byte=f.get("stall_before_first_byte", rules.boolean, False),
+        stall_after_chunk=f.get("stall_after_chunk", chunk_no, None),
+        reset_after_chunk=f.get("reset_after_chunk", chunk_no, None),
+        malformed_chunk=f.get("malformed_chunk", chunk_no, None),
+    )
+    f.finish()
+    out = Simulation(
+        latency=r.get("latency", rules.duration(maximum=3600, allow_zero=True), d.latency),
+        tokens_per_second=r.get("tokens_per_second", rules.number(0, 1_000_000), d.tokens_per_second),
+        chunks=r.get("chunks", rules.integer(1, 100_000), d.chunks),
+        health_status=r.get("health_status", _status, d.health_status),
+        failure=failure,
+    )
+    r.finish()
+    return out
+
+
+def _health(r: Reader) -> HealthChecks:
+    d = HealthChecks()
+    out = HealthChecks(
+        enabled=r.get("enabled", rules.boolean, d.enabled),
+        interval=r.get("interval", rules.duration(minimum=0.1, maximum=86_400), d.interval),
+        timeout=r.get("timeout", rules.duration(minimum=0.01, maximum=300), d.timeout),
+        unhealthy_threshold=r.get("unhealthy_threshold", rules.integer(1, 100), d.unhealthy_threshold),
+        healthy_threshold=r.get("healthy_threshold", rules.integer(1, 100), d.healthy_threshold),
+        warmup_check_interval=r.get("warmup_check_interval", rules.duration(minimum=0.1, maximum=3600),
+                                    d.warmup_check_interval),
+        path=r.get("path", http_path, None),
+    )
+    if out.timeout > out.interval:
+        r.problems.warn(child(r.path, "timeout"), "is longer than interval: checks of one backend may overlap in time")
+    r.finish()
+    return out
+
+
+def _consistent_hash(r: Reader) -> ConsistentHashConfig:
+    d = ConsistentHashConfig()
+    out = ConsistentHashConfig(
+        key_header=r.get("key_header", rules.string(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", "an HTTP header name"),
+                         d.key_header).lower(),
+        virtual_nodes=r.get("virtual_nodes", rules.integer(1, 10_000), d.virtual_nodes),
+    )
+    r.finish()
+    return out
+
+
+def _prefix_routing(r: Reader) -> PrefixRouting:
+    d = PrefixRouting()
+    out = PrefixRouting(
+        enabled=r.get("enabled", rules.boolean, d.enabled),
+        max_prefix_length=r.get("max_prefix_length", rules.integer(1, 1_000_000), d.max_prefix_length),
+        load_factor_epsilon=r.get("load_factor_epsilon", rules.number(0.0, 100.0), d.load_factor_epsilon),
+        virtual_nodes=r.get("virtual_nodes", rules.integer(1, 10_000), d.virtual_nodes),
+    )
+    r.finish()
+    return out

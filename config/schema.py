@@ -1,0 +1,156 @@
+"""The whole configuration as one frozen Snapshot.
+
+Everything downstream reads these classes; nothing reads YAML. Defaults live
+here so the configuration reference and the code cannot disagree.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import attrs
+from attrs import frozen
+
+
+class BackendType(str, Enum):
+    OPENAI = "openai"
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    OLLAMA = "ollama"
+    GENERIC = "generic"
+    SIMULATED = "simulated"
+
+
+# Health-check path used when `health_checks.path` is not set: engines with a
+# cheap liveness route use it, the rest answer `GET /v1/models` cheaply.
+DEFAULT_HEALTH_PATHS = {
+    BackendType.OPENAI: "/v1/models",
+    BackendType.VLLM: "/health",
+    BackendType.SGLANG: "/health",
+    BackendType.OLLAMA: "/api/version",
+    BackendType.GENERIC: "/v1/models",
+    BackendType.SIMULATED: "/health",
+}
+
+
+class Strategy(str, Enum):
+    ROUND_ROBIN = "RoundRobin"
+    WEIGHTED_ROUND_ROBIN = "WeightedRoundRobin"
+    LEAST_LATENCY = "LeastLatency"
+    RANDOM = "Random"
+    CONSISTENT_HASH = "ConsistentHash"
+    PREFIX_AWARE_HASH = "PrefixAwareHash"
+
+
+@frozen
+class ServerConfig:
+    bind_address: str = "0.0.0.0:8080"
+    max_body_bytes: int = 10 * 1024 * 1024
+    connection_pool_size: int = 100
+    workers: int = 1
+
+
+@frozen
+class SimulatedFailure:
+    """What a simulated backend does wrong, for demos and tests."""
+
+    status: int | None = None
+    stall_before_first_byte: bool = False
+    stall_after_chunk: int | None = None
+    reset_after_chunk: int | None = None
+    malformed_chunk: int | None = None
+
+
+@frozen
+class Simulation:
+    latency: float = 0.05
+    tokens_per_second: float = 0.0
+    chunks: int = 8
+    health_status: int = 200
+    failure: SimulatedFailure = SimulatedFailure()
+
+
+@frozen
+class BackendConfig:
+    name: str
+    type: BackendType
+    url: str
+    api_key: str | None = attrs.field(default=None, repr=False)
+    models: tuple[str, ...] = ()
+    weight: int = 1
+    enabled: bool = True
+    internal: bool = False
+    discovery: bool = True
+    simulation: Simulation | None = None
+
+    @property
+    def exact_models(self) -> tuple[str, ...]:
+        return tuple(m for m in self.models if not is_glob(m))
+
+    @property
+    def model_globs(self) -> tuple[str, ...]:
+        return tuple(m for m in self.models if is_glob(m))
+
+
+def is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+@frozen
+class HealthChecks:
+    enabled: bool = True
+    interval: float = 30.0
+    timeout: float = 5.0
+    unhealthy_threshold: int = 3
+    healthy_threshold: int = 2
+    warmup_check_interval: float = 1.0
+    path: str | None = None
+
+    def path_for(self, backend: BackendConfig) -> str:
+        return self.path or DEFAULT_HEALTH_PATHS[backend.type]
+
+
+@frozen
+class ConsistentHashConfig:
+    key_header: str = "x-session-id"
+    virtual_nodes: int = 160
+
+
+@frozen
+class PrefixRouting:
+    enabled: bool = True
+    max_prefix_length: int = 256
+    load_factor_epsilon: float = 0.25
+    virtual_nodes: int = 160
+
+
+@frozen
+class Timeouts:
+    connection: float = 10.0
+
+
+@frozen
+class Discovery:
+    interval: float = 300.0
+
+
+@frozen
+class Snapshot:
+    """One validated revision of the configuration; never mutated."""
+
+    server: ServerConfig = ServerConfig()
+    backends: tuple[BackendConfig, ...] = ()
+    selection_strategy: Strategy = Strategy.ROUND_ROBIN
+    health_checks: HealthChecks = HealthChecks()
+    consistent_hash: ConsistentHashConfig = ConsistentHashConfig()
+    prefix_routing: PrefixRouting = PrefixRouting()
+    timeouts: Timeouts = Timeouts()
+    discovery: Discovery = Discovery()
+    revision: str = ""
+    source: str = "<defaults>"
+
+    def backend(self, name: str) -> BackendConfig | None:
+        for b in self.backends:
+            if b.name == name:
+                return b
+        return None

@@ -1,0 +1,196 @@
+"""One error taxonomy for the whole gateway, and its wire envelopes.
+
+Every failure a client can see is one of these classes; each knows its HTTP
+status, OpenAI ``type``, ``code``, the ``param`` (dotted field path) it is
+about, and optional ``details``. Handlers raise; the ASGI layer renders the
+envelope that matches the ingress.
+
+    GatewayError
+     ├── ClientError                    the caller's request is at fault (4xx)
+     │    ├── InvalidRequest            400  malformed JSON, wrong field types
+     │    ├── BodyTooLarge              413
+     │    ├── RouteNotFound             404  no such path
+     │    ├── MethodNotAllowed          405
+     │    └── ModelNotFound             404  model_not_found
+     ├── NoHealthyBackend               503  known model, every backend down
+     └── UpstreamFailure                the backend failed us
+          ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
+          ├── UpstreamConnectError      502  could not reach / connection broke
+          ├── UpstreamTimeout           504  a connect or read limit passed
+          └── UpstreamProtocolError     502  the backend spoke garbage
+
+``map_upstream_exceptions`` turns httpx's exceptions into this tree at the
+I/O boundary, so nothing above it ever catches an httpx type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Iterator
+
+import httpx
+
+
+class GatewayError(Exception):
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        self.details = details
+
+    def envelope(self) -> dict[str, Any]:
+        """The OpenAI-shaped error object."""
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.type,
+            "param": self.param,
+            "code": self.code,
+        }
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+    def body(self) -> bytes:
+        return json.dumps(self.envelope()).encode()
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"content-type", b"application/json")]
+
+
+class ClientError(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class InvalidRequest(ClientError):
+    pass
+
+
+class BodyTooLarge(ClientError):
+    status = 413
+    code = "request_too_large"
+
+
+class RouteNotFound(ClientError):
+    status = 404
+    type = "not_found_error"
+    code = "not_found"
+
+
+class MethodNotAllowed(ClientError):
+    status = 405
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allowed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"allow", ", ".join(self.allowed).encode())]
+
+
+class ModelNotFound(ClientError):
+    status = 404
+    code = "model_not_found"
+
+
+class NoHealthyBackend(GatewayError):
+    status = 503
+    type = "service_unavailable"
+    code = "no_healthy_backends"
+
+
+class UpstreamFailure(GatewayError):
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+    backend: str | None = None
+
+
+class UpstreamStatusError(UpstreamFailure):
+    """The backend answered with an error status; its body goes back as-is."""
+
+    def __init__(self, backend: str, status: int, body: bytes, content_type: bytes | None,
+                 retry_after: str | None = None) -> None:
+        super().__init__(f"Backend '{backend}' answered HTTP {status}")
+        self.backend = backend
+        self.status = status
+        self.raw_body = body
+        self.content_type = content_type
+        self.retry_after = retry_after
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        extra = [(b"retry-after", self.retry_after.encode("latin-1"))] if self.retry_after else []
+        return super().headers() + extra
+
+    def body(self) -> bytes:
+        if self.content_type and b"json" in self.content_type and _is_json(self.raw_body):
+            return self.raw_body
+        # A non-JSON error page is wrapped so clients still get an envelope,
+        # with the backend's own text kept verbatim in the message.
+        text = self.raw_body.decode("utf-8", "replace").strip()[:2000]
+        self.message = f"Backend '{self.backend}' answered HTTP {self.status}: {text}"
+        return super().body()
+
+
+class UpstreamConnectError(UpstreamFailure):
+    code = "upstream_connection_error"
+
+
+class UpstreamTimeout(UpstreamFailure):
+    status = 504
+    type = "timeout"
+    code = "timeout"
+
+
+class UpstreamProtocolError(UpstreamFailure):
+    code = "upstream_protocol_error"
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def map_upstream_exceptions(backend: str) -> Iterator[None]:
+    """Translate httpx failures into the taxonomy, naming the backend."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        kind = type(exc).__name__.replace("Timeout", "").lower() or "request"
+        err: UpstreamFailure = UpstreamTimeout(
+            f"Backend '{backend}' timed out ({kind})", details={"timeout": kind}
+        )
+        err.backend = backend
+        raise err from exc
+    except (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+        err = UpstreamConnectError(f"Backend '{backend}' connection failed: {exc or type(exc).__name__}")
+        err.backend = backend
+        raise err from exc
+    except (httpx.RemoteProtocolError, httpx.LocalProtocolError, httpx.DecodingError) as exc:
+        err = UpstreamProtocolError(f"Backend '{backend}' protocol error: {exc or type(exc).__name__}")
+        err.backend = backend
+        raise err from exc
+    except httpx.TransportError as exc:
+        err = UpstreamConnectError(f"Backend '{backend}' transport error: {exc or type(exc).__name__}")
+        err.backend = backend
+        raise err from exc

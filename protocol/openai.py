@@ -1,0 +1,90 @@
+"""OpenAI shapes: validate a chat-completions body into a Call; build /v1/models.
+
+Validation is deliberately shallow: the fields the router itself reads
+(``model``, ``messages``, ``stream``, ``user``) must be right, and each
+mistake names its path (``messages[2].role``). Everything else goes to the
+backend untouched; it is the authority on its own parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from actors.messages import Call
+from config.schema import Snapshot
+from protocol.errors import InvalidRequest
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _type(value: Any) -> str:
+    return {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
+            dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        raise InvalidRequest("Request body is empty; expected a JSON object", code="invalid_json")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"Request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest(f"Request body must be a JSON object, got {_type(payload)}", code="invalid_json")
+    return payload
+
+
+def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes]) -> Call:
+    payload = parse_json_object(body)
+    model = payload.get("model")
+    if model is None:
+        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(f"'model' must be a non-empty string, got {_type(model)}", param="model",
+                             code="invalid_type")
+    messages = payload.get("messages")
+    if messages is None:
+        raise InvalidRequest("Missing required parameter: 'messages'", param="messages",
+                             code="missing_required_parameter")
+    if not isinstance(messages, list):
+        raise InvalidRequest(f"'messages' must be an array, got {_type(messages)}", param="messages",
+                             code="invalid_type")
+    if not messages:
+        raise InvalidRequest("'messages' must contain at least one message", param="messages",
+                             code="invalid_value")
+    for i, msg in enumerate(messages):
+        _check_message(msg, f"messages[{i}]")
+    stream = payload.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest(f"'stream' must be a boolean, got {_type(stream)}", param="stream", code="invalid_type")
+    user = payload.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidRequest(f"'user' must be a string, got {_type(user)}", param="user", code="invalid_type")
+    header = headers.get(snapshot.consistent_hash.key_header.encode())
+    hash_key = header.decode("latin-1") if header else user
+    return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key)
+
+
+def _check_message(msg: Any, path: str) -> None:
+    if not isinstance(msg, dict):
+        raise InvalidRequest(f"'{path}' must be an object, got {_type(msg)}", param=path, code="invalid_type")
+    role = msg.get("role")
+    if role is None:
+        raise InvalidRequest(f"Missing required parameter: '{path}.role'", param=f"{path}.role",
+                             code="missing_required_parameter")
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidRequest(f"'{path}.role' must be one of {', '.join(sorted(ROLES))}, got {role!r}",
+                             param=f"{path}.role", code="invalid_value")
+    content = msg.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise InvalidRequest(f"'{path}.content' must be a string, an array of content parts or null, "
+                             f"got {_type(content)}", param=f"{path}.content", code="invalid_type")
+
+
+def model_list(models: Mapping[str, list[str]]) -> dict[str, Any]:
+    return {"object": "list", "data": [
+        {"id": model_id, "object": "model", "created": 0, "owned_by": backends[0], "backends": backends}
+        for model_id, backends in models.items()]}

@@ -1,0 +1,83 @@
+"""The one shared httpx client, and how each backend is addressed.
+
+One ``httpx.AsyncClient`` serves every backend so keep-alive connections are
+pooled process-wide (sized by ``server.connection_pool_size``). Simulated
+backends are reached through the same client: a dispatching transport hands
+requests for their ``*.simulated`` hosts to in-process transports, so the
+request path is identical for real and simulated backends.
+
+httpx limits are per operation; only the connect limit is set here. Every
+other budget is a Trio cancel scope owned by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+from urllib.parse import urlsplit
+
+import httpx
+
+from config.schema import BackendConfig, BackendType, Snapshot
+from protocol.simulated import SimulatedTransport
+
+
+def join_url(base: str, path: str) -> str:
+    """``base`` + ``path``, without doubling a ``/v1`` the operator already wrote.
+
+    ``http://h:8000`` + ``/v1/models`` and ``http://h:8000/v1`` + ``/v1/models``
+    both give ``http://h:8000/v1/models``.
+    """
+    base = base.rstrip("/")
+    if path.startswith("/v1/") and base.endswith("/v1"):
+        path = path[3:]
+    return base + path
+
+
+def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
+    if backend.api_key:
+        return [("authorization", f"Bearer {backend.api_key}")]
+    return []
+
+
+class DispatchTransport(httpx.AsyncBaseTransport):
+    """Sends ``*.simulated`` hosts to in-process transports, the rest to the network."""
+
+    def __init__(self, network: httpx.AsyncBaseTransport, simulated: Mapping[str, SimulatedTransport]) -> None:
+        self.network = network
+        self.simulated = dict(simulated)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        sim = self.simulated.get(request.url.host) if self.simulated else None
+        if sim is not None:
+            return await sim.handle_async_request(request)
+        return await self.network.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.network.aclose()
+
+
+class Upstream:
+    def __init__(self, snapshot: Snapshot, simulated: Mapping[str, SimulatedTransport] | None = None) -> None:
+        pool = snapshot.server.connection_pool_size
+        network = httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0),
+            retries=0,
+        )
+        if simulated is None:
+            simulated = {
+                urlsplit(b.url).hostname or b.name: SimulatedTransport(b.name, b.simulation, b.models)
+                for b in snapshot.backends
+                if b.type is BackendType.SIMULATED and b.simulation is not None
+            }
+        self.simulated: dict[str, SimulatedTransport] = dict(simulated)
+        self.client = httpx.AsyncClient(
+            transport=DispatchTransport(network, self.simulated),
+            timeout=httpx.Timeout(connect=snapshot.timeouts.connection, read=None, write=None, pool=None),
+            follow_redirects=False,
+        )
+
+    def simulator(self, backend: BackendConfig) -> SimulatedTransport | None:
+        return self.simulated.get(urlsplit(backend.url).hostname or "")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -70,10 +70,11 @@ class BackendHealthActor:
         url = join_url(backend.url, cfg.path_for(backend))
         headers = auth_headers(backend)
         while True:
+            began = trio.current_time()  # a fixed cadence: a slow check does not push the next one
             outcome, error = await self._check(backend.name, url, headers, cfg.timeout)
             self._record(backend.name, outcome, error)
-            await trio.sleep(next_check_delay(self.view.backends[backend.name], cfg.interval,
-                                              cfg.warmup_check_interval))
+            await trio.sleep_until(began + next_check_delay(self.view.backends[backend.name], cfg.interval,
+                                                            cfg.warmup_check_interval))
 
     async def _check(self, name: str, url: str, headers: list[tuple[str, str]],
                      timeout: float) -> tuple[Outcome, str | None]:

@@ -1,0 +1,140 @@
+"""One call end to end under MockClock: exact instants, cancellation, relay."""
+
+import json
+
+import trio
+
+from tests.harness import chat, gateway, request
+
+ONE_BACKEND = """
+health_checks: {interval: 1h}
+backends:
+  - name: sim
+    type: simulated
+    models: [demo]
+    simulation: {latency: 1s, tokens_per_second: 2, chunks: 4}
+"""
+
+
+async def test_buffered_reply_arrives_after_latency_plus_pacing(autojump_clock):
+    async with gateway(ONE_BACKEND) as app:
+        start = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        assert reply.status == 200
+        body = reply.json()
+        assert body["choices"][0]["message"]["content"].startswith("Hello from sim.")
+        assert body["usage"]["completion_tokens"] == 4
+        # 1 s latency, then 3 gaps of 0.5 s between 4 tokens
+        assert reply.ended_at - start == 2.5
+
+
+async def test_stream_chunks_relayed_at_their_upstream_instants(autojump_clock):
+    async with gateway(ONE_BACKEND) as app:
+        start = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert reply.status == 200
+        assert reply.headers[b"content-type"] == b"text/event-stream"
+        times = [t - start for t, c in reply.chunks if b'"content"' in c]
+        assert times == [1.0, 1.5, 2.0, 2.5]
+        assert reply.events()[-1] == b"[DONE]"
+
+
+async def test_client_disconnect_cancels_upstream_at_once(autojump_clock):
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+        start = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True),
+                              disconnect_at=start + 1.2)
+        assert [t - start for t, _ in reply.chunks] == [1.0]
+        cancelled = [t - start for t, kind in sim.events if kind == "cancelled"]
+        assert cancelled == [1.2]
+        assert app.runtime.pool.in_flight["sim"] == 0
+
+
+async def test_client_disconnect_cancels_buffered_upstream(autojump_clock):
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+        start = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat(), disconnect_at=start + 0.3)
+        assert reply.status == 0  # nothing was sent: nobody is listening
+        assert [t - start for t, kind in sim.events if kind == "cancelled"] == [0.3]
+
+
+async def test_stream_without_done_gets_done_appended(autojump_clock):
+    # A backend that closes the stream cleanly without [DONE] still ends with one.
+    from protocol.simulated import SimulatedTransport
+
+    async def no_done(self, sim, cid, model, body):
+        yield b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+        sim._sse = no_done.__get__(sim, SimulatedTransport)
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert reply.events() == [b'{"choices":[{"index":0,"delta":{"content":"x"}}]}', b"[DONE]"]
+
+
+FAILING = """
+health_checks: {interval: 1h, unhealthy_threshold: 2}
+backends:
+  - name: sim
+    type: simulated
+    models: [demo]
+    simulation:
+      latency: 100ms
+      chunks: 4
+      failure: {FAILURE}
+"""
+
+
+async def test_upstream_error_status_passed_through(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "status: 429")) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        assert reply.status == 429
+        assert reply.json()["error"]["code"] == "simulated_429"
+
+
+async def test_mid_stream_reset_sends_error_event_without_done(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "reset_after_chunk: 2")) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert reply.status == 200
+        events = reply.events()
+        assert b"[DONE]" not in events
+        error = json.loads(events[-1])["error"]
+        assert error["code"] == "upstream_connection_error"
+        assert len([e for e in events if b'"content"' in e]) == 2
+
+
+async def test_malformed_chunk_relayed_verbatim(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "malformed_chunk: 2")) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert b'"choices": [ {"delta": ' in reply.body
+
+
+async def test_stall_before_first_byte_holds_until_client_leaves(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "stall_before_first_byte: true")) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+        start = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True), disconnect_at=start + 30)
+        assert [c for _, c in reply.chunks] == []
+        assert [t - start for t, k in sim.events if k == "cancelled"] == [30.0]
+
+
+async def test_passive_failures_take_backend_out(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "status: 503")) as app:
+        for _ in range(2):
+            reply = await request(app, "POST", "/v1/chat/completions", chat())
+            assert reply.status == 503
+        await trio.sleep(0.01)  # the health actor drains its inbox
+        assert app.runtime.health.view.backends["sim"].state.value == "unhealthy"
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        assert reply.status == 503
+        assert reply.json()["error"]["code"] == "no_healthy_backends"
+
+
+async def test_client_error_status_does_not_count_against_health(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "status: 400")) as app:
+        for _ in range(3):
+            assert (await request(app, "POST", "/v1/chat/completions", chat())).status == 400
+        await trio.sleep(0.01)
+        assert app.runtime.health.view.backends["sim"].failures == 0

@@ -19,7 +19,7 @@ from actors.routing.candidates import listed_models
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
-from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound
+from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, Unavailable
 from protocol.openai import model_list, parse_chat
 
 log = logging.getLogger("switchyard.app")
@@ -143,6 +143,13 @@ class App:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
         try:
             methods = self.routes.get(scope["path"])
             if methods is None:
@@ -151,15 +158,21 @@ class App:
             if handler is None:
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}",
                                        allowed=tuple(methods))
-            await handler(scope, receive, send)
+            await handler(scope, receive, tracked_send)
         except GatewayError as err:
             await respond(send, err.status, err.body(), err.headers())
         except _ClientGone:
             pass
+        except Exception:
+            # A bug must still answer in our envelope, and be loud in the log.
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if not started:
+                err = GatewayError("Internal error in the gateway; see its log")
+                await respond(send, err.status, err.body(), err.headers())
 
     def _runtime(self) -> Runtime:
         if self.runtime is None:
-            raise RuntimeError("the gateway runtime is not running (lifespan not started)")
+            raise Unavailable("The gateway is starting or stopping; retry shortly")
         return self.runtime
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:

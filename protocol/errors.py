@@ -12,7 +12,8 @@ envelope that matches the ingress.
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
      │    └── ModelNotFound             404  model_not_found
-     ├── NoHealthyBackend               503  known model, every backend down
+     ├── Unavailable                    503  not ready to serve (starting, stopping)
+     │    └── NoHealthyBackend          503  known model, every backend down
      └── UpstreamFailure                the backend failed us
           ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
           ├── UpstreamConnectError      502  could not reach / connection broke
@@ -109,9 +110,13 @@ class ModelNotFound(ClientError):
     code = "model_not_found"
 
 
-class NoHealthyBackend(GatewayError):
+class Unavailable(GatewayError):
     status = 503
     type = "service_unavailable"
+    code = "service_unavailable"
+
+
+class NoHealthyBackend(Unavailable):
     code = "no_healthy_backends"
 
 

@@ -214,4 +214,7 @@ def create_app(config_path: str | None = None) -> App:
 
 def app_from_env() -> App:
     """Factory for hypercorn worker processes: the CLI passes the path in the environment."""
+    from protocol.cli import configure_logging
+
+    configure_logging(os.environ.get("SWITCHYARD_LOG_LEVEL", "info"))
     return create_app(os.environ.get("SWITCHYARD_CONFIG") or None)

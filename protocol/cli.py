@@ -50,9 +50,13 @@ def validate_command(path: str) -> int:
     return 0
 
 
-def serve_command(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request is noise
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
     try:
         loaded = load_file(args.config) if args.config else load_demo()
     except ConfigError as exc:
@@ -94,6 +98,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from hypercorn.run import run
 
     os.environ["SWITCHYARD_CONFIG"] = os.path.abspath(args.config) if args.config else ""
+    os.environ["SWITCHYARD_LOG_LEVEL"] = args.log_level
     hc.workers = workers
     hc.application_path = "protocol.app:app_from_env()"
     return run(hc)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+from typing import Any
 
 from config.load import ConfigError, load_demo, load_file
 from config.rules import Invalid
@@ -87,11 +89,8 @@ def serve_command(args: argparse.Namespace) -> int:
     hc.graceful_timeout = 10
     if workers == 1:
         import trio
-        from hypercorn.trio import serve
 
-        from protocol.app import create_app
-
-        trio.run(serve, create_app(args.config), hc)
+        trio.run(_serve_one, args.config, hc)
         return 0
     # Several workers: hypercorn spawns processes that each import the app
     # through a factory; the config path travels in the environment.
@@ -102,6 +101,27 @@ def serve_command(args: argparse.Namespace) -> int:
     hc.workers = workers
     hc.application_path = "protocol.app:app_from_env()"
     return run(hc)
+
+
+async def _serve_one(config_path: str | None, hc: Any) -> None:
+    """One in-process worker that drains on SIGTERM/SIGINT like hypercorn's own workers.
+
+    Without a shutdown trigger the signal would kill the process mid-stream;
+    with it, hypercorn stops accepting, lets in-flight calls finish within
+    ``graceful_timeout``, then runs the lifespan shutdown.
+    """
+    import trio
+    from hypercorn.trio import serve
+
+    from protocol.app import create_app
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async def stop() -> None:
+            async for signum in signals:
+                logging.getLogger("switchyard").info("signal %s: draining", signal.Signals(signum).name)
+                return
+
+        await serve(create_app(config_path), hc, shutdown_trigger=stop)
 
 
 def _bind(text: str) -> str:

@@ -16,6 +16,7 @@ from actors.messages import Call, PassiveReport
 from protocol.errors import (
     GatewayError,
     UpstreamFailure,
+    UpstreamProtocolError,
     UpstreamStatusError,
     map_upstream_exceptions,
 )
@@ -73,11 +74,17 @@ class RequestActor:
                 with map_upstream_exceptions(backend.name):
                     response = await rt.upstream.client.send(request, stream=True)
                     try:
-                        rt.pool.observe_latency(backend.name, trio.current_time() - began)
-                        if response.status_code >= 400:
-                            raise UpstreamStatusError(backend.name, response.status_code, await response.aread(),
+                        status = response.status_code
+                        if status >= 400:
+                            raise UpstreamStatusError(backend.name, status, await response.aread(),
                                                       response.headers.get("content-type", "").encode(),
                                                       response.headers.get("retry-after"))
+                        if status >= 300:
+                            raise UpstreamProtocolError(
+                                f"Backend '{backend.name}' answered a redirect (HTTP {status}); "
+                                "point its url at the API itself", details={"status": status})
+                        # error answers can be fast; only successes say how quick a backend is
+                        rt.pool.observe_latency(backend.name, trio.current_time() - began)
                         await self._relay(response)
                     finally:
                         await response.aclose()
@@ -91,11 +98,15 @@ class RequestActor:
 
     async def _relay(self, response) -> None:
         content_type = response.headers.get("content-type", "application/json").encode()
-        await self.sink.start(response.status_code, [(b"content-type", content_type)])
         if not self.call.stream:
-            await self.sink.send(await response.aread())
+            # Read it all before the status goes out: a body that breaks
+            # half-way must become an error, not a 200 with half a JSON.
+            body = await response.aread()
+            await self.sink.start(response.status_code, [(b"content-type", content_type)])
+            await self.sink.send(body)
             await self.sink.finish()
             return
+        await self.sink.start(response.status_code, [(b"content-type", content_type)])
         tail = b""
         async for chunk in response.aiter_raw():
             await self.sink.send(chunk)

@@ -93,9 +93,11 @@ def interpolate(value: Any, path: str, env: Mapping[str, str], problems: Problem
             if m.group(0) == "$$":
                 return "$"
             name, default = m.group(1), m.group(2)
-            if name in env:
+            if env.get(name):
                 return env[name]
-            if default is not None:
+            if name in env and default is None:
+                return ""
+            if default is not None:  # shell semantics: `:-` also covers a set but empty variable
                 return default
             problems.error(path or "<top level>", f"environment variable {name} is not set")
             return ""
@@ -131,6 +133,12 @@ def http_url(value: Any) -> str:
     return text.rstrip("/")
 
 
+def optional_string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {rules.type_name(value)}")
+    return value
+
+
 def http_path(value: Any) -> str:
     return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
 
@@ -140,10 +148,6 @@ def model_name(value: Any) -> str:
     if len(text) > 256 or any(ch.isspace() for ch in text):
         raise Invalid(f"must be a model name or glob without spaces, at most 256 characters, got {text!r}")
     return text
-
-
-TOP_LEVEL = ("server", "backends", "selection_strategy", "health_checks", "consistent_hash",
-             "prefix_routing", "timeouts", "discovery")
 
 
 def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
@@ -165,7 +169,7 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
 
     if not top.raw.get("backends"):
         problems.error("backends", "at least one backend is required")
-    elif not any(b.enabled and not b.internal for b in backends):
+    elif not problems.errors and not any(b.enabled and not b.internal for b in backends):
         problems.warn("backends", "no enabled public backend: every chat request will get 404 or 503")
     if strategy is Strategy.PREFIX_AWARE_HASH and not prefix.enabled:
         problems.warn("prefix_routing.enabled",
@@ -195,14 +199,14 @@ def _backends(top: Reader, problems: Problems) -> tuple[BackendConfig, ...]:
     out: list[BackendConfig] = []
     seen: dict[str, str] = {}
     for r in top.items("backends"):
+        name = r.raw.get("name")
+        if isinstance(name, str) and name in seen:
+            problems.error(child(r.path, "name"), f"duplicate backend name {name!r} (also {seen[name]})")
+        elif isinstance(name, str):
+            seen[name] = r.path
         backend = _backend(r)
-        if backend is None:
-            continue
-        if backend.name in seen:
-            problems.error(child(r.path, "name"), f"duplicate backend name {backend.name!r} (also {seen[backend.name]})")
-            continue
-        seen[backend.name] = r.path
-        out.append(backend)
+        if backend is not None:
+            out.append(backend)
     return tuple(out)
 
 
@@ -218,7 +222,8 @@ def _backend(r: Reader) -> BackendConfig | None:
             url = f"http://{name or 'backend'}.simulated"
         elif not r.has("url"):
             r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
-    api_key = r.get("api_key", rules.string(), None)
+    # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
+    api_key = r.get("api_key", optional_string, None) or None
     models = r.get("models", rules.string_list(model_name), ())
     weight = r.get("weight", rules.integer(1, 10_000), 1)
     enabled = r.get("enabled", rules.boolean, True)
@@ -234,6 +239,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     elif btype is BackendType.SIMULATED:
         simulation = Simulation()
     r.finish()
+    if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
+        r.problems.error(child(r.path, "url"), f"of a simulated backend must have a host ending in .simulated, got {url!r}")
     if len(r.problems.errors) > errors_before:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
@@ -247,7 +254,7 @@ def _status(value: Any) -> int:
 def _simulation(r: Reader) -> Simulation:
     d = Simulation()
     f = r.section("failure")
-    chunk_no = rules.integer(0, 100_000)
+    chunk_no = rules.integer(1, 100_000)  # chunks count from 1
     failure = SimulatedFailure(
         status=f.get("status", _status, None),
         stall_before_first_byte=f.get("stall_before_first_byte", rules.boolean, False),
@@ -280,7 +287,8 @@ def _health(r: Reader) -> HealthChecks:
         path=r.get("path", http_path, None),
     )
     if out.timeout > out.interval:
-        r.problems.warn(child(r.path, "timeout"), "is longer than interval: checks of one backend may overlap in time")
+        r.problems.warn(child(r.path, "timeout"),
+                        "is longer than interval: a backend that does not answer is checked back to back")
     r.finish()
     return out
 

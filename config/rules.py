@@ -32,7 +32,7 @@ class Problems:
     def error(self, path: str, rule: str) -> None:
         # One error per path: a value that already failed (say, a missing
         # ${ENV}) should not also be reported as empty.
-        if path in self.failed_paths:
+        if path in self.failed_paths or any(f.startswith((path + "[", path + ".")) for f in self.failed_paths):
             return
         self.failed_paths.add(path)
         self.errors.append(f"{path}: {rule}")
@@ -47,7 +47,7 @@ def child(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string",
             list: "list", dict: "mapping", type(None): "null"}.get(type(value), type(value).__name__)
 
@@ -62,7 +62,7 @@ class Reader:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
-            problems.error(path or "<top level>", f"must be a mapping, got {_type_name(raw)}")
+            problems.error(path or "<top level>", f"must be a mapping, got {type_name(raw)}")
             raw = {}
         self.raw: Mapping[str, Any] = raw
 
@@ -92,7 +92,7 @@ class Reader:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.problems.error(child(self.path, key), f"must be a list, got {_type_name(value)}")
+            self.problems.error(child(self.path, key), f"must be a list, got {type_name(value)}")
             return []
         return [Reader(item, child(child(self.path, key), i), self.problems) for i, item in enumerate(value)]
 
@@ -106,14 +106,14 @@ class Reader:
 
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise Invalid(f"must be true or false, got {_type_name(value)}")
+        raise Invalid(f"must be true or false, got {type_name(value)}")
     return value
 
 
 def integer(minimum: int | None = None, maximum: int | None = None) -> Rule[int]:
     def rule(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise Invalid(f"must be an integer, got {_type_name(value)}")
+            raise Invalid(f"must be an integer, got {type_name(value)}")
         _check_range(value, minimum, maximum)
         return value
     return rule
@@ -122,7 +122,7 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Rule[int]
 def number(minimum: float | None = None, maximum: float | None = None) -> Rule[float]:
     def rule(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise Invalid(f"must be a number, got {_type_name(value)}")
+            raise Invalid(f"must be a number, got {type_name(value)}")
         if not math.isfinite(value):
             raise Invalid("must be a finite number")
         _check_range(value, minimum, maximum)
@@ -142,7 +142,7 @@ def string(pattern: str | None = None, what: str | None = None) -> Rule[str]:
 
     def rule(value: Any) -> str:
         if not isinstance(value, str):
-            raise Invalid(f"must be a string, got {_type_name(value)}")
+            raise Invalid(f"must be a string, got {type_name(value)}")
         if not value:
             raise Invalid("must not be empty")
         if compiled and not compiled.fullmatch(value):
@@ -162,7 +162,7 @@ def one_of(choices: Mapping[str, T]) -> Rule[T]:
 def string_list(item: Rule[str]) -> Rule[tuple[str, ...]]:
     def rule(value: Any) -> tuple[str, ...]:
         if not isinstance(value, list):
-            raise Invalid(f"must be a list of strings, got {_type_name(value)}")
+            raise Invalid(f"must be a list of strings, got {type_name(value)}")
         out = []
         for i, entry in enumerate(value):
             try:
@@ -192,7 +192,7 @@ def duration(minimum: float = 0.0, maximum: float | None = None, allow_zero: boo
                 raise Invalid(f"must be a duration like 10s, 500ms or 1m30s, got {value!r}")
             seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
         else:
-            raise Invalid(f"must be a duration like 10s or 500ms, got {_type_name(value)}")
+            raise Invalid(f"must be a duration like 10s or 500ms, got {type_name(value)}")
         if not math.isfinite(seconds) or seconds < 0:
             raise Invalid(f"must be a non-negative duration, got {value!r}")
         if seconds == 0 and not allow_zero:

@@ -196,13 +196,16 @@ class App:
         if runtime is None:
             await respond(send, 503, b'{"status":"starting","healthy_backends":0}')
             return
+        # Ready when some public backend takes traffic: healthy, or not yet
+        # checked (the first check runs at start; with checks off it never does).
         view = runtime.health.view
         public = [b.name for b in runtime.snapshot.backends if b.enabled and not b.internal]
-        healthy = [name for name in public if view.routable(name)]
+        routable = [name for name in public if view.routable(name)]
         states = {name: view.backends[name].state.value for name in public if name in view.backends}
-        body = {"status": "ready" if healthy else "unavailable", "healthy_backends": len(healthy),
-                "backends": states}
-        await respond(send, 200 if healthy else 503, json.dumps(body).encode())
+        body = {"status": "ready" if routable else "unavailable",
+                "healthy_backends": sum(1 for s in states.values() if s == "healthy"),
+                "routable_backends": len(routable), "backends": states}
+        await respond(send, 200 if routable else 503, json.dumps(body).encode())
 
 
 def create_app(config_path: str | None = None) -> App:

@@ -62,14 +62,14 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
-        if request.method == "GET" and path.endswith(("/health", "/api/version")):
-            status = self.health_script.popleft() if self.health_script else self.simulation.health_status
-            self.record(f"health:{status}")
-            return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
         if request.method == "GET" and path.endswith("/models"):
             self.record("models")
             return httpx.Response(200, json={"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": self.name} for m in self.models]})
+        if request.method == "GET":  # any other GET is the health route, whatever health_checks.path says
+            status = self.health_script.popleft() if self.health_script else self.simulation.health_status
+            self.record(f"health:{status}")
+            return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
         if request.method == "POST" and path.endswith("/chat/completions"):
             return await self._chat(request)
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",

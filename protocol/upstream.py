@@ -22,14 +22,18 @@ from protocol.simulated import SimulatedTransport
 
 
 def join_url(base: str, path: str) -> str:
-    """``base`` + ``path``, without doubling a ``/v1`` the operator already wrote.
+    """``base`` + ``path``, where a base ending in ``/v1`` names the API root.
 
-    ``http://h:8000`` + ``/v1/models`` and ``http://h:8000/v1`` + ``/v1/models``
-    both give ``http://h:8000/v1/models``.
+    ``http://h:8000`` and ``http://h:8000/v1`` are the same backend: with
+    ``/v1/models`` both give ``http://h:8000/v1/models``, and with a root
+    route such as ``/health`` both give ``http://h:8000/health``.
     """
     base = base.rstrip("/")
-    if path.startswith("/v1/") and base.endswith("/v1"):
-        path = path[3:]
+    if base.endswith("/v1"):
+        if path.startswith("/v1/"):
+            path = path[3:]
+        else:
+            base = base[:-3]
     return base + path
 
 

@@ -83,7 +83,8 @@ async def test_ready_reports_backend_states(autojump_clock):
         await trio.sleep(0.1)
         reply = await request(app, "GET", "/ready")
         assert reply.status == 200
-        assert reply.json() == {"status": "ready", "healthy_backends": 2, "backends": {"a": "healthy", "b": "healthy"}}
+        assert reply.json() == {"status": "ready", "healthy_backends": 2, "routable_backends": 2,
+                                "backends": {"a": "healthy", "b": "healthy"}}
         assert (await request(app, "GET", "/health")).json() == {"status": "ok"}
 
 

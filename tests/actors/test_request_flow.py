@@ -138,3 +138,25 @@ async def test_client_error_status_does_not_count_against_health(autojump_clock)
             assert (await request(app, "POST", "/v1/chat/completions", chat())).status == 400
         await trio.sleep(0.01)
         assert app.runtime.health.view.backends["sim"].failures == 0
+
+
+async def test_buffered_body_that_breaks_is_an_error_not_a_200(autojump_clock):
+    async with gateway(FAILING.replace("FAILURE", "reset_after_chunk: 2")) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        assert reply.status == 502
+        assert reply.json()["error"]["code"] == "upstream_connection_error"
+
+
+async def test_upstream_redirect_is_a_protocol_error(autojump_clock):
+    import httpx
+
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+
+        async def redirect(request):
+            return httpx.Response(302, headers={"location": "http://elsewhere/"})
+        sim.handle_async_request = redirect
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        assert reply.status == 502
+        assert reply.json()["error"]["code"] == "upstream_protocol_error"
+        assert b"location" not in reply.headers

@@ -217,7 +217,7 @@ async def test_ready_is_503_when_the_only_backend_fails_health_checks(start_gate
                 if status != 503:
                     await trio.sleep(0.05)
         assert status == 503, ready.text
-        assert ready.json() == {"status": "unavailable", "healthy_backends": 0,
+        assert ready.json() == {"status": "unavailable", "healthy_backends": 0, "routable_backends": 0,
                                 "backends": {"sim-sick": "unhealthy"}}
         assert (await http.get("/health")).status_code == 200  # liveness is not readiness
         refused = await http.post("/v1/chat/completions", json=CHAT)

@@ -6,6 +6,7 @@ built on. One run starts three servers on free 127.0.0.1 ports --
   direct       nginx answering OpenAI routes from memory (tests/perf/nginx.conf.template)
   passthrough  tests/perf/passthrough.py: hypercorn(trio) + httpx doing nothing but
                forwarding -- the ceiling for anything built on that stack
+               (opt-in: passthrough-httpx2, the same on the httpx2 fork)
   switchyard   `switchyard serve --workers 1` with backends pointing at the nginx
 
 -- and measures them interleaved (round 1: direct, passthrough, switchyard;
@@ -58,7 +59,9 @@ import trio
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-ALL_TARGETS = ("direct", "passthrough", "switchyard")
+# Interleaving order. passthrough-httpx2 (same proxy on the httpx2 fork) is opt-in via --targets.
+ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "switchyard")
+DEFAULT_TARGETS = "direct,passthrough,switchyard"
 CONNECTION_LEVELS = (32, 128)
 MESSAGES = [{"role": "user", "content": "hi"}]
 CHAT_REQUEST = {"model": "bench", "messages": MESSAGES}
@@ -224,11 +227,15 @@ class Server:
                 raise RuntimeError(f"{self.name}: stream check got {r.status_code}, {len(events)} events: {r.text[:300]}")
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """utime+stime (+ reaped children's) of `root` and all live descendants, from /proc."""
+def proc_snapshot() -> tuple[dict[int, list[int]], dict[int, float]]:
+    """(children by parent pid, CPU seconds by pid) for every process, from /proc/<pid>/stat.
+
+    CPU is utime+stime plus cutime+cstime, so work of children that already
+    exited and were reaped stays counted in their parent.
+    """
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
-    cpu: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -236,16 +243,36 @@ def tree_cpu_seconds(root: int) -> float:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is the state (field 3)
+        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is the state (stat field 3)
         pid, ppid = int(entry), int(fields[1])
         children.setdefault(ppid, []).append(pid)
-        cpu[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    total, todo = 0, [root]
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return children, cpu
+
+
+def tree_pids(snapshot, root: int) -> set[int]:
+    children, _ = snapshot
+    pids, todo = set(), [root]
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0)
+        pids.add(pid)
         todo.extend(children.get(pid, []))
-    return total / tick
+    return pids
+
+
+def tree_cpu_seconds(root: int, snapshot=None) -> float:
+    """CPU seconds of `root` and all its live descendants."""
+    snapshot = snapshot or proc_snapshot()
+    return sum(snapshot[1].get(pid, 0.0) for pid in tree_pids(snapshot, root))
+
+
+def other_cpu_seconds(before, after) -> float:
+    """CPU used between two snapshots by processes outside this benchmark's tree and outside kernel threads.
+
+    That is the disturbance: a test suite or build running next to us.
+    """
+    ours = tree_pids(after, os.getpid()) | tree_pids(before, os.getpid()) | tree_pids(after, 2)
+    return sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items() if pid not in ours)
 
 
 # --------------------------------------------------------------------------- wrk
@@ -478,7 +505,7 @@ def machine_info() -> dict:
 
 
 def render_markdown(results: dict[str, list[dict]], args, info: dict, command: str,
-                    profile_note: str | None) -> str:
+                    profile_note: str | None, failed: dict[str, str]) -> str:
     targets = list(results)
     ratio = "switchyard" in targets and "passthrough" in targets
     out = [f"## Benchmark run {info['date']}", "",
@@ -502,8 +529,10 @@ def render_markdown(results: dict[str, list[dict]], args, info: dict, command: s
             f"{label} {fmt(median_of(results['switchyard'], k) / median_of(results['passthrough'], k), '{:.2f}x')}"
             for k, label in (("c32_rps", "req/s@32"), ("c32_p99_ms", "p99@32"),
                              ("c128_rps", "req/s@128"), ("c128_p99_ms", "p99@128")))]
-    out += ["", "Per round:", "", "| target | round | req/s@32 | p99@32 ms | req/s@128 | p99@128 ms | "
-            "CPU ms/req@128 | TTFC p50 ms | TTFC p99 ms | errors |", "|" + "---|" * 10]
+    out += ["", "Per round (other CPU = share of the machine's CPU used by processes outside the benchmark "
+            "during the 32/128 phase; more than a few % means that phase was disturbed):", "",
+            "| target | round | req/s@32 | p99@32 ms | req/s@128 | p99@128 ms | "
+            "CPU ms/req@128 | TTFC p50 ms | TTFC p99 ms | errors | other CPU % 32/128 |", "|" + "---|" * 11]
     for i in range(args.rounds):
         for t in targets:
             if i < len(results[t]):
@@ -511,9 +540,12 @@ def render_markdown(results: dict[str, list[dict]], args, info: dict, command: s
                 out.append(f"| {t} | {i + 1} | {fmt(r['c32_rps'], '{:.0f}')} | {fmt(r['c32_p99_ms'], '{:.2f}')} | "
                            f"{fmt(r['c128_rps'], '{:.0f}')} | {fmt(r['c128_p99_ms'], '{:.2f}')} | "
                            f"{fmt(r['c128_cpu_ms_per_req'], '{:.3f}')} | {fmt(r['ttfc_p50_ms'], '{:.1f}')} | "
-                           f"{fmt(r['ttfc_p99_ms'], '{:.1f}')} | {r['errors']} |")
+                           f"{fmt(r['ttfc_p99_ms'], '{:.1f}')} | {r['errors']} | "
+                           f"{fmt(r['c32_other_cpu_pct'], '{:.0f}')}/{fmt(r['c128_other_cpu_pct'], '{:.0f}')} |")
     if profile_note:
         out += ["", profile_note]
+    for name, reason in failed.items():
+        out += ["", f"**{name} {reason.splitlines()[0]}** (see its log in the work dir)"]
     return "\n".join(out) + "\n"
 
 
@@ -529,12 +561,21 @@ def switchyard_argv(args, config: Path, port: int) -> list[str]:
 
 
 def measure(server: Server, lua: Path, args) -> dict:
-    """One round for one target: wrk at each connection level (with CPU accounting), then streams."""
+    """One round for one target: wrk at each connection level (with CPU accounting), then streams.
+
+    Besides the server's own CPU, it records how much of the machine went to
+    processes outside this benchmark ("other CPU %"): on a shared
+    2-core box a test suite running next door shows up there, and a phase
+    with a high value is not comparable to the others.
+    """
     row: dict = {"errors": 0}
     for conns in CONNECTION_LEVELS:
-        cpu0 = tree_cpu_seconds(server.proc.pid)
+        snap0, t0 = proc_snapshot(), time.monotonic()
         w = run_wrk(server.base + server.chat_path, lua, conns, args.duration, args.wrk_threads)
-        cpu1 = tree_cpu_seconds(server.proc.pid)
+        snap1, t1 = proc_snapshot(), time.monotonic()
+        cpu0, cpu1 = tree_cpu_seconds(server.proc.pid, snap0), tree_cpu_seconds(server.proc.pid, snap1)
+        other = other_cpu_seconds(snap0, snap1)
+        row[f"c{conns}_other_cpu_pct"] = 100 * other / ((t1 - t0) * (os.cpu_count() or 1))
         row[f"c{conns}_rps"] = w["rps"]
         row[f"c{conns}_p50_ms"] = w["p50_ms"]
         row[f"c{conns}_p99_ms"] = w["p99_ms"]
@@ -553,7 +594,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk phase")
-    parser.add_argument("--targets", default=",".join(ALL_TARGETS), help="comma list of " + ",".join(ALL_TARGETS))
+    parser.add_argument("--targets", default=DEFAULT_TARGETS, help="comma list of " + ",".join(ALL_TARGETS))
     parser.add_argument("--out", type=Path, help="write the markdown summary here")
     parser.add_argument("--json", type=Path, help="write raw per-round numbers here")
     parser.add_argument("--wrk-threads", type=int, default=1,
@@ -609,13 +650,14 @@ def main() -> int:
                          chat_path="/v1/chat/completions", stream_path="/stream/v1/chat/completions",
                          stream_model="bench-stream", ready_paths=("/health",)),
     }
-    if "passthrough" in targets:
-        port = free_port()
-        servers["passthrough"] = Server(
-            "passthrough", [sys.executable, str(HERE / "passthrough.py"), "--upstream",
-                            f"http://127.0.0.1:{nginx_port}", "--bind", f"127.0.0.1:{port}"], port, workdir,
-            chat_path="/v1/chat/completions", stream_path="/stream/v1/chat/completions",
-            stream_model="bench-stream", ready_paths=("/health",))
+    for name, lib in (("passthrough", "httpx"), ("passthrough-httpx2", "httpx2")):
+        if name in targets:
+            port = free_port()
+            servers[name] = Server(
+                name, [sys.executable, str(HERE / "passthrough.py"), "--upstream", f"http://127.0.0.1:{nginx_port}",
+                       "--bind", f"127.0.0.1:{port}", "--client", lib], port, workdir,
+                chat_path="/v1/chat/completions", stream_path="/stream/v1/chat/completions",
+                stream_model="bench-stream", ready_paths=("/health",))
     if "switchyard" in targets:
         port = free_port()
         config = write_switchyard_config(workdir / "switchyard.yaml", port, nginx_port)
@@ -625,26 +667,45 @@ def main() -> int:
             stream_model="bench-stream", ready_paths=("/ready", "/health"))
 
     results: dict[str, list[dict]] = {t: [] for t in targets}
+    failed: dict[str, str] = {}
+
+    def drop(name: str, reason: str) -> None:
+        """A broken target (say, Switchyard mid-development) is reported and left out; the rest still run."""
+        print(f"!! {name} {reason}", flush=True)
+        failed[name] = reason
+        if name in targets:
+            targets.remove(name)
+        servers[name].stop()
     profile_note = None
     command = " ".join(shlex.quote(a) for a in ["python", "tests/perf/bench.py", *sys.argv[1:]])
     try:
         for server in servers.values():  # nginx first: the others need it
             print(f"starting {server.name}: {' '.join(server.argv)}", flush=True)
-            server.start()
-            server.wait_ready(args.ready_timeout)
-            server.check()
-        for t in targets:
+            try:
+                server.start()
+                server.wait_ready(args.ready_timeout)
+                server.check()
+            except (RuntimeError, httpx.HTTPError, ValueError) as exc:
+                if server.name == "direct":
+                    raise
+                drop(server.name, f"failed to start: {exc}")
+        for t in list(targets):
             if args.warmup > 0:
                 run_wrk(servers[t].base + servers[t].chat_path, lua, 32, args.warmup, args.wrk_threads)
         for rnd in range(1, args.rounds + 1):
-            for t in targets:
-                row = measure(servers[t], lua, args)
+            for t in list(targets):
+                try:
+                    row = measure(servers[t], lua, args)
+                except (RuntimeError, subprocess.SubprocessError, trio.TooSlowError) as exc:
+                    drop(t, f"failed in round {rnd}: {exc}")
+                    continue
                 results[t].append(row)
-                print(f"round {rnd} {t:12s} req/s@32 {row['c32_rps']:8.0f} p99 {row['c32_p99_ms']:7.2f}ms | "
+                print(f"round {rnd} {t:18s} req/s@32 {row['c32_rps']:8.0f} p99 {row['c32_p99_ms']:7.2f}ms | "
                       f"req/s@128 {row['c128_rps']:8.0f} p99 {row['c128_p99_ms']:7.2f}ms | "
                       f"cpu/req {row['c128_cpu_ms_per_req']:.3f}ms | ttfc p50 {row['ttfc_p50_ms']:.1f} "
-                      f"p99 {row['ttfc_p99_ms']:.1f}ms | errors {row['errors']}", flush=True)
-        if args.profile:
+                      f"p99 {row['ttfc_p99_ms']:.1f}ms | errors {row['errors']} | other cpu "
+                      f"{row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%", flush=True)
+        if args.profile and args.profile_target in targets:
             prefix = (args.out.with_suffix("") if args.out else workdir / "bench").with_name(
                 (args.out.stem if args.out else "bench") + f"-profile-{args.profile_target}")
             report, load = profile_phase(servers[args.profile_target], lua, 128, args.duration,
@@ -658,16 +719,18 @@ def main() -> int:
             server.stop()
 
     info = machine_info()
-    md = render_markdown(results, args, info, command, profile_note)
+    results = {t: rows for t, rows in results.items() if rows}
+    md = render_markdown(results, args, info, command, profile_note, failed)
     print()
     print(md)
     if args.out:
         args.out.write_text(md)
         print(f"wrote {args.out}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": info, "command": command, "results": results}, indent=1))
+        args.json.write_text(json.dumps({"machine": info, "command": command, "results": results,
+                                         "failed": failed}, indent=1))
         print(f"wrote {args.json}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

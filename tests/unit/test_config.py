@@ -197,8 +197,8 @@ def test_health_path_must_be_absolute():
 
 def test_health_timeout_longer_than_interval_warns():
     loaded = load_text(MINIMAL + "health_checks: {interval: 1s, timeout: 2s}\n", env={})
-    assert loaded.warnings == ("health_checks.timeout: is longer than interval: checks of one backend may "
-                               "overlap in time",)
+    assert loaded.warnings == ("health_checks.timeout: is longer than interval: a backend that does not "
+                               "answer is checked back to back",)
 
 
 def test_prefix_routing_fields_validated():
@@ -254,3 +254,41 @@ def test_config_validate_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "error: backends[0].weight: must be at least 1, got 0" in out
     assert "warning: health_checks.timeout" in out
+
+
+def test_env_default_covers_empty_variable():
+    snap = load_text(MINIMAL + "    api_key: ${KEY:-dflt}\n", env={"KEY": ""}).snapshot
+    assert snap.backends[0].api_key == "dflt"
+
+
+def test_empty_api_key_means_no_key():
+    snap = load_text(MINIMAL + "    api_key: ${OPENAI_API_KEY:-}\n", env={}).snapshot
+    assert snap.backends[0].api_key is None
+
+
+def test_missing_env_in_list_item_is_one_error():
+    errors = errors_of("backends:\n  - {name: a, url: 'http://x', models: ['${MODEL}']}\n")
+    assert errors == ["backends[0].models[0]: environment variable MODEL is not set"]
+
+
+def test_duplicate_name_reported_alongside_other_errors():
+    errors = errors_of("backends:\n  - {name: a, url: 'http://x'}\n  - {name: a, url: 'ftp://y'}\n")
+    assert errors == ["backends[1].name: duplicate backend name 'a' (also backends[0])",
+                      "backends[1].url: must be an http:// or https:// URL with a host, got 'ftp://y'"]
+
+
+def test_no_public_backend_warning_not_given_when_backends_had_errors():
+    with pytest.raises(ConfigError) as info:
+        load_text("backends:\n  - {name: a, url: 'ftp://x'}\n", env={})
+    assert info.value.warnings == []
+
+
+def test_simulated_backend_url_host_must_be_simulated():
+    assert errors_of("backends:\n  - {name: s, type: simulated, url: 'http://127.0.0.1:8000'}\n") == [
+        "backends[0].url: of a simulated backend must have a host ending in .simulated, "
+        "got 'http://127.0.0.1:8000'"]
+
+
+def test_simulated_chunk_numbers_start_at_one():
+    assert errors_of("backends:\n  - {name: s, type: simulated, simulation: {failure: {reset_after_chunk: 0}}}\n") == [
+        "backends[0].simulation.failure.reset_after_chunk: must be at least 1, got 0"]

@@ -46,7 +46,6 @@ class RequestActor:
         self.call = call
         self.sink = sink
         self.disconnected = disconnected
-        self.client_gone = False
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -59,7 +58,6 @@ class RequestActor:
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         await self.disconnected()
-        self.client_gone = True
         scope.cancel()
 
     async def _serve(self) -> None:
@@ -108,7 +106,9 @@ class RequestActor:
             return
         await self.sink.start(response.status_code, [(b"content-type", content_type)])
         tail = b""
-        async for chunk in response.aiter_raw():
+        # aiter_bytes, not aiter_raw: a backend that compresses its stream is
+        # decoded here, since the client never sees its content-encoding.
+        async for chunk in response.aiter_bytes():
             await self.sink.send(chunk)
             tail = (tail + chunk[-16:])[-16:]
         if b"[DONE]" not in tail:

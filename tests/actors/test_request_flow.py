@@ -160,3 +160,21 @@ async def test_upstream_redirect_is_a_protocol_error(autojump_clock):
         assert reply.status == 502
         assert reply.json()["error"]["code"] == "upstream_protocol_error"
         assert b"location" not in reply.headers
+
+
+async def test_compressed_upstream_stream_is_decoded_for_the_client(autojump_clock):
+    import gzip
+
+    import httpx
+
+    events = b'data: {"choices":[{"index":0,"delta":{"content":"zip"}}]}\n\ndata: [DONE]\n\n'
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+
+        async def gzipped(request):
+            return httpx.Response(200, headers={"content-type": "text/event-stream",
+                                                "content-encoding": "gzip"}, content=gzip.compress(events))
+        sim.handle_async_request = gzipped
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert reply.body == events
+        assert b"content-encoding" not in reply.headers

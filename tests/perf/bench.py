@@ -1,7 +1,7 @@
 """Switchyard throughput/latency benchmark against a near-free upstream.
 
 Why this exists: to know how much Switchyard costs on top of the stack it is
-built on. One run starts three servers on free 127.0.0.1 ports --
+built on. One run starts these servers on free 127.0.0.1 ports --
 
   direct       nginx answering OpenAI routes from memory (tests/perf/nginx.conf.template)
   passthrough  tests/perf/passthrough.py: hypercorn(trio) + httpx doing nothing but
@@ -21,7 +21,10 @@ Per target and round:
     number of completed requests;
   * streaming: 100 concurrent `"stream": true` POSTs (trio + httpx client in
     this process, connections warmed by one discarded burst first), time to
-    first body chunk and to end of stream, p50/p99.
+    first body chunk and to end of stream, p50/p99;
+  * "other CPU": CPU used by processes outside the benchmark during each wrk
+    phase, so a phase disturbed by e.g. a test run next door is visible (and
+    repeated once).
 
 Then it prints medians over rounds, the Switchyard/pass-through ratios, and
 writes a markdown summary (--out) and raw numbers (--json).
@@ -403,12 +406,12 @@ def measure_streams(server: Server, streams: int, bursts: int) -> dict:
 # --------------------------------------------------------------------------- profiling
 
 def profile_phase(server: Server, lua: Path, connections: int, duration: float, threads: int,
-                  out_prefix: Path) -> tuple[Path, dict]:
+                  out_prefix: str) -> tuple[Path, Path]:
     """One wrk phase with py-spy attached to the server tree; writes collapsed stacks and a top-functions report."""
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(pyspy).exists() and not shutil.which(pyspy):
         raise RuntimeError("py-spy not found: /tmp/probe/bin/pip install py-spy")
-    collapsed = out_prefix.with_suffix(".collapsed.txt")
+    collapsed = Path(out_prefix + ".collapsed.txt")
     argv = [pyspy, "record", "--pid", str(server.proc.pid), "--subprocesses", "--format", "raw",
             "--rate", "200", "--duration", str(int(duration) + 2), "--output", str(collapsed)]
     spy = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -422,10 +425,10 @@ def profile_phase(server: Server, lua: Path, connections: int, duration: float, 
         if spy.poll() is None:
             os.killpg(spy.pid, signal.SIGKILL)
             spy.wait()
-    report = out_prefix.with_suffix(".top.txt")
+    report = Path(out_prefix + ".top.txt")
     report.write_text(top_functions(collapsed.read_text(), f"{server.name}, wrk {connections} connections, "
                                     f"{duration:g}s, {load['rps']:.0f} req/s under profiling"))
-    return report, load
+    return report, collapsed
 
 
 def top_functions(collapsed: str, title: str, n: int = 40) -> str:
@@ -461,20 +464,20 @@ def top_functions(collapsed: str, title: str, n: int = 40) -> str:
 
 # --------------------------------------------------------------------------- reporting
 
-ROWS = [  # (key, label, format, lower_is_better)
-    ("c32_rps", "req/s @32 conns", "{:.0f}", False),
-    ("c32_p50_ms", "p50 ms @32", "{:.2f}", True),
-    ("c32_p99_ms", "p99 ms @32", "{:.2f}", True),
-    ("c32_cpu_ms_per_req", "server CPU ms/req @32", "{:.3f}", True),
-    ("c128_rps", "req/s @128 conns", "{:.0f}", False),
-    ("c128_p50_ms", "p50 ms @128", "{:.2f}", True),
-    ("c128_p99_ms", "p99 ms @128", "{:.2f}", True),
-    ("c128_cpu_ms_per_req", "server CPU ms/req @128", "{:.3f}", True),
-    ("ttfc_p50_ms", "stream TTFC p50 ms (100 conc.)", "{:.1f}", True),
-    ("ttfc_p99_ms", "stream TTFC p99 ms (100 conc.)", "{:.1f}", True),
-    ("total_p50_ms", "stream total p50 ms", "{:.1f}", True),
-    ("total_p99_ms", "stream total p99 ms", "{:.1f}", True),
-    ("errors", "errors (socket+non-2xx+stream), all rounds", "{:.0f}", True),
+ROWS = [  # (key, label, format)
+    ("c32_rps", "req/s @32 conns", "{:.0f}"),
+    ("c32_p50_ms", "p50 ms @32", "{:.2f}"),
+    ("c32_p99_ms", "p99 ms @32", "{:.2f}"),
+    ("c32_cpu_ms_per_req", "server CPU ms/req @32", "{:.3f}"),
+    ("c128_rps", "req/s @128 conns", "{:.0f}"),
+    ("c128_p50_ms", "p50 ms @128", "{:.2f}"),
+    ("c128_p99_ms", "p99 ms @128", "{:.2f}"),
+    ("c128_cpu_ms_per_req", "server CPU ms/req @128", "{:.3f}"),
+    ("ttfc_p50_ms", "stream TTFC p50 ms (100 conc.)", "{:.1f}"),
+    ("ttfc_p99_ms", "stream TTFC p99 ms (100 conc.)", "{:.1f}"),
+    ("total_p50_ms", "stream total p50 ms", "{:.1f}"),
+    ("total_p99_ms", "stream total p99 ms", "{:.1f}"),
+    ("errors", "errors (socket+non-2xx+stream), all rounds", "{:.0f}"),
 ]
 
 
@@ -522,7 +525,7 @@ def render_markdown(results: dict[str, list[dict]], args, info: dict, command: s
            "Values are medians over rounds.", ""]
     head = "| metric | " + " | ".join(targets) + (" | switchyard / passthrough |" if ratio else " |")
     out += [head, "|" + "---|" * (len(targets) + 1 + ratio)]
-    for key, label, spec, _ in ROWS:
+    for key, label, spec in ROWS:
         vals = [median_of(results[t], key) for t in targets]
         row = f"| {label} | " + " | ".join(fmt(v, spec) for v in vals) + " |"
         if ratio:
@@ -695,6 +698,7 @@ def main() -> int:
         if name in targets:
             targets.remove(name)
         servers[name].stop()
+
     profile_note = None
     command = " ".join(shlex.quote(a) for a in ["python", "tests/perf/bench.py", *sys.argv[1:]])
     try:
@@ -710,7 +714,10 @@ def main() -> int:
                 drop(server.name, f"failed to start: {exc}")
         for t in list(targets):
             if args.warmup > 0:
-                run_wrk(servers[t].base + servers[t].chat_path, lua, 32, args.warmup, args.wrk_threads)
+                try:
+                    run_wrk(servers[t].base + servers[t].chat_path, lua, 32, args.warmup, args.wrk_threads)
+                except subprocess.SubprocessError as exc:
+                    drop(t, f"failed in warm-up: {exc}")
         for rnd in range(1, args.rounds + 1):
             for t in list(targets):
                 try:
@@ -725,13 +732,19 @@ def main() -> int:
                       f"p99 {row['ttfc_p99_ms']:.1f}ms | errors {row['errors']} | other cpu "
                       f"{row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%", flush=True)
         if args.profile and args.profile_target in targets:
-            prefix = (args.out.with_suffix("") if args.out else workdir / "bench").with_name(
-                (args.out.stem if args.out else "bench") + f"-profile-{args.profile_target}")
-            report, load = profile_phase(servers[args.profile_target], lua, 128, args.duration,
-                                         args.wrk_threads, prefix)
-            print(f"profile: {report} (collapsed stacks: {prefix.with_suffix('.collapsed.txt')})", flush=True)
-            top = report.read_text().split("## inclusive")[0].strip().splitlines()
-            profile_note = "Profile (py-spy, self time, top 15):\n\n```\n" + "\n".join(top[:19]) + "\n```"
+            prefix = str((args.out.parent / args.out.stem) if args.out else workdir / "bench")
+            prefix += f"-profile-{args.profile_target}"
+            try:
+                report, collapsed = profile_phase(servers[args.profile_target], lua, 128, args.duration,
+                                                  args.wrk_threads, prefix)
+            except (RuntimeError, subprocess.SubprocessError) as exc:
+                print(f"!! profile failed: {exc}", flush=True)
+                profile_note = f"Profile failed: {exc}"
+            else:
+                print(f"profile: {report} (collapsed stacks: {collapsed})", flush=True)
+                top = report.read_text().split("## inclusive")[0].strip().splitlines()
+                profile_note = (f"Profile (py-spy; {report.name}), self time, top 15:\n\n```\n"
+                                + "\n".join(top[:19]) + "\n```")
     finally:
         signal.alarm(0)
         for server in reversed(list(servers.values())):

@@ -60,7 +60,8 @@ def make_app(upstream: str, pool_size: int = 256, client_lib: str = "httpx"):
         request = client.build_request(scope["method"], target, content=bytes(body), headers=headers)
         response = await client.send(request, stream=True)
         try:
-            out_headers = [(b"content-type", response.headers["content-type"].encode())] if "content-type" in response.headers else []
+            content_type = response.headers.get("content-type")
+            out_headers = [(b"content-type", content_type.encode("latin-1"))] if content_type else []
             await send({"type": "http.response.start", "status": response.status_code, "headers": out_headers})
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})

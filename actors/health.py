@@ -1,10 +1,14 @@
-"""BackendHealthActor: active checks, passive reports, one published view.
+"""BackendHealthActor: active checks, passive circuits, one published view.
 
 Each enabled backend gets a check loop (``GET {url}{path}`` under the check
 timeout; 2xx is up, 503 is warming, anything else or no answer is a
-failure). Requests tell the actor about failures they saw. The pure state
-machine in ``actors.routing.health`` decides; this actor only does the I/O and
-replaces ``view`` wholesale on every change so readers never lock.
+failure). Real calls feed per-(backend, model) circuits: consecutive
+failures take that pair out of rotation at once, and a half-open probe
+brings it back. Requests report synchronously (Trio runs one task at a
+time, so a report is applied before anyone can read a stale view, and a
+half-open circuit admits exactly one probe). The pure state machines in
+``actors.routing.health`` and ``actors.routing.circuit`` decide; this actor
+does the I/O and replaces ``view`` wholesale on every change.
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ import httpx
 import trio
 from attrs import frozen
 
-from actors.mailbox import Mailbox
-from actors.messages import PassiveReport
+from actors.routing.circuit import Circuit, CircuitState, on_failure, on_probe, on_success
 from actors.routing.health import BackendHealth, HealthState, Outcome, Thresholds, next_check_delay, observe
 from config.schema import BackendConfig, Snapshot
 from protocol.upstream import Upstream, auth_headers, join_url
@@ -26,14 +29,24 @@ from protocol.upstream import Upstream, auth_headers, join_url
 log = logging.getLogger("switchyard.health")
 
 
+CLOSED = Circuit()
+
+
 @frozen
 class HealthView:
     backends: Mapping[str, BackendHealth]
     checks_enabled: bool = True
+    circuits: Mapping[tuple[str, str], Circuit] = {}
 
     def routable(self, name: str) -> bool:
         h = self.backends.get(name)
         return h is None or h.routable
+
+    def circuit(self, name: str, model: str) -> Circuit:
+        return self.circuits.get((name, model), CLOSED)
+
+    def admits(self, name: str, model: str, now: float) -> bool:
+        return self.routable(name) and (not self.circuits or self.circuit(name, model).admits(now))
 
     def count(self, state: HealthState) -> int:
         return sum(1 for h in self.backends.values() if h.state is state)
@@ -45,15 +58,41 @@ class BackendHealthActor:
     def __init__(self, snapshot: Snapshot, upstream: Upstream) -> None:
         self.snapshot = snapshot
         self.upstream = upstream
-        self.mailbox: Mailbox[PassiveReport] = Mailbox("health", capacity=4096)
         cfg = snapshot.health_checks
         self.thresholds = Thresholds(unhealthy=cfg.unhealthy_threshold, healthy=cfg.healthy_threshold)
         self.view = HealthView({b.name: BackendHealth() for b in snapshot.backends if b.enabled},
                                checks_enabled=cfg.enabled)
 
-    def report(self, report: PassiveReport) -> None:
-        if self.view.checks_enabled:
-            self.mailbox.tell(report)
+    # --- passive: called by requests -------------------------------------
+
+    def dispatching(self, name: str, model: str, now: float) -> None:
+        """A call goes to (name, model): an open circuit past its cooldown becomes the probe."""
+        c = self.view.circuits.get((name, model))
+        if c is not None and c.state is CircuitState.OPEN:
+            self._set_circuit(name, model, on_probe(c), "probing")
+
+    def call_failed(self, name: str, model: str, error: str) -> None:
+        c = self.view.circuit(name, model)
+        after = on_failure(c, trio.current_time(), self.thresholds.unhealthy)
+        self._set_circuit(name, model, after, error)
+
+    def call_succeeded(self, name: str, model: str) -> None:
+        c = self.view.circuits.get((name, model))
+        if c is not None:  # the common case, a closed circuit with no failures, costs one lookup
+            self._set_circuit(name, model, on_success(c), "ok")
+
+    def _set_circuit(self, name: str, model: str, after: Circuit, why: str) -> None:
+        before = self.view.circuit(name, model)
+        if after.state is not before.state:
+            level = logging.INFO if after.state is not CircuitState.OPEN else logging.WARNING
+            log.log(level, "backend %s model %s: circuit %s -> %s (%s)", name, model, before.state.value,
+                    after.state.value, why)
+        circuits = dict(self.view.circuits)
+        if after == CLOSED:
+            circuits.pop((name, model), None)
+        else:
+            circuits[(name, model)] = after
+        self.view = attrs.evolve(self.view, circuits=circuits)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -62,8 +101,6 @@ class BackendHealthActor:
                     if b.enabled:
                         nursery.start_soon(self._check_loop, b)
             task_status.started(self)
-            async for msg in self.mailbox.inbox:
-                self._record(msg.backend, Outcome.OK if msg.ok else Outcome.FAIL, msg.error, passive=True)
 
     async def _check_loop(self, backend: BackendConfig) -> None:
         cfg = self.snapshot.health_checks
@@ -90,7 +127,7 @@ class BackendHealthActor:
             return Outcome.FAIL, f"HTTP {response.status_code}"
         return Outcome.FAIL, f"no answer within {timeout:g}s"
 
-    def _record(self, name: str, outcome: Outcome, error: str | None, passive: bool = False) -> None:
+    def _record(self, name: str, outcome: Outcome, error: str | None) -> None:
         before = self.view.backends.get(name)
         if before is None:
             return
@@ -99,6 +136,6 @@ class BackendHealthActor:
             return
         if after.state is not before.state:
             level = logging.INFO if after.routable else logging.WARNING
-            log.log(level, "backend %s: %s -> %s (%s%s)", name, before.state.value, after.state.value,
-                        "passive: " if passive else "", error or "ok")
+            log.log(level, "backend %s: %s -> %s (%s)", name, before.state.value, after.state.value,
+                    error or "ok")
         self.view = attrs.evolve(self.view, backends={**self.view.backends, name: after})

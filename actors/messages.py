@@ -11,21 +11,6 @@ from config.schema import Snapshot
 
 
 @frozen
-class PassiveReport:
-    """A request's verdict on a backend: feeds the health state machine."""
-
-    backend: str
-    ok: bool
-    error: str | None = None
-
-
-@frozen
-class LatencySample:
-    backend: str
-    seconds: float
-
-
-@frozen
 class Call:
     """One client call, validated, with the Snapshot captured at entry.
 

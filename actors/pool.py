@@ -12,6 +12,8 @@ import random
 from collections import defaultdict
 from typing import Iterator, Mapping
 
+import trio
+
 from actors.health import HealthView
 from actors.messages import Call
 from actors.routing.candidates import serving
@@ -30,6 +32,8 @@ class BackendPool:
         self.latency: dict[str, float] = {}
         self.rng = rng or random.Random()
         self._serving: dict[str, list[BackendConfig]] = {}
+        self._dials: dict[str, trio.Semaphore] = {}
+        self.dial_saturated: defaultdict[str, int] = defaultdict(int)  # fallback_dial_bound_saturated_total
         self._serving_source: object = None
 
     def serving(self, model: str, discovered: Mapping[str, frozenset[str]]) -> list[BackendConfig]:
@@ -43,14 +47,16 @@ class BackendPool:
                 self._serving[model] = found
         return found
 
-    def choose(self, call: Call, health: HealthView, discovered: Mapping[str, frozenset[str]]) -> BackendConfig:
-        candidates = self.serving(call.model, discovered)
+    def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
+               now: float, exclude: frozenset[str] = frozenset()) -> BackendConfig:
+        """A backend for ``model``: visible, serving it, healthy, circuit closed, not excluded."""
+        candidates = self.serving(model, discovered)
         if not candidates:
-            raise ModelNotFound(f"The model '{call.model}' does not exist or no backend serves it", param="model")
-        healthy = [b for b in candidates if health.routable(b.name)]
+            raise ModelNotFound(f"The model '{model}' does not exist or no backend serves it", param="model")
+        healthy = [b for b in candidates if b.name not in exclude and health.admits(b.name, model, now)]
         if not healthy:
             names = ", ".join(b.name for b in candidates)
-            raise NoHealthyBackend(f"No healthy backend for model '{call.model}' (checked: {names})")
+            raise NoHealthyBackend(f"No healthy backend for model '{model}' (checked: {names})")
         prefix = None
         cfg = self.snapshot.prefix_routing
         if self.snapshot.selection_strategy is Strategy.PREFIX_AWARE_HASH and cfg.enabled:
@@ -58,6 +64,16 @@ class BackendPool:
         ctx = PickContext(random=self.rng.random(), hash_key=call.hash_key, prefix_key=prefix,
                           in_flight=self.in_flight, latency=self.latency)
         return self.picker.pick(healthy, ctx)
+
+    def dial_bound(self, backend: str) -> trio.Semaphore | None:
+        """The permit pool limiting concurrent fallback dials to ``backend`` (None: unlimited)."""
+        limit = self.snapshot.fallback.fallback_policy.max_concurrent_dials_per_backend
+        if limit == 0:
+            return None
+        sem = self._dials.get(backend)
+        if sem is None:
+            sem = self._dials[backend] = trio.Semaphore(limit)
+        return sem
 
     @contextlib.contextmanager
     def dispatched(self, backend: str) -> Iterator[None]:

@@ -1,42 +1,70 @@
-"""RequestActor: one per call. Picks a backend, dispatches, relays.
+"""RequestActor: one per call. Plans routes, runs attempts under budgets, relays.
 
-It owns a nursery holding the upstream attempt and a watcher on the client
+It owns a nursery holding the attempts and a watcher on the client
 connection: when the client goes away the whole nursery is cancelled, which
-closes the upstream connection at once. Bytes are relayed as they arrive; the
-stream is only scanned for its closing ``[DONE]``.
+closes every upstream connection of the call at once.
+
+Before anything reaches the client, a failed attempt is classified and the
+pure ``RoutePlan`` says what is next (retry, another backend, the next chain
+model, or stop). A stream is committed to the client only when its first SSE
+data event arrives, so a backend that sends headers and then nothing is
+still a pre-stream failure. Once committed, a failure ends the stream with an
+in-band error event and no ``[DONE]``: a truncated answer is never presented
+as complete.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
+import json
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
+import httpx
 import trio
 
-from actors.messages import Call, PassiveReport
+from actors.budgets import AttemptBudget, CallBudget, limits_for
+from actors.messages import Call
+from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
+from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
+    ModelNotFound,
+    NoHealthyBackend,
+    UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
     UpstreamStatusError,
+    UpstreamTimeout,
     map_upstream_exceptions,
 )
+from protocol.sse import SSEDecoder
 from protocol.upstream import auth_headers, join_url
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
 
 DONE_EVENT = b"data: [DONE]\n\n"
-# Statuses that say the backend itself is in trouble (not the request).
-UNHEALTHY_STATUSES = frozenset({502, 503, 504})
+# Answers that say the backend (not the request) is in trouble; they feed its circuit.
+BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
 
 class ResponseSink(Protocol):
     """Where the response goes; the protocol layer implements it per ingress."""
 
+    started: bool
+
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
     async def send(self, chunk: bytes) -> None: ...
     async def finish(self) -> None: ...
     async def fail(self, error: GatewayError) -> None: ...
+
+
+class AttemptFailed(Exception):
+    """One attempt's end: what kind of failure, and the error the client would see."""
+
+    def __init__(self, failure: Failure, error: GatewayError) -> None:
+        super().__init__(error.message)
+        self.failure = failure
+        self.error = error
 
 
 class RequestActor:
@@ -46,6 +74,8 @@ class RequestActor:
         self.call = call
         self.sink = sink
         self.disconnected = disconnected
+        self.attempts = 0
+        self.malformed_events = 0
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -60,57 +90,252 @@ class RequestActor:
         await self.disconnected()
         scope.cancel()
 
+    # --- the route loop -------------------------------------------------------
+
     async def _serve(self) -> None:
         rt, call = self.runtime, self.call
-        backend = rt.pool.choose(call, rt.health.view, rt.discovery.view)
-        headers = [("content-type", "application/json"), *auth_headers(backend)]
+        snap = call.snapshot
+        budget = CallBudget.for_call(snap, call.model, call.stream)
+        plan = RoutePlan(call.model, snap.fallback, snap.retry)
+        tried: set[str] = set()          # backends dialed for the current model
+        last: AttemptFailed | None = None
+        backend: BackendConfig | None = None
+        while True:
+            if backend is None:
+                try:
+                    backend = self._pick(plan.model, tried)
+                except (ModelNotFound, NoHealthyBackend) as err:
+                    kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
+                    if plan.chain_allows(Failure(kind)):
+                        plan.moved_to_next_model(Failure(kind))
+                        tried = set()
+                        continue
+                    # A known upstream failure says more than "nothing left to try".
+                    raise (last.error if last is not None else err) from None
+            if budget.left() <= 0:
+                raise budget.exhausted(backend.name)
+            plan.attempted()
+            tried.add(backend.name)
+            try:
+                await self._attempt(backend, plan, budget, bounded=last is not None)
+                return
+            except AttemptFailed as failed:
+                if self.sink.started:
+                    raise failed.error from None
+                last = failed
+                step = plan.decide(failed.failure, backend, budget.left(), rt.pool.rng.random())
+            if isinstance(step, Retry):
+                await trio.sleep(step.delay)
+                continue
+            if isinstance(step, MoveOn):
+                if step.sibling:
+                    try:
+                        backend = self._pick(plan.model, tried)
+                        plan.moved_to_sibling()
+                        continue
+                    except (ModelNotFound, NoHealthyBackend):
+                        pass
+                if step.chain:
+                    plan.moved_to_next_model(last.failure)
+                    tried, backend = set(), None
+                    continue
+            raise last.error from None
+
+    def _pick(self, model: str, tried: set[str]) -> BackendConfig:
+        rt = self.runtime
+        return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
+                              exclude=frozenset(tried))
+
+    def _body_for(self, model: str) -> bytes:
+        """The client's bytes for its own model; a re-serialized copy for a fallback model."""
+        if model == self.call.model:
+            return self.call.body
+        payload: dict[str, Any] = dict(self.call.payload)
+        if not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
+            payload = {k: v for k, v in payload.items() if k in ESSENTIAL_FIELDS}
+        payload["model"] = model
+        return json.dumps(payload).encode()
+
+    # --- one attempt ------------------------------------------------------------
+
+    async def _attempt(self, backend: BackendConfig, plan: RoutePlan, budget: CallBudget, bounded: bool) -> None:
+        rt, call = self.runtime, self.call
+        model = plan.model
+        self.attempts += 1
+        override = backend.retry_override
+        limits = limits_for(call.snapshot, model, call.stream, fallback_hop=plan.hops > 0,
+                            backend_cap=override.timeout if override else None)
+        attempt = AttemptBudget(limits, budget)
         request = rt.upstream.client.build_request(
-            "POST", join_url(backend.url, "/v1/chat/completions"), headers=headers, content=call.body)
+            "POST", join_url(backend.url, "/v1/chat/completions"),
+            headers=[("content-type", "application/json"), *auth_headers(backend)], content=self._body_for(model))
+        rt.health.dispatching(backend.name, model, trio.current_time())
         with rt.pool.dispatched(backend.name):
             began = trio.current_time()
             try:
-                with map_upstream_exceptions(backend.name):
-                    response = await rt.upstream.client.send(request, stream=True)
-                    try:
-                        status = response.status_code
-                        if status >= 400:
-                            raise UpstreamStatusError(backend.name, status, await response.aread(),
-                                                      response.headers.get("content-type", "").encode(),
-                                                      response.headers.get("retry-after"))
-                        if status >= 300:
-                            raise UpstreamProtocolError(
-                                f"Backend '{backend.name}' answered a redirect (HTTP {status}); "
-                                "point its url at the API itself", details={"status": status})
-                        # error answers can be fast; only successes say how quick a backend is
-                        rt.pool.observe_latency(backend.name, trio.current_time() - began)
-                        await self._relay(response)
-                    finally:
-                        await response.aclose()
-            except UpstreamFailure as err:
-                if not isinstance(err, UpstreamStatusError) or err.status in UNHEALTHY_STATUSES:
-                    rt.health.report(PassiveReport(backend.name, ok=False, error=err.message))
+                with attempt.scope:
+                    with map_upstream_exceptions(backend.name):
+                        response = await self._dial(backend, request, budget, bounded)
+                        try:
+                            await self._answer(backend, plan, response, attempt, began)
+                        finally:
+                            await response.aclose()
+                if attempt.scope.cancelled_caught:
+                    err = attempt.expired(backend.name)
+                    raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)
+            except AttemptFailed as failed:
+                if _backend_fault(failed.failure):
+                    rt.health.call_failed(backend.name, model, failed.error.message)
+                else:
+                    rt.health.call_succeeded(backend.name, model)
                 raise
-        record = rt.health.view.backends.get(backend.name)
-        if record is not None and record.failures:  # only a success that changes something is told
-            rt.health.report(PassiveReport(backend.name, ok=True))
+            except UpstreamFailure as err:
+                kind = Kind.PROTOCOL if isinstance(err, UpstreamProtocolError) else \
+                    Kind.TIMEOUT if isinstance(err, UpstreamTimeout) else Kind.CONNECTION
+                rt.health.call_failed(backend.name, model, err.message)
+                raise AttemptFailed(Failure(kind, timeout="connection" if kind is Kind.TIMEOUT else None),
+                                    err) from None
+        rt.health.call_succeeded(backend.name, model)
 
-    async def _relay(self, response) -> None:
-        content_type = response.headers.get("content-type", "application/json").encode()
-        if not self.call.stream:
-            # Read it all before the status goes out: a body that breaks
-            # half-way must become an error, not a 200 with half a JSON.
+    async def _dial(self, backend: BackendConfig, request: httpx.Request, budget: CallBudget,
+                    bounded: bool) -> httpx.Response:
+        """Send and wait for the response headers; a fallback dial holds a permit meanwhile."""
+        client = self.runtime.upstream.client
+        sem = self.runtime.pool.dial_bound(backend.name) if bounded else None
+        if sem is None:
+            return await client.send(request, stream=True)
+        wait = min(self.call.snapshot.timeouts.connection, budget.left())
+        with trio.move_on_after(wait) as waited:
+            await sem.acquire()
+        if waited.cancelled_caught:
+            self.runtime.pool.dial_saturated[backend.name] += 1
+            raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamConnectError(
+                f"Backend '{backend.name}' has no free fallback dial permit (waited {wait:g}s)",
+                code="fallback_dial_bound_saturated"))
+        try:
+            return await client.send(request, stream=True)
+        finally:
+            sem.release()
+
+    async def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
+                      attempt: AttemptBudget, began: float) -> None:
+        status = response.status_code
+        if status >= 400:
             body = await response.aread()
-            await self.sink.start(response.status_code, [(b"content-type", content_type)])
-            await self.sink.send(body)
-            await self.sink.finish()
-            return
-        await self.sink.start(response.status_code, [(b"content-type", content_type)])
-        tail = b""
+            retry_after = response.headers.get("retry-after")
+            raise AttemptFailed(
+                Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)),
+                UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
+                                    retry_after))
+        if status >= 300:
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend.name}' answered a redirect (HTTP {status}); point its url at the API itself",
+                details={"status": status}))
+        # error answers can be fast; only successes say how quick a backend is
+        self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
+        headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
+                   *self._fallback_headers(plan)]
+        if self.call.stream:
+            await self._relay_stream(backend, response, attempt, headers)
+        else:
+            await self._relay_buffered(backend, response, attempt, headers)
+
+    def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
+        if plan.hops == 0:
+            return []
+        settings = self.call.snapshot.fallback.model_settings.get(self.call.model)
+        if settings is not None and not settings.notify_on_fallback:
+            return []
+        return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
+                (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
+
+    async def _relay_buffered(self, backend: BackendConfig, response: httpx.Response, attempt: AttemptBudget,
+                              headers: list[tuple[bytes, bytes]]) -> None:
+        # Read it all before the status goes out: a body that breaks half-way
+        # must become an error, not a 200 with half a JSON.
+        body = await response.aread()
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend.name}' answered 200 with a body that is not JSON")) from None
+        if self.call.snapshot.fallback.empty_reply_retry.enabled and _empty_reply(payload):
+            raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
+                f"Backend '{backend.name}' answered with neither text nor tool calls", code="empty_reply"))
+        await self.sink.start(200, headers)
+        await self.sink.send(body)
+        await self.sink.finish()
+
+    async def _relay_stream(self, backend: BackendConfig, response: httpx.Response, attempt: AttemptBudget,
+                            headers: list[tuple[bytes, bytes]]) -> None:
+        decoder = SSEDecoder()
+        finished = done = False
         # aiter_bytes, not aiter_raw: a backend that compresses its stream is
         # decoded here, since the client never sees its content-encoding.
         async for chunk in response.aiter_bytes():
-            await self.sink.send(chunk)
-            tail = (tail + chunk[-16:])[-16:]
-        if b"[DONE]" not in tail:
-            await self.sink.send(DONE_EVENT)
+            for event in decoder.feed(chunk):
+                if done:
+                    continue  # nothing counts after [DONE]; read on so the backend ends cleanly
+                if not event.has_data:
+                    if self.sink.started:
+                        await self.sink.send(event.raw)  # keep-alive comments pass once committed
+                    continue
+                if event.is_done:
+                    done = True
+                    continue
+                try:
+                    obj = json.loads(event.data)
+                except ValueError:
+                    self.malformed_events += 1       # dropped, never forwarded
+                    continue
+                if isinstance(obj, dict) and "error" in obj:
+                    raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                        f"Backend '{backend.name}' sent an error event: {_error_message(obj)}",
+                        code="upstream_stream_error"))
+                attempt.got_data()
+                if not self.sink.started:
+                    await self.sink.start(200, headers)
+                if _finish_reason(obj):
+                    finished = True
+                await self.sink.send(event.raw)
+        if not (done or finished):
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend.name}' ended the stream before the answer was complete",
+                code="upstream_stream_truncated"))
+        if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
+            await self.sink.start(200, headers)
+        await self.sink.send(DONE_EVENT)
         await self.sink.finish()
+
+
+ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
+                              "response_format", "user"})
+
+
+def _backend_fault(failure: Failure) -> bool:
+    if failure.kind is Kind.STATUS:
+        return failure.status in BACKEND_FAULT_STATUSES
+    return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL)
+
+
+def _finish_reason(obj: Any) -> bool:
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    return bool(choices) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+
+
+def _empty_reply(payload: Any) -> bool:
+    try:
+        choice = payload["choices"][0]
+        message = choice.get("message") or {}
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return True
+    if choice.get("finish_reason") == "length":
+        return False  # cut by the client's own max_tokens: not empty by fault
+    return not (message.get("content") or message.get("tool_calls"))
+
+
+def _error_message(obj: dict) -> str:
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)

@@ -11,6 +11,8 @@ from enum import Enum
 import attrs
 from attrs import frozen
 
+from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+
 
 class BackendType(str, Enum):
     OPENAI = "openai"
@@ -59,6 +61,13 @@ class SimulatedFailure:
     stall_after_chunk: int | None = None
     reset_after_chunk: int | None = None
     malformed_chunk: int | None = None
+    retry_after: str | int | None = None          # Retry-After header sent with `status`
+    error_code: str | None = None                 # `code` of the error body sent with `status`
+    error_event_after_chunk: int | None = None    # in-band {"error": ...} event after chunk k, then end
+    omit_done: bool = False                       # end after the finish_reason chunk, no [DONE]
+    truncate_after_chunk: int | None = None       # end cleanly after chunk k: no finish_reason, no [DONE]
+    empty_reply: bool = False                     # empty content, finish_reason stop
+    tool_call: bool = False                       # one get_weather tool call instead of text
 
 
 @frozen
@@ -68,6 +77,8 @@ class Simulation:
     chunks: int = 8
     health_status: int = 200
     failure: SimulatedFailure = SimulatedFailure()
+    text: str | None = None            # the reply, split into `chunks` pieces; None: "Hello from NAME. ..."
+    supports_prefill: bool = True      # continue a trailing assistant message (else answer 400)
 
 
 @frozen
@@ -82,6 +93,8 @@ class BackendConfig:
     internal: bool = False
     discovery: bool = True
     simulation: Simulation | None = None
+    retry_override: RetryPolicy | None = None
+    replay: bool = True          # `replay: disabled` -> never send one request twice here
 
     @property
     def exact_models(self) -> tuple[str, ...]:
@@ -125,11 +138,6 @@ class PrefixRouting:
 
 
 @frozen
-class Timeouts:
-    connection: float = 10.0
-
-
-@frozen
 class Discovery:
     interval: float = 300.0
 
@@ -146,6 +154,9 @@ class Snapshot:
     prefix_routing: PrefixRouting = PrefixRouting()
     timeouts: Timeouts = Timeouts()
     discovery: Discovery = Discovery()
+    retry: RetryPolicy = RetryPolicy()
+    fallback: Fallback = Fallback()
+    streaming: Streaming = Streaming()
     revision: str = ""
     source: str = "<defaults>"
 

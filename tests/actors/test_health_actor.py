@@ -3,7 +3,7 @@
 import trio
 
 from actors.health import BackendHealthActor
-from actors.messages import PassiveReport
+from actors.routing.circuit import CircuitState
 from actors.routing.health import HealthState
 from config.load import load_text
 from protocol.upstream import Upstream
@@ -87,20 +87,49 @@ async def test_check_timeout_counts_as_failure(autojump_clock, nursery):
     assert actor.view.backends["sim"].last_error == "no answer within 2s"
 
 
-async def test_passive_failures_count_toward_threshold(autojump_clock, nursery):
+async def test_failed_calls_open_the_circuit_of_that_model_at_once(autojump_clock, nursery):
     actor, _ = await start(nursery)
     await trio.sleep(1)
-    actor.report(PassiveReport("sim", ok=False, error="connection reset"))
-    actor.report(PassiveReport("sim", ok=False, error="connection reset"))
-    await trio.sleep(0.1)
-    assert actor.view.backends["sim"].state is HealthState.UNHEALTHY
-    assert actor.view.backends["sim"].last_error == "connection reset"
+    actor.call_failed("sim", "demo", "HTTP 503")
+    assert actor.view.admits("sim", "demo", trio.current_time())
+    actor.call_failed("sim", "demo", "HTTP 503")  # unhealthy_threshold is 2
+    assert actor.view.circuit("sim", "demo").state is CircuitState.OPEN
+    assert not actor.view.admits("sim", "demo", trio.current_time())
+    assert actor.view.admits("sim", "other-model", trio.current_time())
+    assert actor.view.backends["sim"].state is HealthState.HEALTHY  # /health still says OK
+
+
+async def test_half_open_probe_after_cooldown_closes_on_success(autojump_clock, nursery):
+    actor, _ = await start(nursery)
+    t0 = trio.current_time()
+    actor.call_failed("sim", "demo", "reset")
+    actor.call_failed("sim", "demo", "reset")
+    assert not actor.view.admits("sim", "demo", t0 + 1.9)
+    await trio.sleep(2)
+    assert actor.view.admits("sim", "demo", trio.current_time())
+    actor.dispatching("sim", "demo", trio.current_time())
+    assert actor.view.circuit("sim", "demo").state is CircuitState.HALF_OPEN
+    assert not actor.view.admits("sim", "demo", trio.current_time())  # one probe at a time
+    actor.call_succeeded("sim", "demo")
+    assert actor.view.circuit("sim", "demo").state is CircuitState.CLOSED
+    assert actor.view.circuits == {}
+
+
+async def test_failed_probe_reopens_with_doubled_cooldown(autojump_clock, nursery):
+    actor, _ = await start(nursery)
+    actor.call_failed("sim", "demo", "x")
+    actor.call_failed("sim", "demo", "x")
+    await trio.sleep(2)
+    actor.dispatching("sim", "demo", trio.current_time())
+    actor.call_failed("sim", "demo", "x")
+    c = actor.view.circuit("sim", "demo")
+    assert c.state is CircuitState.OPEN and c.cooldown == 4
+    assert not actor.view.admits("sim", "demo", trio.current_time() + 3.9)
+    assert actor.view.admits("sim", "demo", trio.current_time() + 4)
 
 
 async def test_checks_disabled_means_always_routable(autojump_clock, nursery):
     actor, sim = await start(nursery, CONFIG.replace("interval: 10s", "enabled: false"))
-    actor.report(PassiveReport("sim", ok=False))
-    actor.report(PassiveReport("sim", ok=False))
     await trio.sleep(60)
     assert actor.view.routable("sim")
     assert sim.events == []

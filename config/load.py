@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import rules
+from config import load_resilience, rules
 from config.rules import Invalid, Problems, Reader, child
 from config.schema import (
     BackendConfig,
@@ -32,7 +32,6 @@ from config.schema import (
     Simulation,
     Snapshot,
     Strategy,
-    Timeouts,
 )
 
 
@@ -159,9 +158,10 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
     health = _health(top.section("health_checks"))
     chash = _consistent_hash(top.section("consistent_hash"))
     prefix = _prefix_routing(top.section("prefix_routing"))
-    t = top.section("timeouts")
-    timeouts = Timeouts(connection=t.get("connection", rules.duration(maximum=300), Timeouts().connection))
-    t.finish()
+    timeouts = load_resilience.timeouts(top.section("timeouts"))
+    retry = load_resilience.retry_policy(top.section("retry"))
+    fallback = load_resilience.fallback(top.section("fallback"))
+    streaming = load_resilience.streaming(top.section("streaming"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -178,9 +178,12 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
         if b.type is not BackendType.SIMULATED and not b.models and not b.discovery:
             problems.warn(child("backends", backends.index(b)),
                           "no models listed and discovery off: this backend serves nothing")
+    if not problems.errors:  # with errors, backends and chains may be incomplete
+        load_resilience.check_chain_models(fallback, backends, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
-                    timeouts=timeouts, discovery=discovery)
+                    timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
+                    streaming=streaming)
 
 
 def _server(r: Reader) -> ServerConfig:
@@ -229,6 +232,9 @@ def _backend(r: Reader) -> BackendConfig | None:
     enabled = r.get("enabled", rules.boolean, True)
     internal = r.get("internal", rules.boolean, False)
     discovery = r.get("discovery", rules.boolean, True)
+    override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
+    retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
+    replay = r.get("replay", load_resilience.replay, True)
     simulation = None
     if r.has("simulation"):
         if btype is not BackendType.SIMULATED:
@@ -244,7 +250,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     if len(r.problems.errors) > errors_before:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
-                         enabled=enabled, internal=internal, discovery=discovery, simulation=simulation)
+                         enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
+                         retry_override=retry_override, replay=replay)
 
 
 def _status(value: Any) -> int:
@@ -255,13 +262,35 @@ def _simulation(r: Reader) -> Simulation:
     d = Simulation()
     f = r.section("failure")
     chunk_no = rules.integer(1, 100_000)  # chunks count from 1
+
+    def retry_after(value: Any) -> str | int:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise Invalid(f"must be a number of seconds or an HTTP date, got {rules.type_name(value)}")
+        if isinstance(value, int):
+            rules.integer(0, 86_400 * 365)(value)
+            return value
+        return rules.string()(value.strip())
+
     failure = SimulatedFailure(
         status=f.get("status", _status, None),
         stall_before_first_byte=f.get("stall_before_first_byte", rules.boolean, False),
         stall_after_chunk=f.get("stall_after_chunk", chunk_no, None),
         reset_after_chunk=f.get("reset_after_chunk", chunk_no, None),
         malformed_chunk=f.get("malformed_chunk", chunk_no, None),
+        retry_after=f.get("retry_after", retry_after, None),
+        error_code=f.get("error_code", rules.string(r"[A-Za-z0-9_.:-]{1,128}",
+                                                    "1-128 letters, digits, '_', '.', ':' or '-'"), None),
+        error_event_after_chunk=f.get("error_event_after_chunk", chunk_no, None),
+        omit_done=f.get("omit_done", rules.boolean, False),
+        truncate_after_chunk=f.get("truncate_after_chunk", chunk_no, None),
+        empty_reply=f.get("empty_reply", rules.boolean, False),
+        tool_call=f.get("tool_call", rules.boolean, False),
     )
+    for key in ("retry_after", "error_code"):
+        if f.has(key) and not f.has("status"):
+            f.problems.error(child(f.path, key), "only applies together with status")
+    if failure.empty_reply and failure.tool_call:
+        f.problems.error(child(f.path, "tool_call"), "cannot be combined with empty_reply")
     f.finish()
     out = Simulation(
         latency=r.get("latency", rules.duration(maximum=3600, allow_zero=True), d.latency),
@@ -269,6 +298,8 @@ def _simulation(r: Reader) -> Simulation:
         chunks=r.get("chunks", rules.integer(1, 100_000), d.chunks),
         health_status=r.get("health_status", _status, d.health_status),
         failure=failure,
+        text=r.get("text", rules.string(), d.text),
+        supports_prefill=r.get("supports_prefill", rules.boolean, d.supports_prefill),
     )
     r.finish()
     return out

@@ -6,17 +6,29 @@ instant. The demo config uses it; tests script it per request through
 ``script`` (chat behaviours) and ``health_script`` (health statuses), and read
 back what it saw in ``events``.
 
-Failure modes (``Simulation.failure``): answer an error status; stall before
-the first byte; stall after chunk k; reset the connection after chunk k;
-send chunk k malformed.
+The reply is ``Simulation.text`` split into at most ``chunks`` word-ish
+pieces, or by default ``Hello from NAME.`` followed by words of a fixed
+sentence. A request whose last message is from the assistant (a prefill) is
+continued: when the prefill is a prefix of the reply only the rest is sent,
+otherwise the whole reply; a simulator with ``supports_prefill`` false
+answers 400 instead.
+
+Failure modes (``Simulation.failure``): answer an error status (with a
+Retry-After header and an error code of choice); stall before the first
+byte; stall after chunk k; reset the connection after chunk k; send chunk k
+malformed; send an in-band error event after chunk k; end the stream cleanly
+after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
+empty content; reply with a tool call.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import deque
-from typing import AsyncIterator
+from contextlib import aclosing
+from typing import Any, AsyncIterator
 
 import httpx
 import trio
@@ -25,6 +37,61 @@ from config.schema import Simulation
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
+
+TOOL_CALL_ID = "call_sim"
+TOOL_NAME = "get_weather"
+TOOL_ARGUMENTS = '{"city": "Paris"}'
+IN_BAND_ERROR = {"error": {"message": "simulated in-band error", "type": "server_error",
+                           "code": "simulated_error"}}
+PREFILL_UNSUPPORTED = {"error": {"message": "assistant prefill is not supported",
+                                 "type": "invalid_request_error", "param": "messages",
+                                 "code": "prefill_unsupported"}}
+
+_WORDISH = re.compile(r"\s*\S+|\s+")
+
+
+def split_words(text: str, n: int) -> list[str]:
+    """``text`` as at most ``n`` pieces of whole words (leading spaces attached), evenly.
+
+    Fewer pieces when the text has fewer words; none for an empty text.
+    ``"".join(split_words(text, n)) == text`` always.
+    """
+    tokens = _WORDISH.findall(text)
+    if len(tokens) > 1 and not tokens[-1].strip():
+        tokens[-2:] = [tokens[-2] + tokens[-1]]  # trailing whitespace stays with the last word
+    return _group(tokens, n)
+
+
+def split_even(text: str, n: int) -> list[str]:
+    """``text`` as at most ``n`` pieces of characters, evenly (for JSON arguments)."""
+    return _group(list(text), n)
+
+
+def _group(tokens: list[str], n: int) -> list[str]:
+    n = max(1, min(n, len(tokens)))
+    size, extra = divmod(len(tokens), n)
+    out, at = [], 0
+    for i in range(n if tokens else 0):
+        take = size + (1 if i < extra else 0)
+        out.append("".join(tokens[at:at + take]))
+        at += take
+    return out
+
+
+def prefill_of(body: dict) -> str | None:
+    """The text of a trailing assistant message, or None when the last message is not one."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    if last.get("role") != "assistant":
+        return None
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
 
 
 class SimulatedStream(httpx.AsyncByteStream):
@@ -92,9 +159,14 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             raise
         if fail.status is not None:
             self.record(f"status:{fail.status}")
-            return httpx.Response(fail.status, json={"error": {
+            headers = {"retry-after": str(fail.retry_after)} if fail.retry_after is not None else None
+            return httpx.Response(fail.status, headers=headers, json={"error": {
                 "message": f"simulated failure from {self.name}", "type": "server_error" if fail.status >= 500
-                else "invalid_request_error", "param": None, "code": f"simulated_{fail.status}"}})
+                else "invalid_request_error", "param": None,
+                "code": fail.error_code or f"simulated_{fail.status}"}})
+        if prefill_of(body) is not None and not sim.supports_prefill:
+            self.record("prefill_unsupported")
+            return httpx.Response(400, json=PREFILL_UNSUPPORTED)
         completion_id = f"chatcmpl-sim-{len(self.requests)}"
         if stream:
             return httpx.Response(200, headers={"content-type": "text/event-stream"},
@@ -103,14 +175,34 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                               stream=SimulatedStream(self, self._buffered(sim, completion_id, model, body)))
 
     def _tokens(self, sim: Simulation) -> list[str]:
+        """The full reply text as pieces, before any prefill is taken off."""
+        if sim.text is not None:
+            return split_words(sim.text, sim.chunks)
         first = f"Hello from {self.name}."
         return [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
 
-    async def _paced(self, sim: Simulation) -> AsyncIterator[tuple[int, str]]:
-        """Tokens with their 1-based number, paced and failing as scripted."""
+    def _pieces(self, sim: Simulation, body: dict) -> list[str]:
+        """What this request gets, piece by piece: text, tool arguments, or one empty piece."""
+        if sim.failure.tool_call:
+            return split_even(TOOL_ARGUMENTS, sim.chunks)
+        if sim.failure.empty_reply:
+            return [""]
+        tokens = self._tokens(sim)
+        prefill = prefill_of(body)
+        if prefill is None:
+            return tokens
+        full = "".join(tokens)
+        if full.startswith(prefill):
+            self.record("prefill_continued")
+            return split_words(full[len(prefill):], sim.chunks)
+        self.record("prefill_ignored")
+        return tokens
+
+    async def _paced(self, sim: Simulation, pieces: list[str]) -> AsyncIterator[tuple[int, str]]:
+        """Pieces with their 1-based number, paced and failing as scripted."""
         fail = sim.failure
         gap = 1.0 / sim.tokens_per_second if sim.tokens_per_second > 0 else 0.0
-        for k, token in enumerate(self._tokens(sim), start=1):
+        for k, token in enumerate(pieces, start=1):
             if k > 1 and gap:
                 await trio.sleep(gap)
             yield k, token
@@ -122,45 +214,92 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                 raise httpx.ReadError("simulated connection reset by peer")
 
     async def _sse(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
-        if sim.failure.stall_before_first_byte:
+        fail = sim.failure
+        if fail.stall_before_first_byte:
             await trio.sleep_forever()
         created = int(time.time())
-        count = 0
-        async for k, token in self._paced(sim):
-            count = k
-            if sim.failure.malformed_chunk == k:
-                yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"delta": \n\n'
-                continue
-            delta = {"role": "assistant", "content": token} if k == 1 else {"content": token}
-            yield _event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                          "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-        usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": count,
-                 "total_tokens": _prompt_tokens(body) + count}
+        pieces = self._pieces(sim, body)
+        produced = 0
+        async with aclosing(self._paced(sim, pieces)) as paced:
+            async for k, token in paced:
+                if fail.malformed_chunk == k:
+                    yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"delta": \n\n'
+                else:
+                    produced += 1 if token else 0
+                    yield _event({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                  "model": model, "choices": [{"index": 0, "delta": _delta(sim, k, token),
+                                                               "finish_reason": None}]})
+                if fail.error_event_after_chunk == k:
+                    self.record(f"error_event_after:{k}")
+                    yield _event(IN_BAND_ERROR)
+                    return
+                if fail.truncate_after_chunk == k:
+                    self.record(f"truncated_after:{k}")
+                    return
+        prompt = _prompt_tokens(body)
+        usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
         final = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                 "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                 "choices": [{"index": 0, "delta": {},
+                              "finish_reason": "tool_calls" if fail.tool_call else "stop"}]}
         if (body.get("stream_options") or {}).get("include_usage"):
             final["usage"] = usage
         yield _event(final)
-        yield b"data: [DONE]\n\n"
+        if not fail.omit_done:
+            yield b"data: [DONE]\n\n"
         self.record("completed")
 
     async def _buffered(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
+        fail = sim.failure
         tokens: list[str] = []
-        async for k, token in self._paced(sim):
-            if sim.failure.malformed_chunk == k:
-                yield b'{"id": "' + cid.encode() + b'", "choices": ['
-                self.record("completed")
-                return
-            tokens.append(token)
+        cut = None
+        async with aclosing(self._paced(sim, self._pieces(sim, body))) as paced:
+            async for k, token in paced:
+                if fail.malformed_chunk == k:
+                    yield b'{"id": "' + cid.encode() + b'", "choices": ['
+                    self.record("completed")
+                    return
+                tokens.append(token)
+                if fail.error_event_after_chunk == k:
+                    # headers are out already: the error comes in the 200 body
+                    self.record(f"error_event_after:{k}")
+                    yield json.dumps(IN_BAND_ERROR).encode()
+                    return
+                if fail.truncate_after_chunk == k:
+                    cut = k
+                    break
         prompt = _prompt_tokens(body)
-        yield json.dumps({
+        produced = sum(1 for t in tokens if t)
+        if fail.tool_call:
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": TOOL_CALL_ID, "type": "function",
+                 "function": {"name": TOOL_NAME, "arguments": "".join(tokens)}}]}
+        else:
+            message = {"role": "assistant", "content": "".join(tokens)}
+        text = json.dumps({
             "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": len(tokens),
-                      "total_tokens": prompt + len(tokens)},
-        }).encode()
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if fail.tool_call else "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": produced,
+                      "total_tokens": prompt + produced},
+        })
+        if cut is not None:
+            # the body ends cleanly but short: invalid JSON, no finish_reason
+            self.record(f"truncated_after:{cut}")
+            yield text[:text.index('"finish_reason"')].encode()
+            return
+        yield text.encode()
         self.record("completed")
+
+
+def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
+    if sim.failure.tool_call:
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": token}}
+        if k == 1:
+            call = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
+                    "function": {"name": TOOL_NAME, "arguments": token}}
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"tool_calls": [call]}
+    return {"role": "assistant", "content": token} if k == 1 else {"content": token}
 
 
 def _event(payload: dict) -> bytes:

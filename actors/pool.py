@@ -34,6 +34,7 @@ class BackendPool:
         self._serving: dict[str, list[BackendConfig]] = {}
         self._dials: dict[str, trio.Semaphore] = {}
         self.dial_saturated: defaultdict[str, int] = defaultdict(int)  # fallback_dial_bound_saturated_total
+        self.no_prefill: set[tuple[str, str]] = set()   # (backend, model) pairs that refused a prefill
         self._serving_source: object = None
 
     def serving(self, model: str, discovered: Mapping[str, frozenset[str]]) -> list[BackendConfig]:

@@ -24,6 +24,8 @@ import trio
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.messages import Call
 from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
+from actors.routing.resume import PREFILL_TYPES, RestartFilter, ResumeMode, choose_mode, resume_payload
+from actors.routing.stream_state import StreamAccumulator
 from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
@@ -36,6 +38,7 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
+from protocol.sse import encode_data
 from protocol.sse import SSEDecoder
 from protocol.upstream import auth_headers, join_url
 
@@ -61,10 +64,11 @@ class ResponseSink(Protocol):
 class AttemptFailed(Exception):
     """One attempt's end: what kind of failure, and the error the client would see."""
 
-    def __init__(self, failure: Failure, error: GatewayError) -> None:
+    def __init__(self, failure: Failure, error: GatewayError, upstream: bool = True) -> None:
         super().__init__(error.message)
         self.failure = failure
         self.error = error
+        self.upstream = upstream   # False: our own verdict (no dial permit), not the backend's answer
 
 
 class RequestActor:
@@ -76,6 +80,9 @@ class RequestActor:
         self.disconnected = disconnected
         self.attempts = 0
         self.malformed_events = 0
+        # What the client has been sent, kept only when a broken stream may be continued.
+        self.acc: StreamAccumulator | None = StreamAccumulator() if call.stream and _can_resume(call) else None
+        self._transform: Callable[[dict, bytes], list[tuple[bytes, dict]]] | None = None
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -100,6 +107,7 @@ class RequestActor:
         tried: set[str] = set()          # backends dialed for the current model
         last: AttemptFailed | None = None
         backend: BackendConfig | None = None
+        first: tuple[str, str] | None = None   # the first dialed route: its dials take no permit
         while True:
             if backend is None:
                 try:
@@ -116,14 +124,21 @@ class RequestActor:
                 raise budget.exhausted(backend.name)
             plan.attempted()
             tried.add(backend.name)
+            # A fallback dial (another route after a real dial failed) takes a permit;
+            # the first dial never does, even if it already goes to a chain model.
+            bounded = first is not None and first != (backend.name, plan.model)
+            first = first or (backend.name, plan.model)
             try:
-                await self._attempt(backend, plan, budget, bounded=last is not None)
+                await self._attempt(backend, plan, budget, bounded=bounded)
                 return
             except AttemptFailed as failed:
                 if self.sink.started:
-                    raise failed.error from None
-                last = failed
-                step = plan.decide(failed.failure, backend, budget.left(), rt.pool.rng.random())
+                    await self._recover(failed, backend, plan, budget)
+                    return
+                if last is None or failed.upstream:  # the backend's own answer is the one to preserve
+                    last = failed
+                failure = failed.failure
+                step = plan.decide(failure, backend, budget.left(), rt.pool.rng.random())
             if isinstance(step, Retry):
                 await trio.sleep(step.delay)
                 continue
@@ -136,7 +151,7 @@ class RequestActor:
                     except (ModelNotFound, NoHealthyBackend):
                         pass
                 if step.chain:
-                    plan.moved_to_next_model(last.failure)
+                    plan.moved_to_next_model(failure)
                     tried, backend = set(), None
                     continue
             raise last.error from None
@@ -158,17 +173,19 @@ class RequestActor:
 
     # --- one attempt ------------------------------------------------------------
 
-    async def _attempt(self, backend: BackendConfig, plan: RoutePlan, budget: CallBudget, bounded: bool) -> None:
+    async def _attempt(self, backend: BackendConfig, plan: RoutePlan, budget: CallBudget, bounded: bool,
+                       model: str | None = None, body: bytes | None = None) -> None:
         rt, call = self.runtime, self.call
-        model = plan.model
+        model = model or plan.model
         self.attempts += 1
         override = backend.retry_override
-        limits = limits_for(call.snapshot, model, call.stream, fallback_hop=plan.hops > 0,
+        limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != call.model,
                             backend_cap=override.timeout if override else None)
         attempt = AttemptBudget(limits, budget)
         request = rt.upstream.client.build_request(
             "POST", join_url(backend.url, "/v1/chat/completions"),
-            headers=[("content-type", "application/json"), *auth_headers(backend)], content=self._body_for(model))
+            headers=[("content-type", "application/json"), *auth_headers(backend)],
+            content=body if body is not None else self._body_for(model))
         rt.health.dispatching(backend.name, model, trio.current_time())
         with rt.pool.dispatched(backend.name):
             began = trio.current_time()
@@ -211,7 +228,7 @@ class RequestActor:
             self.runtime.pool.dial_saturated[backend.name] += 1
             raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamConnectError(
                 f"Backend '{backend.name}' has no free fallback dial permit (waited {wait:g}s)",
-                code="fallback_dial_bound_saturated"))
+                code="fallback_dial_bound_saturated"), upstream=False)
         try:
             return await client.send(request, stream=True)
         finally:
@@ -297,7 +314,14 @@ class RequestActor:
                     await self.sink.start(200, headers)
                 if _finish_reason(obj):
                     finished = True
-                await self.sink.send(event.raw)
+                outs = self._transform(obj, event.raw) if self._transform else ((event.raw, obj),)
+                for raw, sent in outs:
+                    if self.acc is not None:
+                        if "route_change" in sent:
+                            self.acc = StreamAccumulator()  # the client was told to start over
+                        else:
+                            self.acc.feed(sent)
+                    await self.sink.send(raw)
         if not (done or finished):
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend.name}' ended the stream before the answer was complete",
@@ -306,6 +330,85 @@ class RequestActor:
             await self.sink.start(200, headers)
         await self.sink.send(DONE_EVENT)
         await self.sink.finish()
+
+
+    # --- mid-stream recovery ---------------------------------------------------
+
+    async def _recover(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan,
+                       budget: CallBudget) -> None:
+        """Continue a committed stream on another backend, or end it with an in-band error."""
+        if self.acc is None or self.acc.other_choices:
+            raise failed.error
+        rt, call = self.runtime, self.call
+        cfg = call.snapshot.streaming.mid_stream_fallback
+        used = {(backend.name, plan.model)}
+        hops = 0
+        while hops < cfg.max_fallback_attempts:
+            if budget.left() <= 0:
+                raise budget.exhausted(backend.name)
+            target = self._resume_target(plan, used, cfg.same_model_first)
+            if target is None:
+                break
+            backend, model = target
+            used.add((backend.name, model))
+            hops += 1
+            takes_prefill = backend.type in PREFILL_TYPES and (backend.name, model) not in rt.pool.no_prefill
+            mode = choose_mode(self.acc, cfg, takes_prefill)
+            try:
+                await self._resume_attempt(backend, plan, model, mode, budget, failed)
+                return
+            except AttemptFailed as again:
+                if mode is ResumeMode.PREFILL and again.failure.kind is Kind.CLIENT_ERROR:
+                    # It refused the prefill: learn that, and ask it again by restarting.
+                    rt.pool.no_prefill.add((backend.name, model))
+                    try:
+                        await self._resume_attempt(backend, plan, model, ResumeMode.RESTART, budget, failed)
+                        return
+                    except AttemptFailed as third:
+                        again = third
+                failed = again
+        raise failed.error
+
+    def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]],
+                       same_model_first: bool) -> tuple[BackendConfig, str] | None:
+        """The next healthy (backend, model): siblings first if asked, then the chain."""
+        models = list(plan.models[plan.model_index:])
+        if not same_model_first:
+            models = models[1:]
+        for model in models:
+            tried = {b for b, m in used if m == model}
+            try:
+                return self._pick(model, tried), model
+            except (ModelNotFound, NoHealthyBackend):
+                continue
+        return None
+
+    async def _resume_attempt(self, backend: BackendConfig, plan: RoutePlan, model: str, mode: ResumeMode,
+                              budget: CallBudget, failed: AttemptFailed) -> None:
+        assert self.acc is not None
+        call = self.call
+        payload = resume_payload(call.payload, model, self.acc, mode, call.snapshot.streaming.mid_stream_fallback,
+                                 backend.type)
+        if mode is ResumeMode.RESTART:
+            marker = {"id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,
+                      "model": self.acc.model, "choices": [],
+                      "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
+                                       "error": failed.error.message, "backend": backend.name, "model": model}}
+            self._transform = RestartFilter(self.acc, marker).feed
+        else:
+            self._transform = None
+        try:
+            await self._attempt(backend, plan, budget, bounded=True, model=model,
+                                body=json.dumps(payload).encode())
+        finally:
+            self._transform = None
+
+
+def _can_resume(call: Call) -> bool:
+    fb = call.snapshot.fallback
+    if not (fb.enabled and fb.mid_stream_enabled):
+        return False
+    return bool(fb.fallback_chains.get(call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first
 
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",

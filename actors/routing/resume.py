@@ -1,0 +1,130 @@
+"""How a broken stream continues elsewhere: the mode, and the request that asks for it.
+
+Three ways to continue an answer the client has partly received:
+
+- ``prefill``: send the partial answer as a trailing assistant message; the
+  target continues it token for token. Only engines that take a prefill
+  (vLLM and SGLang with ``continue_final_message``; learned per backend and
+  model when one refuses).
+- ``prompt``: the partial answer plus ``continuation_prompt`` as a user turn
+  (the specification's style; chosen by ``continuation_style: prompt``).
+- ``restart``: the original request again; the relay suppresses what the
+  client already has and streams only what comes after it.
+
+Restart is forced when little was said (``min_accumulated_tokens``), when
+the accumulator passed its cap, when tool calls were under way (a prefill
+cannot carry half a tool call), or when continuation is off.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any
+
+from actors.routing.stream_state import Aligner, StreamAccumulator
+from config.resilience import MidStreamFallback
+from config.schema import BackendType
+
+PREFILL_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
+
+
+class ResumeMode(str, Enum):
+    PREFILL = "prefill"
+    PROMPT = "prompt"
+    RESTART = "restart"
+
+
+def choose_mode(acc: StreamAccumulator, cfg: MidStreamFallback, target_takes_prefill: bool) -> ResumeMode:
+    if not cfg.enabled or acc.capped or acc.tool_calls or acc.deltas < cfg.min_accumulated_tokens:
+        return ResumeMode.RESTART
+    if cfg.continuation_style == "prompt":
+        return ResumeMode.PROMPT
+    return ResumeMode.PREFILL if target_takes_prefill else ResumeMode.RESTART
+
+
+def resume_payload(payload: dict[str, Any], model: str, acc: StreamAccumulator, mode: ResumeMode,
+                   cfg: MidStreamFallback, target_type: BackendType) -> dict[str, Any]:
+    out = {**payload, "model": model}
+    if mode is ResumeMode.RESTART:
+        return out
+    messages = list(payload.get("messages", ()))
+    messages.append({"role": "assistant", "content": acc.content})
+    if mode is ResumeMode.PROMPT:
+        messages.append({"role": "user", "content": cfg.continuation_prompt})
+    elif target_type in (BackendType.VLLM, BackendType.SGLANG):
+        # These engines need to be told the last message is to be continued,
+        # not answered.
+        out["continue_final_message"] = True
+        out["add_generation_prompt"] = False
+    out["messages"] = messages
+    return out
+
+
+class RestartFilter:
+    """Relays a restarted stream without repeating what the client already has.
+
+    Content and each tool call's arguments are aligned with what was sent;
+    while the new stream repeats it, its events are held back. The first
+    event that goes past it is cut to the new part. If the new text departs
+    from what was sent (or ends before reaching it), the filter gives up on
+    merging: it emits a ``route_change`` marker chunk telling the client to
+    discard the output so far, then the new answer from its beginning.
+    """
+
+    def __init__(self, acc: StreamAccumulator, marker: dict[str, Any]) -> None:
+        self.content = Aligner(acc.content)
+        self.tools = {t["index"]: Aligner(t["function"]["arguments"]) for t in acc.tool_calls}
+        self.marker = marker
+        self.held: list[tuple[bytes, dict[str, Any]]] = []   # the new stream so far, for a replay
+        self.diverged = False
+
+    def feed(self, obj: dict[str, Any], raw: bytes) -> list[tuple[bytes, dict[str, Any]]]:
+        """The events to send for one new event, each with the payload the client gets."""
+        if self.diverged or self._caught_up():
+            return [(raw, obj)]
+        choices = obj.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        new_delta: dict[str, Any] = {}
+        ok = True
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            emit, state = self.content.feed(content)
+            ok = state != "diverged"
+            if emit:
+                new_delta["content"] = emit
+        calls = []
+        for call in delta.get("tool_calls") or ():
+            if not ok or not isinstance(call, dict):
+                continue
+            aligner = self.tools.get(call.get("index", 0))
+            if aligner is None:       # a tool call the client has not seen: all of it is new
+                calls.append(call)
+                continue
+            args = (call.get("function") or {}).get("arguments") or ""
+            emit, state = aligner.feed(args) if args else ("", aligner.state)
+            if state == "diverged":
+                ok = False
+            elif emit:
+                calls.append({"index": call.get("index", 0), "function": {"arguments": emit}})
+        if calls:
+            new_delta["tool_calls"] = calls
+        finish = choice.get("finish_reason")
+        if ok and finish is not None and not self._caught_up():
+            ok = False  # the new answer ended short of what the client already has
+        if not ok:
+            self.diverged = True
+            return [(encode_event(self.marker), self.marker), *self.held, (raw, obj)]
+        self.held.append((raw, obj))
+        if not new_delta and finish is None and obj.get("usage") is None:
+            return []
+        rebuilt = {**obj, "choices": [{**choice, "delta": new_delta}, *choices[1:]]}
+        return [(encode_event(rebuilt), rebuilt)]
+
+    def _caught_up(self) -> bool:
+        return self.content.state != "repeating" and all(a.state != "repeating" for a in self.tools.values())
+
+
+def encode_event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"

@@ -16,13 +16,14 @@ as complete.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import httpx
 import trio
 
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.messages import Call
+from actors.relay import AttemptFailed, Relay, ResponseSink
 from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
 from actors.routing.resume import PREFILL_TYPES, RestartFilter, ResumeMode, choose_mode, resume_payload
 from actors.routing.stream_state import StreamAccumulator
@@ -38,37 +39,13 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
-from protocol.sse import encode_data
-from protocol.sse import SSEDecoder
 from protocol.upstream import auth_headers, join_url
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
 
-DONE_EVENT = b"data: [DONE]\n\n"
 # Answers that say the backend (not the request) is in trouble; they feed its circuit.
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
-
-
-class ResponseSink(Protocol):
-    """Where the response goes; the protocol layer implements it per ingress."""
-
-    started: bool
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
-    async def send(self, chunk: bytes) -> None: ...
-    async def finish(self) -> None: ...
-    async def fail(self, error: GatewayError) -> None: ...
-
-
-class AttemptFailed(Exception):
-    """One attempt's end: what kind of failure, and the error the client would see."""
-
-    def __init__(self, failure: Failure, error: GatewayError, upstream: bool = True) -> None:
-        super().__init__(error.message)
-        self.failure = failure
-        self.error = error
-        self.upstream = upstream   # False: our own verdict (no dial permit), not the backend's answer
 
 
 class RequestActor:
@@ -79,10 +56,9 @@ class RequestActor:
         self.sink = sink
         self.disconnected = disconnected
         self.attempts = 0
-        self.malformed_events = 0
-        # What the client has been sent, kept only when a broken stream may be continued.
-        self.acc: StreamAccumulator | None = StreamAccumulator() if call.stream and _can_resume(call) else None
-        self._transform: Callable[[dict, bytes], list[tuple[bytes, dict]]] | None = None
+        # What the client has been sent is kept only when a broken stream may be continued.
+        self.relay = Relay(sink, StreamAccumulator() if call.stream and _can_resume(call) else None,
+                           call.snapshot.fallback.empty_reply_retry.enabled)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -253,9 +229,9 @@ class RequestActor:
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
                    *self._fallback_headers(plan)]
         if self.call.stream:
-            await self._relay_stream(backend, response, attempt, headers)
+            await self.relay.stream(backend.name, response, attempt, headers)
         else:
-            await self._relay_buffered(backend, response, attempt, headers)
+            await self.relay.buffered(backend.name, response, attempt, headers)
 
     def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
         if plan.hops == 0:
@@ -266,78 +242,12 @@ class RequestActor:
         return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
                 (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
 
-    async def _relay_buffered(self, backend: BackendConfig, response: httpx.Response, attempt: AttemptBudget,
-                              headers: list[tuple[bytes, bytes]]) -> None:
-        # Read it all before the status goes out: a body that breaks half-way
-        # must become an error, not a 200 with half a JSON.
-        body = await response.aread()
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                f"Backend '{backend.name}' answered 200 with a body that is not JSON")) from None
-        if self.call.snapshot.fallback.empty_reply_retry.enabled and _empty_reply(payload):
-            raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
-                f"Backend '{backend.name}' answered with neither text nor tool calls", code="empty_reply"))
-        await self.sink.start(200, headers)
-        await self.sink.send(body)
-        await self.sink.finish()
-
-    async def _relay_stream(self, backend: BackendConfig, response: httpx.Response, attempt: AttemptBudget,
-                            headers: list[tuple[bytes, bytes]]) -> None:
-        decoder = SSEDecoder()
-        finished = done = False
-        # aiter_bytes, not aiter_raw: a backend that compresses its stream is
-        # decoded here, since the client never sees its content-encoding.
-        async for chunk in response.aiter_bytes():
-            for event in decoder.feed(chunk):
-                if done:
-                    continue  # nothing counts after [DONE]; read on so the backend ends cleanly
-                if not event.has_data:
-                    if self.sink.started:
-                        await self.sink.send(event.raw)  # keep-alive comments pass once committed
-                    continue
-                if event.is_done:
-                    done = True
-                    continue
-                try:
-                    obj = json.loads(event.data)
-                except ValueError:
-                    self.malformed_events += 1       # dropped, never forwarded
-                    continue
-                if isinstance(obj, dict) and "error" in obj:
-                    raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                        f"Backend '{backend.name}' sent an error event: {_error_message(obj)}",
-                        code="upstream_stream_error"))
-                attempt.got_data()
-                if not self.sink.started:
-                    await self.sink.start(200, headers)
-                if _finish_reason(obj):
-                    finished = True
-                outs = self._transform(obj, event.raw) if self._transform else ((event.raw, obj),)
-                for raw, sent in outs:
-                    if self.acc is not None:
-                        if "route_change" in sent:
-                            self.acc = StreamAccumulator()  # the client was told to start over
-                        else:
-                            self.acc.feed(sent)
-                    await self.sink.send(raw)
-        if not (done or finished):
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                f"Backend '{backend.name}' ended the stream before the answer was complete",
-                code="upstream_stream_truncated"))
-        if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
-            await self.sink.start(200, headers)
-        await self.sink.send(DONE_EVENT)
-        await self.sink.finish()
-
-
     # --- mid-stream recovery ---------------------------------------------------
 
     async def _recover(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan,
                        budget: CallBudget) -> None:
         """Continue a committed stream on another backend, or end it with an in-band error."""
-        if self.acc is None or self.acc.other_choices:
+        if self.relay.acc is None or self.relay.acc.other_choices:
             raise failed.error
         rt, call = self.runtime, self.call
         cfg = call.snapshot.streaming.mid_stream_fallback
@@ -353,7 +263,7 @@ class RequestActor:
             used.add((backend.name, model))
             hops += 1
             takes_prefill = backend.type in PREFILL_TYPES and (backend.name, model) not in rt.pool.no_prefill
-            mode = choose_mode(self.acc, cfg, takes_prefill)
+            mode = choose_mode(self.relay.acc, cfg, takes_prefill)
             try:
                 await self._resume_attempt(backend, plan, model, mode, budget, failed)
                 return
@@ -385,23 +295,23 @@ class RequestActor:
 
     async def _resume_attempt(self, backend: BackendConfig, plan: RoutePlan, model: str, mode: ResumeMode,
                               budget: CallBudget, failed: AttemptFailed) -> None:
-        assert self.acc is not None
+        assert self.relay.acc is not None
         call = self.call
-        payload = resume_payload(call.payload, model, self.acc, mode, call.snapshot.streaming.mid_stream_fallback,
+        payload = resume_payload(call.payload, model, self.relay.acc, mode, call.snapshot.streaming.mid_stream_fallback,
                                  backend.type)
         if mode is ResumeMode.RESTART:
-            marker = {"id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,
-                      "model": self.acc.model, "choices": [],
+            marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
+                      "model": self.relay.acc.model, "choices": [],
                       "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
                                        "error": failed.error.message, "backend": backend.name, "model": model}}
-            self._transform = RestartFilter(self.acc, marker).feed
+            self.relay.transform = RestartFilter(self.relay.acc, marker).feed
         else:
-            self._transform = None
+            self.relay.transform = None
         try:
             await self._attempt(backend, plan, budget, bounded=True, model=model,
                                 body=json.dumps(payload).encode())
         finally:
-            self._transform = None
+            self.relay.transform = None
 
 
 def _can_resume(call: Call) -> bool:
@@ -419,26 +329,3 @@ def _backend_fault(failure: Failure) -> bool:
     if failure.kind is Kind.STATUS:
         return failure.status in BACKEND_FAULT_STATUSES
     return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL)
-
-
-def _finish_reason(obj: Any) -> bool:
-    choices = obj.get("choices") if isinstance(obj, dict) else None
-    return bool(choices) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
-
-
-def _empty_reply(payload: Any) -> bool:
-    try:
-        choice = payload["choices"][0]
-        message = choice.get("message") or {}
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return True
-    if choice.get("finish_reason") == "length":
-        return False  # cut by the client's own max_tokens: not empty by fault
-    return not (message.get("content") or message.get("tool_calls"))
-
-
-def _error_message(obj: dict) -> str:
-    err = obj.get("error")
-    if isinstance(err, dict):
-        return str(err.get("message") or err)
-    return str(err)

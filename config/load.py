@@ -236,14 +236,11 @@ def _backend(r: Reader) -> BackendConfig | None:
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = r.get("replay", load_resilience.replay, True)
     simulation = None
-    if r.has("simulation"):
-        if btype is not BackendType.SIMULATED:
-            r.section("simulation")
-            r.problems.error(child(r.path, "simulation"), "is only allowed on backends of type simulated")
-        else:
-            simulation = _simulation(r.section("simulation"))
-    elif btype is BackendType.SIMULATED:
-        simulation = Simulation()
+    section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
+    if btype is BackendType.SIMULATED:
+        simulation = _simulation(section)
+    elif r.has("simulation"):
+        r.problems.error(child(r.path, "simulation"), "is only allowed on backends of type simulated")
     r.finish()
     if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
         r.problems.error(child(r.path, "url"), f"of a simulated backend must have a host ending in .simulated, got {url!r}")

@@ -32,7 +32,10 @@ class Problems:
     def error(self, path: str, rule: str) -> None:
         # One error per path: a value that already failed (say, a missing
         # ${ENV}) should not also be reported as empty.
-        if path in self.failed_paths or any(f.startswith((path + "[", path + ".")) for f in self.failed_paths):
+        # A list whose item already failed (say, a missing ${ENV}) is not
+        # reported again as a whole. Only list items: mapping keys may hold
+        # dots (model names), so a dotted prefix says nothing about nesting.
+        if path in self.failed_paths or any(f.startswith(path + "[") for f in self.failed_paths):
             return
         self.failed_paths.add(path)
         self.errors.append(f"{path}: {rule}")

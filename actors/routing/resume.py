@@ -74,6 +74,7 @@ class RestartFilter:
 
     def __init__(self, acc: StreamAccumulator, marker: dict[str, Any]) -> None:
         self.content = Aligner(acc.content)
+        self.reasoning = Aligner(acc.reasoning)
         self.tools = {t["index"]: Aligner(t["function"]["arguments"]) for t in acc.tool_calls}
         self.marker = marker
         self.held: list[tuple[bytes, dict[str, Any]]] = []   # the new stream so far, for a replay
@@ -88,8 +89,16 @@ class RestartFilter:
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
         new_delta: dict[str, Any] = {}
         ok = True
+        for key in ("reasoning_content", "reasoning"):
+            text = delta.get(key)
+            if isinstance(text, str) and text:
+                emit, state = self.reasoning.feed(text)
+                ok = state != "diverged"
+                if emit:
+                    new_delta[key] = emit
+                break  # servers sending both carry the same text twice
         content = delta.get("content")
-        if isinstance(content, str) and content:
+        if ok and isinstance(content, str) and content:
             emit, state = self.content.feed(content)
             ok = state != "diverged"
             if emit:
@@ -123,7 +132,7 @@ class RestartFilter:
         return [(encode_event(rebuilt), rebuilt)]
 
     def _caught_up(self) -> bool:
-        return self.content.state != "repeating" and all(a.state != "repeating" for a in self.tools.values())
+        return all(a.state != "repeating" for a in (self.content, self.reasoning, *self.tools.values()))
 
 
 def encode_event(payload: dict[str, Any]) -> bytes:

@@ -1,6 +1,5 @@
 """The route table, limits and selection through the whole app (MockClock)."""
 
-import json
 import re
 
 import trio

@@ -24,3 +24,4 @@ class Call:
     payload: dict[str, Any] = attrs.field(repr=False, eq=False)
     snapshot: Snapshot = attrs.field(repr=False, eq=False)
     hash_key: str | None = None
+    request_id: str = ""

@@ -22,6 +22,7 @@ import httpx
 import trio
 
 from actors.budgets import AttemptBudget, CallBudget, limits_for
+from actors.events import CallTrace
 from actors.messages import Call
 from actors.relay import AttemptFailed, Relay, ResponseSink
 from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
@@ -56,18 +57,31 @@ class RequestActor:
         self.sink = sink
         self.disconnected = disconnected
         self.attempts = 0
+        self.trace = CallTrace(call.request_id, call.snapshot.revision)
+        self._last_route: tuple[str | None, str | None] = (None, call.model)
+        self.trace.add("accepted", model=call.model, stream=call.stream)
         # What the client has been sent is kept only when a broken stream may be continued.
         self.relay = Relay(sink, StreamAccumulator() if call.stream and _can_resume(call) else None,
                            call.snapshot.fallback.empty_reply_retry.enabled)
 
     async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_client, nursery.cancel_scope)
-            try:
-                await self._serve()
-            except GatewayError as err:
-                await self.sink.fail(err)
-            nursery.cancel_scope.cancel()
+        trace = self.trace
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_client, nursery.cancel_scope)
+                try:
+                    await self._serve()
+                    trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
+                except GatewayError as err:
+                    trace.add("failed", backend=getattr(err, "backend", None), model=self._last_route[1],
+                              status=err.status, code=err.code, error=err.message,
+                              committed=self.sink.started)
+                    await self.sink.fail(err)
+                nursery.cancel_scope.cancel()
+        finally:
+            if trace.terminal is None:
+                trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
+            self.runtime.traces.store(trace)
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         await self.disconnected()
@@ -91,7 +105,9 @@ class RequestActor:
                 except (ModelNotFound, NoHealthyBackend) as err:
                     kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
                     if plan.chain_allows(Failure(kind)):
+                        before = plan.model
                         plan.moved_to_next_model(Failure(kind))
+                        self._route_changed(None, before, None, plan.model, Failure(kind))
                         tried = set()
                         continue
                     # A known upstream failure says more than "nothing left to try".
@@ -108,6 +124,7 @@ class RequestActor:
                 await self._attempt(backend, plan, budget, bounded=bounded)
                 return
             except AttemptFailed as failed:
+                self._failed_event(backend.name, plan.model, failed)
                 if self.sink.started:
                     await self._recover(failed, backend, plan, budget)
                     return
@@ -116,21 +133,38 @@ class RequestActor:
                 failure = failed.failure
                 step = plan.decide(failure, backend, budget.left(), rt.pool.rng.random())
             if isinstance(step, Retry):
+                self.trace.add("retry_scheduled", backend=backend.name, model=plan.model,
+                               delay_ms=round(step.delay * 1000, 3))
                 await trio.sleep(step.delay)
                 continue
             if isinstance(step, MoveOn):
                 if step.sibling:
                     try:
-                        backend = self._pick(plan.model, tried)
-                        plan.moved_to_sibling()
-                        continue
+                        sibling = self._pick(plan.model, tried)
                     except (ModelNotFound, NoHealthyBackend):
                         pass
+                    else:
+                        self._route_changed(backend.name, plan.model, sibling.name, plan.model, failure)
+                        backend = sibling
+                        plan.moved_to_sibling()
+                        continue
                 if step.chain:
+                    before = plan.model
                     plan.moved_to_next_model(failure)
+                    self._route_changed(backend.name, before, None, plan.model, failure)
                     tried, backend = set(), None
                     continue
             raise last.error from None
+
+    def _failed_event(self, backend: str, model: str, failed: AttemptFailed) -> None:
+        f = failed.failure
+        self.trace.add("attempt_failed", backend=backend, model=model, kind=f.kind.value, status=f.status,
+                       timeout=f.timeout, error=failed.error.message, committed=self.sink.started)
+
+    def _route_changed(self, from_backend: str | None, from_model: str, to_backend: str | None, to_model: str,
+                       failure: Failure, **extra: Any) -> None:
+        self.trace.add("route_changed", backend=to_backend, model=to_model, from_backend=from_backend,
+                       from_model=from_model, reason=failure.kind.value, **extra)
 
     def _pick(self, model: str, tried: set[str]) -> BackendConfig:
         rt = self.runtime
@@ -154,6 +188,9 @@ class RequestActor:
         rt, call = self.runtime, self.call
         model = model or plan.model
         self.attempts += 1
+        self.trace.attempt = self.attempts
+        self._last_route = (backend.name, model)
+        self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded)
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != call.model,
                             backend_cap=override.timeout if override else None)
@@ -259,15 +296,19 @@ class RequestActor:
             target = self._resume_target(plan, used, cfg.same_model_first)
             if target is None:
                 break
+            before = self._last_route
             backend, model = target
             used.add((backend.name, model))
             hops += 1
             takes_prefill = backend.type in PREFILL_TYPES and (backend.name, model) not in rt.pool.no_prefill
             mode = choose_mode(self.relay.acc, cfg, takes_prefill)
+            self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
+                                mid_stream=True, mode=mode.value)
             try:
                 await self._resume_attempt(backend, plan, model, mode, budget, failed)
                 return
             except AttemptFailed as again:
+                self._failed_event(backend.name, model, again)
                 if mode is ResumeMode.PREFILL and again.failure.kind is Kind.CLIENT_ERROR:
                     # It refused the prefill: learn that, and ask it again by restarting.
                     rt.pool.no_prefill.add((backend.name, model))
@@ -275,6 +316,7 @@ class RequestActor:
                         await self._resume_attempt(backend, plan, model, ResumeMode.RESTART, budget, failed)
                         return
                     except AttemptFailed as third:
+                        self._failed_event(backend.name, model, third)
                         again = third
                 failed = again
         raise failed.error

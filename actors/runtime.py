@@ -12,6 +12,7 @@ from typing import Any
 import trio
 
 from actors.discovery import ModelDiscoveryActor
+from actors.events import TraceLog
 from actors.health import BackendHealthActor
 from actors.pool import BackendPool
 from actors.supervisor import Supervisor
@@ -26,6 +27,7 @@ class Runtime:
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.pool = BackendPool(snapshot)
+        self.traces = TraceLog()
         self.supervisor: Supervisor | None = None
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 from typing import Any, Awaitable, Callable
 
 import trio
@@ -29,6 +30,11 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON = [(b"content-type", b"application/json")]
+TRACE_PREFIX, TRACE_SUFFIX = "/admin/requests/", "/events"
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(16)
 SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -143,32 +149,39 @@ class App:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = new_request_id()
+        scope["switchyard.request_id"] = request_id
+        id_header = (b"x-continuum-request-id", request_id.encode())
         started = False
 
-        async def tracked_send(message: dict[str, Any]) -> None:
+        async def send_with_id(message: dict[str, Any]) -> None:
             nonlocal started
-            started = True
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": [*message.get("headers", ()), id_header]}
             await send(message)
 
         try:
-            methods = self.routes.get(scope["path"])
+            path = scope["path"]
+            methods = self.routes.get(path)
+            if methods is None and path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX):
+                methods = {"GET": self.request_events}
             if methods is None:
-                raise RouteNotFound(f"No route for {scope['method']} {scope['path']}")
+                raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])
             if handler is None:
-                raise MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}",
-                                       allowed=tuple(methods))
-            await handler(scope, receive, tracked_send)
+                raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
+            await handler(scope, receive, send_with_id)
         except GatewayError as err:
-            await respond(send, err.status, err.body(), err.headers())
+            await respond(send_with_id, err.status, err.body(), err.headers())
         except _ClientGone:
             pass
         except Exception:
             # A bug must still answer in our envelope, and be loud in the log.
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
                 err = GatewayError("Internal error in the gateway; see its log")
-                await respond(send, err.status, err.body(), err.headers())
+                await respond(send_with_id, err.status, err.body(), err.headers())
 
     def _runtime(self) -> Runtime:
         if self.runtime is None:
@@ -179,7 +192,7 @@ class App:
         runtime = self._runtime()
         snapshot = runtime.snapshot
         body = await read_body(scope, receive, snapshot.server.max_body_bytes)
-        call = parse_chat(body, snapshot, dict(scope["headers"]))
+        call = parse_chat(body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
         sink = AsgiSink(send, call.stream)
         await RequestActor(runtime, call, sink, disconnect_waiter(receive)).run()
 
@@ -187,6 +200,14 @@ class App:
         runtime = self._runtime()
         listed = listed_models(runtime.snapshot.backends, runtime.discovery.view)
         await respond(send, 200, json.dumps(model_list(listed)).encode())
+
+    async def request_events(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The route events of one recent call (the last 1,000 calls are kept)."""
+        request_id = scope["path"][len(TRACE_PREFIX):-len(TRACE_SUFFIX)]
+        trace = self._runtime().traces.get(request_id)
+        if trace is None:
+            raise RouteNotFound(f"No recent call with request id '{request_id}'", code="request_not_found")
+        await respond(send, 200, json.dumps(trace.as_dict()).encode())
 
     async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b'{"status":"ok"}')

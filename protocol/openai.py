@@ -35,7 +35,7 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     return payload
 
 
-def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes]) -> Call:
+def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
     payload = parse_json_object(body)
     model = payload.get("model")
     if model is None:
@@ -65,7 +65,8 @@ def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes]) 
         raise InvalidRequest(f"'user' must be a string, got {_type(user)}", param="user", code="invalid_type")
     header = headers.get(snapshot.consistent_hash.key_header.encode())
     hash_key = header.decode("latin-1") if header else user
-    return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key)
+    return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key,
+                request_id=request_id)
 
 
 def _check_message(msg: Any, path: str) -> None:

@@ -25,6 +25,7 @@ from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace
 from actors.messages import Call
 from actors.relay import AttemptFailed, Relay, ResponseSink
+from actors.routing.capabilities import Needs, missing, needs_of
 from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
 from actors.routing.resume import PREFILL_TYPES, RestartFilter, ResumeMode, choose_mode, resume_payload
 from actors.routing.stream_state import StreamAccumulator
@@ -33,6 +34,7 @@ from protocol.errors import (
     GatewayError,
     ModelNotFound,
     NoHealthyBackend,
+    RouteCapabilityUnavailable,
     UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
@@ -59,6 +61,8 @@ class RequestActor:
         self.attempts = 0
         self.trace = CallTrace(call.request_id, call.snapshot.revision)
         self._last_route: tuple[str | None, str | None] = (None, call.model)
+        self._needs: Needs | None = None               # computed on the first fallback dial
+        self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream)
         # What the client has been sent is kept only when a broken stream may be continued.
         self.relay = Relay(sink, StreamAccumulator() if call.stream and _can_resume(call) else None,
@@ -101,7 +105,7 @@ class RequestActor:
         while True:
             if backend is None:
                 try:
-                    backend = self._pick(plan.model, tried)
+                    backend = self._pick(plan.model, tried, fallback=first is not None)
                 except (ModelNotFound, NoHealthyBackend) as err:
                     kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
                     if plan.chain_allows(Failure(kind)):
@@ -111,7 +115,7 @@ class RequestActor:
                         tried = set()
                         continue
                     # A known upstream failure says more than "nothing left to try".
-                    raise (last.error if last is not None else err) from None
+                    raise self._fail_closed(last.error if last is not None else err) from None
             if budget.left() <= 0:
                 raise budget.exhausted(backend.name)
             plan.attempted()
@@ -140,7 +144,7 @@ class RequestActor:
             if isinstance(step, MoveOn):
                 if step.sibling:
                     try:
-                        sibling = self._pick(plan.model, tried)
+                        sibling = self._pick(plan.model, tried, fallback=True)
                     except (ModelNotFound, NoHealthyBackend):
                         pass
                     else:
@@ -154,7 +158,7 @@ class RequestActor:
                     self._route_changed(backend.name, before, None, plan.model, failure)
                     tried, backend = set(), None
                     continue
-            raise last.error from None
+            raise self._fail_closed(last.error) from None
 
     def _failed_event(self, backend: str, model: str, failed: AttemptFailed) -> None:
         f = failed.failure
@@ -166,10 +170,29 @@ class RequestActor:
         self.trace.add("route_changed", backend=to_backend, model=to_model, from_backend=from_backend,
                        from_model=from_model, reason=failure.kind.value, **extra)
 
-    def _pick(self, model: str, tried: set[str]) -> BackendConfig:
+    def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
+        """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""
         rt = self.runtime
+        exclude = set(tried)
+        if fallback:
+            if self._needs is None:
+                self._needs = needs_of(self.call.payload)
+            for b in rt.pool.serving(model, rt.discovery.view):
+                lacks = missing(self._needs, b.model_configs.get(model))
+                if lacks and b.name not in exclude:
+                    exclude.add(b.name)
+                    self._skipped.append({"backend": b.name, "model": model, "missing": lacks})
+                    self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                              exclude=frozenset(tried))
+                              exclude=frozenset(exclude))
+
+    def _fail_closed(self, cause: GatewayError) -> GatewayError:
+        """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
+        if not self._skipped:
+            return cause
+        return RouteCapabilityUnavailable(
+            "No fallback route has what this request needs; refusing a degraded answer",
+            details={"skipped": self._skipped, "cause": _error_object(cause)})
 
     def _body_for(self, model: str) -> bytes:
         """The client's bytes for its own model; a re-serialized copy for a fallback model."""
@@ -300,7 +323,7 @@ class RequestActor:
             backend, model = target
             used.add((backend.name, model))
             hops += 1
-            takes_prefill = backend.type in PREFILL_TYPES and (backend.name, model) not in rt.pool.no_prefill
+            takes_prefill = _takes_prefill(backend, model) and (backend.name, model) not in rt.pool.no_prefill
             mode = choose_mode(self.relay.acc, cfg, takes_prefill)
             self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
                                 mid_stream=True, mode=mode.value)
@@ -319,7 +342,7 @@ class RequestActor:
                         self._failed_event(backend.name, model, third)
                         again = third
                 failed = again
-        raise failed.error
+        raise self._fail_closed(failed.error)
 
     def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]],
                        same_model_first: bool) -> tuple[BackendConfig, str] | None:
@@ -330,7 +353,7 @@ class RequestActor:
         for model in models:
             tried = {b for b, m in used if m == model}
             try:
-                return self._pick(model, tried), model
+                return self._pick(model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):
                 continue
         return None
@@ -354,6 +377,21 @@ class RequestActor:
                                 body=json.dumps(payload).encode())
         finally:
             self.relay.transform = None
+
+
+def _error_object(err: GatewayError) -> Any:
+    """The error object the client would have got (a backend's own, when it sent one)."""
+    try:
+        return json.loads(err.body()).get("error")
+    except (ValueError, AttributeError):
+        return err.envelope()["error"]
+
+
+def _takes_prefill(backend: BackendConfig, model: str) -> bool:
+    meta = backend.model_configs.get(model)
+    if meta is not None and meta.supports_assistant_prefill is not None:
+        return meta.supports_assistant_prefill
+    return backend.type in PREFILL_TYPES
 
 
 def _can_resume(call: Call) -> bool:

@@ -26,6 +26,7 @@ from config.schema import (
     ConsistentHashConfig,
     Discovery,
     HealthChecks,
+    ModelConfig,
     PrefixRouting,
     ServerConfig,
     SimulatedFailure,
@@ -235,6 +236,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = r.get("replay", load_resilience.replay, True)
+    model_configs = {name: _model_config(Reader(raw, path, r.problems))
+                     for name, raw, path in load_resilience.by_model(r, "model_configs")}
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     if btype is BackendType.SIMULATED:
@@ -248,7 +251,33 @@ def _backend(r: Reader) -> BackendConfig | None:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
-                         retry_override=retry_override, replay=replay)
+                         retry_override=retry_override, replay=replay, model_configs=model_configs)
+
+
+CAPABILITIES = ("chat", "text", "vision", "code", "reasoning", "tool", "tools", "function_calling", "embedding",
+                "image_generation", "audio", "decisions")
+
+
+def _model_config(r: Reader) -> ModelConfig:
+    """The routing-relevant part of a model's metadata on this backend."""
+    limits = r.section("limits")
+    out = ModelConfig(
+        capabilities=r.get("capabilities", _capabilities, None),
+        context_window=limits.get("context_window", rules.integer(1, 100_000_000), None),
+        max_output=limits.get("max_output", rules.integer(1, 100_000_000), None),
+        supports_assistant_prefill=r.get("supports_assistant_prefill", rules.boolean, None),
+    )
+    limits.finish()
+    r.finish()
+    return out
+
+
+def _capabilities(value: Any) -> frozenset[str]:
+    names = rules.string_list(rules.string())(value)
+    unknown = [n for n in names if n not in CAPABILITIES]
+    if unknown:
+        raise Invalid(f"unknown capability {unknown[0]!r}; known: {', '.join(CAPABILITIES)}")
+    return frozenset(names)
 
 
 def _status(value: Any) -> int:

@@ -122,7 +122,7 @@ def _given(r: Reader, key: str, rule: Rule[T], default: T) -> tuple[T, bool]:
     return value, r.has(key) and child(r.path, key) not in r.problems.failed_paths
 
 
-def _by_model(r: Reader, key: str) -> list[tuple[str, Any, str]]:
+def by_model(r: Reader, key: str) -> list[tuple[str, Any, str]]:
     """``(name, raw value, path)`` for each entry of a mapping keyed by model name.
 
     A bad name is reported at the entry's path; the entry is still returned
@@ -198,7 +198,7 @@ def timeouts(r: Reader) -> Timeouts:
                      (total, total_ok))
 
     overrides = {}
-    for name, raw, path in _by_model(request, "model_overrides"):
+    for name, raw, path in by_model(request, "model_overrides"):
         overrides[name] = _model_timeouts(Reader(raw, path, r.problems), streaming, check_chunk)
     request.finish()
 
@@ -278,7 +278,7 @@ def fallback(r: Reader) -> Fallback:
                                                  d.empty_reply_retry.max_extra_hops))
     e.finish()
     settings = {}
-    for name, raw, path in _by_model(r, "model_settings"):
+    for name, raw, path in by_model(r, "model_settings"):
         m = Reader(raw, path, r.problems)
         dm = ModelFallbackSettings()
         settings[name] = ModelFallbackSettings(
@@ -294,7 +294,7 @@ def fallback(r: Reader) -> Fallback:
 
 def _chains(r: Reader) -> dict[str, tuple[str, ...]]:
     chains: dict[str, tuple[str, ...]] = {}
-    for key, raw, path in _by_model(r, "fallback_chains"):
+    for key, raw, path in by_model(r, "fallback_chains"):
         if raw is None or raw == []:
             r.problems.error(path, "must list at least one model")
             chains[key] = ()

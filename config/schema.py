@@ -7,6 +7,7 @@ here so the configuration reference and the code cannot disagree.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Mapping
 
 import attrs
 from attrs import frozen
@@ -82,6 +83,20 @@ class Simulation:
 
 
 @frozen
+class ModelConfig:
+    """What is known of one model on one backend (``backends[].model_configs``).
+
+    A subset of the model metadata: the parts routing decisions read. None
+    means unknown, which never rules a route out.
+    """
+
+    capabilities: frozenset[str] | None = None
+    context_window: int | None = None
+    max_output: int | None = None
+    supports_assistant_prefill: bool | None = None
+
+
+@frozen
 class BackendConfig:
     name: str
     type: BackendType
@@ -95,6 +110,7 @@ class BackendConfig:
     simulation: Simulation | None = None
     retry_override: RetryPolicy | None = None
     replay: bool = True          # `replay: disabled` -> never send one request twice here
+    model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)
 
     @property
     def exact_models(self) -> tuple[str, ...]:

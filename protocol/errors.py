@@ -13,7 +13,8 @@ envelope that matches the ingress.
      │    ├── MethodNotAllowed          405
      │    └── ModelNotFound             404  model_not_found
      ├── Unavailable                    503  not ready to serve (starting, stopping)
-     │    └── NoHealthyBackend          503  known model, every backend down
+     │    ├── NoHealthyBackend          503  known model, every backend down
+     │    └── RouteCapabilityUnavailable 503 fallback left only routes lacking what the request needs
      └── UpstreamFailure                the backend failed us
           ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
           ├── UpstreamConnectError      502  could not reach / connection broke
@@ -118,6 +119,12 @@ class Unavailable(GatewayError):
 
 class NoHealthyBackend(Unavailable):
     code = "no_healthy_backends"
+
+
+class RouteCapabilityUnavailable(Unavailable):
+    """Fail closed: better a visible error than a degraded answer from a lesser route."""
+
+    code = "route_capability_unavailable"
 
 
 class UpstreamFailure(GatewayError):

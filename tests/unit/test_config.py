@@ -292,3 +292,14 @@ def test_simulated_backend_url_host_must_be_simulated():
 def test_simulated_chunk_numbers_start_at_one():
     assert errors_of("backends:\n  - {name: s, type: simulated, simulation: {failure: {reset_after_chunk: 0}}}\n") == [
         "backends[0].simulation.failure.reset_after_chunk: must be at least 1, got 0"]
+
+
+def test_model_configs_validated_with_paths():
+    errors = errors_of(MINIMAL + "    model_configs:\n      m: {capabilities: [telepathy], limits: {context_window: 0}, "
+                       "price: 1}\n")
+    assert errors == [
+        "backends[0].model_configs.m.capabilities: unknown capability 'telepathy'; known: chat, text, vision, "
+        "code, reasoning, tool, tools, function_calling, embedding, image_generation, audio, decisions",
+        "backends[0].model_configs.m.limits.context_window: must be at least 1, got 0",
+        "backends[0].model_configs.m.price: unknown key",
+    ]

@@ -1,0 +1,21 @@
+"""What a request needs, and what a route is known to lack."""
+
+from actors.routing.capabilities import Needs, missing, needs_of
+from config.schema import ModelConfig
+
+
+def test_needs_tools_vision_and_token_estimate():
+    needs = needs_of({"tools": [{"type": "function"}], "max_tokens": 100, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "abcdefgh"}, {"type": "image_url"}]}]})
+    assert needs == Needs(tools=True, vision=True, tokens=2 + 100)
+
+
+def test_unknown_metadata_rules_nothing_out():
+    assert missing(Needs(tools=True, vision=True, tokens=10**9), None) == []
+    assert missing(Needs(tools=True), ModelConfig()) == []
+
+
+def test_known_gaps_are_named():
+    meta = ModelConfig(capabilities=frozenset({"chat"}), context_window=10)
+    assert missing(Needs(tools=True, vision=True, tokens=11), meta) == ["tools", "vision", "context_window"]
+    assert missing(Needs(tools=True), ModelConfig(capabilities=frozenset({"function_calling"}))) == []

@@ -21,6 +21,7 @@ from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
 from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, Unavailable
+from protocol.metrics import CONTENT_TYPE, exposition
 from protocol.openai import model_list, parse_chat
 
 log = logging.getLogger("switchyard.app")
@@ -119,6 +120,7 @@ class App:
             "/v1/models": {"GET": self.models},
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
+            "/metrics": {"GET": self.metrics},
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -208,6 +210,9 @@ class App:
         if trace is None:
             raise RouteNotFound(f"No recent call with request id '{request_id}'", code="request_not_found")
         await respond(send, 200, json.dumps(trace.as_dict()).encode())
+
+    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])
 
     async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b'{"status":"ok"}')

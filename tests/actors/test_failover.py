@@ -266,3 +266,17 @@ async def test_disconnect_while_queued_for_dial_permit(autojump_clock):
             n.start_soon(lambda: request(app, "POST", "/v1/chat/completions", chat("big"),
                                          disconnect_at=t0 + 1))
         assert times(app, "b", "request", t0) == [0]
+
+
+async def test_dial_bound_saturation_is_exported_as_a_metric(autojump_clock):
+    config = BASE.replace("fallback_chains: {big: [small]}",
+                          "fallback_chains: {big: [small]}\n  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
+        backend("a", "big", "{latency: 0s, failure: {status: 400, error_code: context_length_exceeded}}") + \
+        backend("b", "small", "{latency: 5s, chunks: 1}")
+    async with gateway(config) as app:
+        async with trio.open_nursery() as n:
+            for _ in range(2):
+                n.start_soon(request, app, "POST", "/v1/chat/completions", chat("big"))
+        reply = await request(app, "GET", "/metrics")
+        assert reply.status == 200 and reply.headers[b"content-type"].startswith(b"text/plain")
+        assert b'fallback_dial_bound_saturated_total{backend="b"} 1.0' in reply.body

@@ -1,0 +1,48 @@
+"""``GET /metrics``: Prometheus text exposition of the gateway's counters.
+
+Counters live where the hot path already keeps them (plain dicts on the
+pool); a collector reads them at scrape time, so a request pays nothing for
+being measured. prometheus-client does the exposition format.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from actors.runtime import Runtime
+
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+
+class RuntimeCollector(Collector):
+    def __init__(self, runtime: "Runtime") -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        rt = self.runtime
+        saturated = CounterMetricFamily(
+            "fallback_dial_bound_saturated", "Fallback dials that found no free permit in time, by backend",
+            labels=["backend"])
+        for backend, count in sorted(rt.pool.dial_saturated.items()):
+            saturated.add_metric([backend], count)
+        yield saturated
+        in_flight = GaugeMetricFamily("backend_in_flight_requests", "Requests in flight, by backend",
+                                      labels=["backend"])
+        for backend, count in sorted(rt.pool.in_flight.items()):
+            in_flight.add_metric([backend], count)
+        yield in_flight
+        restarts = CounterMetricFamily("actor_restarts", "Actor crashes followed by a restart", labels=["actor"])
+        for actor, count in sorted((rt.supervisor.restarts if rt.supervisor else {}).items()):
+            restarts.add_metric([actor], count)
+        yield restarts
+
+
+def exposition(runtime: "Runtime") -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RuntimeCollector(runtime))
+    return generate_latest(registry)

@@ -76,6 +76,12 @@ class BackendHealthActor:
         after = on_failure(c, trio.current_time(), self.thresholds.unhealthy)
         self._set_circuit(name, model, after, error)
 
+    def probe_abandoned(self, name: str, model: str) -> None:
+        """A probe that never finished proves nothing: let the next call probe instead."""
+        c = self.view.circuits.get((name, model))
+        if c is not None and c.state is CircuitState.HALF_OPEN:
+            self._set_circuit(name, model, attrs.evolve(c, state=CircuitState.OPEN), "probe abandoned")
+
     def call_succeeded(self, name: str, model: str) -> None:
         c = self.view.circuits.get((name, model))
         if c is not None:  # the common case, a closed circuit with no failures, costs one lookup

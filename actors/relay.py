@@ -2,10 +2,10 @@
 
 A buffered answer is read whole and must be JSON before its status goes
 out. A stream is decoded event by event: it is committed to the client on
-its first data event; keep-alive comments pass once committed; malformed
-events are dropped and counted; an in-band error event or an end without
-``finish_reason`` or ``[DONE]`` is a failed attempt, never a complete
-answer. The client always gets a closing ``[DONE]`` of ours.
+its first data event; keep-alive comments pass once committed. A malformed
+event (dropped and counted, never forwarded), an in-band error event, or an
+end without ``finish_reason`` or ``[DONE]`` is a failed attempt, never a
+complete answer. The client always gets a closing ``[DONE]`` of ours.
 
 When a broken stream may be continued elsewhere, the relay keeps what the
 client has been sent in a ``StreamAccumulator``; a ``transform`` (the
@@ -18,14 +18,16 @@ import json
 from typing import Any, Callable, Protocol
 
 import httpx
+import trio
 
 from actors.budgets import AttemptBudget
 from actors.routing.failover import Failure, Kind
 from actors.routing.stream_state import StreamAccumulator
-from protocol.errors import GatewayError, UpstreamProtocolError
+from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from protocol.sse import Event, SSEDecoder
 
 DONE_EVENT = b"data: [DONE]\n\n"
+DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
 
 Transform = Callable[[dict, bytes], list[tuple[bytes, dict]]]
 
@@ -34,6 +36,7 @@ class ResponseSink(Protocol):
     """Where the response goes; the protocol layer implements it per ingress."""
 
     started: bool
+    finished: bool     # the whole response went out
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
     async def send(self, chunk: bytes) -> None: ...
@@ -58,9 +61,12 @@ class Relay:
         self.empty_reply_is_failure = empty_reply_is_failure
         self.transform: Transform | None = None
         self.malformed_events = 0
+        self.state = _StreamState()
+        self._headers: list[tuple[bytes, bytes]] = []
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                              headers: list[tuple[bytes, bytes]]) -> None:
+                       headers: list[tuple[bytes, bytes]]) -> None:
+        attempt.got_data()  # the headers are the first byte; now only the attempt's total limits the body
         # Read it all before the status goes out: a body that breaks half-way
         # must become an error, not a 200 with half a JSON.
         body = await response.aread()
@@ -69,6 +75,10 @@ class Relay:
         except ValueError:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
+        if isinstance(payload, dict) and payload.get("error") is not None:
+            # An error with a success status: the backend's error object, with a status that says so.
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
+                backend, 502, body, b"application/json"))
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
@@ -77,9 +87,10 @@ class Relay:
         await self.sink.finish()
 
     async def stream(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                            headers: list[tuple[bytes, bytes]]) -> None:
+                     headers: list[tuple[bytes, bytes]]) -> None:
         decoder = SSEDecoder()
-        state = _StreamState()
+        state = self.state = _StreamState()
+        self._headers = headers
         # aiter_bytes, not aiter_raw: a backend that compresses its stream is
         # decoded here, since the client never sees its content-encoding.
         async for chunk in response.aiter_bytes():
@@ -91,31 +102,53 @@ class Relay:
                 await self._event(backend, tail, attempt, headers, state)
             elif tail.has_data and not state.done:
                 self.malformed_events += 1   # cut off mid-event: not trusted
-        if not (state.done or state.finished):
+        if not await self.finish_if_complete():
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' ended the stream before the answer was complete",
                 code="upstream_stream_truncated"))
+
+    async def finish_if_complete(self) -> bool:
+        """Close the client's stream if the answer is whole ([DONE] or a finish_reason seen).
+
+        Also asked when a limit fired: a backend that said ``finish_reason``
+        and then held the connection open has still answered in full.
+        """
+        if self.sink.finished:
+            return True
+        if not (self.state.done or self.state.finished):
+            return False
         if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
-            await self.sink.start(200, headers)
+            await self.sink.start(200, self._headers)
         await self.sink.send(DONE_EVENT)
         await self.sink.finish()
+        return True
 
     async def _event(self, backend: str, event: Event, attempt: AttemptBudget,
-                           headers: list[tuple[bytes, bytes]], state: "_StreamState") -> None:
+                     headers: list[tuple[bytes, bytes]], state: "_StreamState") -> None:
         if state.done:
-            return  # nothing counts after [DONE]; the caller reads on so the backend ends cleanly
+            return  # nothing counts after [DONE]; reading on lets the connection be reused
         if not event.has_data:
             if self.sink.started:
                 await self.sink.send(event.raw)  # keep-alive comments pass once committed
             return
         if event.is_done:
+            # The answer is whole: the client gets it now. The rest of the
+            # body is drained briefly so the connection can be kept alive, but
+            # a backend that holds it open gets no more than DRAIN_GRACE.
             state.done = True
+            await self.finish_if_complete()
+            attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
             return
         try:
             obj = json.loads(event.data)
         except ValueError:
-            self.malformed_events += 1       # dropped, never forwarded
-            return
+            # Dropped, never forwarded, and counted. Whatever it carried is
+            # lost, so the answer can no longer complete here: the attempt
+            # fails and recovery continues from what the client really has.
+            self.malformed_events += 1
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend}' sent a malformed event; its content is lost",
+                code="upstream_malformed_event")) from None
         if isinstance(obj, dict) and "error" in obj:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' sent an error event: {_error_message(obj)}",

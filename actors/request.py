@@ -89,7 +89,10 @@ class RequestActor:
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         await self.disconnected()
-        scope.cancel()
+        # The server reports a disconnect once a complete response is out; that
+        # is no client leaving, and the call's bookkeeping must still run.
+        if not self.sink.finished:
+            scope.cancel()
 
     # --- the route loop -------------------------------------------------------
 
@@ -140,7 +143,11 @@ class RequestActor:
                 self.trace.add("retry_scheduled", backend=backend.name, model=plan.model,
                                delay_ms=round(step.delay * 1000, 3))
                 await trio.sleep(step.delay)
-                continue
+                if rt.health.view.admits(backend.name, plan.model, trio.current_time()):
+                    continue
+                # Its circuit opened meanwhile (these very failures, or others'): no retry
+                # into an open circuit; the call moves on as if the retries were spent.
+                step = MoveOn(sibling=True, chain=plan.chain_allows(failure))
             if isinstance(step, MoveOn):
                 if step.sibling:
                     try:
@@ -217,46 +224,58 @@ class RequestActor:
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != call.model,
                             backend_cap=override.timeout if override else None)
-        attempt = AttemptBudget(limits, budget)
         request = rt.upstream.client.build_request(
             "POST", join_url(backend.url, "/v1/chat/completions"),
             headers=[("content-type", "application/json"), *auth_headers(backend)],
             content=body if body is not None else self._body_for(model))
+        # A fallback dial waits for a permit first; the wait is not the backend's time.
+        permit = await self._permit(backend, budget) if bounded else None
+        attempt = AttemptBudget(limits, budget)
         rt.health.dispatching(backend.name, model, trio.current_time())
+        settled = False   # the route's circuit heard how it went
         with rt.pool.dispatched(backend.name):
             began = trio.current_time()
             try:
                 with attempt.scope:
                     with map_upstream_exceptions(backend.name):
-                        response = await self._dial(backend, request, budget, bounded)
+                        try:
+                            response = await rt.upstream.client.send(request, stream=True)
+                        finally:
+                            if permit is not None:
+                                permit.release()   # held from dial to response headers only
                         try:
                             await self._answer(backend, plan, response, attempt, began)
                         finally:
                             await response.aclose()
-                if attempt.scope.cancelled_caught:
+                if attempt.scope.cancelled_caught and not await self.relay.finish_if_complete():
                     err = attempt.expired(backend.name)
                     raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)
             except AttemptFailed as failed:
+                settled = True
                 if _backend_fault(failed.failure):
                     rt.health.call_failed(backend.name, model, failed.error.message)
                 else:
                     rt.health.call_succeeded(backend.name, model)
                 raise
             except UpstreamFailure as err:
+                settled = True
                 kind = Kind.PROTOCOL if isinstance(err, UpstreamProtocolError) else \
                     Kind.TIMEOUT if isinstance(err, UpstreamTimeout) else Kind.CONNECTION
                 rt.health.call_failed(backend.name, model, err.message)
                 raise AttemptFailed(Failure(kind, timeout="connection" if kind is Kind.TIMEOUT else None),
                                     err) from None
+            finally:
+                if not settled and not self.sink.finished:
+                    # cancelled (the client left) before the route proved itself either way
+                    rt.health.probe_abandoned(backend.name, model)
+        settled = True
         rt.health.call_succeeded(backend.name, model)
 
-    async def _dial(self, backend: BackendConfig, request: httpx.Request, budget: CallBudget,
-                    bounded: bool) -> httpx.Response:
-        """Send and wait for the response headers; a fallback dial holds a permit meanwhile."""
-        client = self.runtime.upstream.client
-        sem = self.runtime.pool.dial_bound(backend.name) if bounded else None
+    async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
+        """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""
+        sem = self.runtime.pool.dial_bound(backend.name)
         if sem is None:
-            return await client.send(request, stream=True)
+            return None
         wait = min(self.call.snapshot.timeouts.connection, budget.left())
         with trio.move_on_after(wait) as waited:
             await sem.acquire()
@@ -265,10 +284,7 @@ class RequestActor:
             raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamConnectError(
                 f"Backend '{backend.name}' has no free fallback dial permit (waited {wait:g}s)",
                 code="fallback_dial_bound_saturated"), upstream=False)
-        try:
-            return await client.send(request, stream=True)
-        finally:
-            sem.release()
+        return sem
 
     async def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
                       attempt: AttemptBudget, began: float) -> None:
@@ -280,8 +296,8 @@ class RequestActor:
                 Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)),
                 UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
                                     retry_after))
-        if status >= 300:
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+        if status >= 300:  # a misconfigured url: no retry here, move on like an unhealthy backend
+            raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamProtocolError(
                 f"Backend '{backend.name}' answered a redirect (HTTP {status}); point its url at the API itself",
                 details={"status": status}))
         # error answers can be fast; only successes say how quick a backend is
@@ -316,7 +332,7 @@ class RequestActor:
         while hops < cfg.max_fallback_attempts:
             if budget.left() <= 0:
                 raise budget.exhausted(backend.name)
-            target = self._resume_target(plan, used, cfg.same_model_first)
+            target = self._resume_target(plan, used, cfg.same_model_first, plan.triggered(failed.failure))
             if target is None:
                 break
             before = self._last_route
@@ -341,13 +357,14 @@ class RequestActor:
                     except AttemptFailed as third:
                         self._failed_event(backend.name, model, third)
                         again = third
-                failed = again
+                if again.upstream:  # keep the backend's own failure, not our permit verdict
+                    failed = again
         raise self._fail_closed(failed.error)
 
-    def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]],
-                       same_model_first: bool) -> tuple[BackendConfig, str] | None:
-        """The next healthy (backend, model): siblings first if asked, then the chain."""
-        models = list(plan.models[plan.model_index:])
+    def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]], same_model_first: bool,
+                       chain: bool) -> tuple[BackendConfig, str] | None:
+        """The next healthy (backend, model): siblings first if asked, then the chain if triggered."""
+        models = list(plan.models[plan.model_index:]) if chain else [plan.model]
         if not same_model_first:
             models = models[1:]
         for model in models:

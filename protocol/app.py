@@ -42,12 +42,13 @@ SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 class AsgiSink:
     """A ResponseSink over ASGI ``send``; knows how to fail before and after start."""
 
-    __slots__ = ("_send", "streaming", "started", "status")
+    __slots__ = ("_send", "streaming", "started", "finished", "status")
 
     def __init__(self, send: Send, streaming: bool) -> None:
         self._send = send
         self.streaming = streaming
         self.started = False
+        self.finished = False
         self.status = 0
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -61,6 +62,7 @@ class AsgiSink:
         await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def finish(self) -> None:
+        self.finished = True
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def fail(self, error: GatewayError) -> None:

@@ -244,9 +244,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if (body.get("stream_options") or {}).get("include_usage"):
             final["usage"] = usage
         yield _event(final)
+        self.record("completed")  # the reply is whole once its final chunk is out
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"
-        self.record("completed")
 
     async def _buffered(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
         fail = sim.failure
@@ -287,8 +287,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record(f"truncated_after:{cut}")
             yield text[:text.index('"finish_reason"')].encode()
             return
-        yield text.encode()
         self.record("completed")
+        yield text.encode()
 
 
 def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:

@@ -181,10 +181,15 @@ class RoutePlan:
         return delay if delay < budget_left else None
 
     def chain_allows(self, failure: Failure) -> bool:
+        """May this failure move the call to the next chain model (before the stream started)?"""
         if self.model_index + 1 >= len(self.models):
             return False
         if self.hops >= self.fallback.fallback_policy.max_fallback_attempts:
             return False
+        return self.triggered(failure)
+
+    def triggered(self, failure: Failure) -> bool:
+        """Is this failure one the trigger conditions send down the chain?"""
         policy = self.fallback.fallback_policy
         t = policy.trigger_conditions
         kind = failure.kind

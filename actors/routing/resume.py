@@ -78,10 +78,17 @@ class RestartFilter:
         self.tools = {t["index"]: Aligner(t["function"]["arguments"]) for t in acc.tool_calls}
         self.marker = marker
         self.held: list[tuple[bytes, dict[str, Any]]] = []   # the new stream so far, for a replay
+        # Past the accumulator's cap the sent text is not all known, so it
+        # cannot be matched: say so up front instead of repeating silently.
         self.diverged = False
+        self._unalignable = acc.capped
 
     def feed(self, obj: dict[str, Any], raw: bytes) -> list[tuple[bytes, dict[str, Any]]]:
         """The events to send for one new event, each with the payload the client gets."""
+        if self._unalignable:
+            self._unalignable = False
+            self.diverged = True
+            return [(encode_event(self.marker), self.marker), (raw, obj)]
         if self.diverged or self._caught_up():
             return [(raw, obj)]
         choices = obj.get("choices") or []

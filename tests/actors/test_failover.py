@@ -280,3 +280,17 @@ async def test_dial_bound_saturation_is_exported_as_a_metric(autojump_clock):
         reply = await request(app, "GET", "/metrics")
         assert reply.status == 200 and reply.headers[b"content-type"].startswith(b"text/plain")
         assert b'fallback_dial_bound_saturated_total{backend="b"} 1.0' in reply.body
+
+
+async def test_no_retry_into_a_circuit_that_opened(autojump_clock):
+    config = BASE.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1") + \
+        backend("a", "big", "{latency: 100ms, failure: {status: 500}}") + \
+        backend("b", "small", "{latency: 100ms, chunks: 2}")
+    async with gateway(config) as app:
+        t0 = trio.current_time()
+        reply = await request(app, "POST", "/v1/chat/completions", chat("big"))
+        assert reply.status == 200 and reply.json()["model"] == "small"
+        # the first failure opened a's circuit (2 s cooldown): the retry due at 1.1 moves on instead
+        assert times(app, "a", "request", t0) == [0]
+        assert times(app, "b", "request", t0) == [1.1]
+        assert app.runtime.health.view.circuit("a", "big").state.value == "open"

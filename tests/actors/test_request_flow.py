@@ -120,12 +120,13 @@ async def test_mid_stream_reset_sends_error_event_without_done(autojump_clock):
         assert len([e for e in events if b'"content"' in e]) == 2
 
 
-async def test_malformed_event_dropped_never_forwarded(autojump_clock):
+async def test_malformed_event_dropped_never_forwarded_and_never_a_complete_answer(autojump_clock):
     async with gateway(FAILING.replace("FAILURE", "malformed_chunk: 2")) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
         assert b'"choices": [ {"delta": ' not in reply.body
-        assert len([e for e in reply.events() if b'"content"' in e]) == 3
-        assert reply.events()[-1] == b"[DONE]"
+        assert len([e for e in reply.events() if b'"content"' in e]) == 1
+        assert json.loads(reply.events()[-1])["error"]["code"] == "upstream_malformed_event"
+        assert b"[DONE]" not in reply.body
 
 
 async def test_stall_before_first_byte_holds_until_client_leaves(autojump_clock):

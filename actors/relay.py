@@ -63,6 +63,9 @@ class Relay:
         self.malformed_events = 0
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
+        # Events bound for the client, sent once per upstream chunk: one write
+        # for a chunk holding twenty events instead of twenty.
+        self._pending: list[bytes] = []
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
@@ -94,8 +97,13 @@ class Relay:
         # aiter_bytes, not aiter_raw: a backend that compresses its stream is
         # decoded here, since the client never sees its content-encoding.
         async for chunk in response.aiter_bytes():
-            for event in decoder.feed(chunk):
-                await self._event(backend, event, attempt, headers, state)
+            try:
+                for event in decoder.feed(chunk):
+                    await self._event(backend, event, attempt, headers, state)
+            except AttemptFailed:
+                await self._flush()   # what came before the failure is the client's already
+                raise
+            await self._flush()
         tail = decoder.close()
         if tail is not None:
             if tail.complete:   # ended by a lone CR at the very end: a whole event
@@ -103,6 +111,7 @@ class Relay:
             elif tail.has_data and not state.done:
                 self.malformed_events += 1   # cut off mid-event: not trusted
         if not await self.finish_if_complete():
+            await self._flush()
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' ended the stream before the answer was complete",
                 code="upstream_stream_truncated"))
@@ -119,9 +128,16 @@ class Relay:
             return False
         if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
             await self.sink.start(200, self._headers)
-        await self.sink.send(DONE_EVENT)
+        self._pending.append(DONE_EVENT)
+        await self._flush()
         await self.sink.finish()
         return True
+
+    async def _flush(self) -> None:
+        if self._pending:
+            out = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending.clear()
+            await self.sink.send(out)
 
     async def _event(self, backend: str, event: Event, attempt: AttemptBudget,
                      headers: list[tuple[bytes, bytes]], state: "_StreamState") -> None:
@@ -129,7 +145,7 @@ class Relay:
             return  # nothing counts after [DONE]; reading on lets the connection be reused
         if not event.has_data:
             if self.sink.started:
-                await self.sink.send(event.raw)  # keep-alive comments pass once committed
+                self._pending.append(event.raw)  # keep-alive comments pass once committed
             return
         if event.is_done:
             # The answer is whole: the client gets it now. The rest of the
@@ -165,7 +181,7 @@ class Relay:
                     self.acc = StreamAccumulator()  # the client was told to start over
                 else:
                     self.acc.feed(sent)
-            await self.sink.send(raw)
+            self._pending.append(raw)
 
 
 class _StreamState:

@@ -108,7 +108,8 @@ class RequestActor:
         while True:
             if backend is None:
                 try:
-                    backend = self._pick(plan.model, tried, fallback=first is not None)
+                    # any route other than the client's own choice is a fallback target
+                    backend = self._pick(plan.model, tried, fallback=first is not None or plan.model != call.model)
                 except (ModelNotFound, NoHealthyBackend) as err:
                     kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
                     if plan.chain_allows(Failure(kind)):

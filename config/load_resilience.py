@@ -70,19 +70,8 @@ def chain_model_name(value: Any) -> str:
 
 
 def integer_set(minimum: int, maximum: int) -> Rule[frozenset[int]]:
-    item = rules.integer(minimum, maximum)
-
-    def rule(value: Any) -> frozenset[int]:
-        if not isinstance(value, list):
-            raise Invalid(f"must be a list of integers, got {type_name(value)}")
-        out = set()
-        for i, entry in enumerate(value):
-            try:
-                out.add(item(entry))
-            except Invalid as exc:
-                raise Invalid(f"item [{i}] {exc}") from None
-        return frozenset(out)
-    return rule
+    items = rules.list_of(rules.integer(minimum, maximum), "integers")
+    return lambda value: frozenset(items(value))
 
 
 def retryable_error_names(value: Any) -> frozenset[str]:

@@ -162,10 +162,11 @@ def one_of(choices: Mapping[str, T]) -> Rule[T]:
     return rule
 
 
-def string_list(item: Rule[str]) -> Rule[tuple[str, ...]]:
-    def rule(value: Any) -> tuple[str, ...]:
+def list_of(item: Rule[T], what: str) -> Rule[tuple[T, ...]]:
+    """A list whose every item passes ``item``; the error names the item's index."""
+    def rule(value: Any) -> tuple[T, ...]:
         if not isinstance(value, list):
-            raise Invalid(f"must be a list of strings, got {type_name(value)}")
+            raise Invalid(f"must be a list of {what}, got {type_name(value)}")
         out = []
         for i, entry in enumerate(value):
             try:
@@ -174,6 +175,10 @@ def string_list(item: Rule[str]) -> Rule[tuple[str, ...]]:
                 raise Invalid(f"item [{i}] {exc}") from None
         return tuple(out)
     return rule
+
+
+def string_list(item: Rule[str]) -> Rule[tuple[str, ...]]:
+    return list_of(item, "strings")
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

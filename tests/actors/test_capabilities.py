@@ -1,5 +1,7 @@
 """Fallback never degrades silently: routes lacking what the request needs are skipped."""
 
+import trio
+
 from tests.actors.test_failover import BASE, times
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
@@ -72,3 +74,13 @@ async def test_metadata_saying_no_prefill_goes_straight_to_restart(autojump_cloc
         assert reply.events()[-1] == b"[DONE]"
         sim = app.runtime.upstream.simulated["b.simulated"]
         assert sim.count("prefill_unsupported") == 0 and sim.count("prefill_continued") == 0
+
+
+async def test_chain_model_reached_before_any_dial_is_still_gated(autojump_clock):
+    config = CONFIG.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1").replace(
+        "simulation: {latency: 10ms, failure: {status: 503}}", "simulation: {health_status: 500}")
+    async with gateway(config) as app:
+        await trio.sleep(0.01)  # a's first health check fails: it is out before any call
+        reply = await request(app, "POST", "/v1/chat/completions", chat("big", tools=TOOLS))
+        assert reply.json()["model"] == "medium"
+        assert app.runtime.upstream.simulated["b.simulated"].count("request") == 0

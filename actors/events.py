@@ -53,8 +53,12 @@ class CallTrace:
 
     @property
     def eventful(self) -> bool:
-        """More happened than accepted -> selected -> completed."""
-        return self.attempt > 1 or self.terminal != "completed"
+        """Worth an INFO line: a backend was tried and more happened than one clean answer.
+
+        A call refused before any dial (an unknown model, say) is the
+        client's mistake and stays at DEBUG.
+        """
+        return self.attempt > 1 or (self.attempt == 1 and self.terminal != "completed")
 
     def as_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "route_revision": self.revision,

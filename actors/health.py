@@ -65,11 +65,13 @@ class BackendHealthActor:
 
     # --- passive: called by requests -------------------------------------
 
-    def dispatching(self, name: str, model: str, now: float) -> None:
-        """A call goes to (name, model): an open circuit past its cooldown becomes the probe."""
+    def dispatching(self, name: str, model: str, now: float) -> bool:
+        """A call goes to (name, model). True if it is the probe of an open circuit past its cooldown."""
         c = self.view.circuits.get((name, model))
-        if c is not None and c.state is CircuitState.OPEN:
+        if c is not None and c.state is CircuitState.OPEN and c.admits(now):
             self._set_circuit(name, model, on_probe(c), "probing")
+            return True
+        return False
 
     def call_failed(self, name: str, model: str, error: str) -> None:
         c = self.view.circuit(name, model)

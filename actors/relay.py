@@ -24,7 +24,7 @@ from actors.budgets import AttemptBudget
 from actors.routing.failover import Failure, Kind
 from actors.routing.stream_state import StreamAccumulator
 from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
-from protocol.sse import Event, SSEDecoder
+from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
@@ -98,7 +98,13 @@ class Relay:
         # decoded here, since the client never sees its content-encoding.
         async for chunk in response.aiter_bytes():
             try:
-                for event in decoder.feed(chunk):
+                try:
+                    events = decoder.feed(chunk)
+                except SSEEventTooLarge as exc:
+                    raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                        f"Backend '{backend}' sent an event too large to handle: {exc}",
+                        code="upstream_event_too_large")) from None
+                for event in events:
                     await self._event(backend, event, attempt, headers, state)
             except AttemptFailed:
                 await self._flush()   # what came before the failure is the client's already

@@ -141,13 +141,15 @@ class RequestActor:
                 failure = failed.failure
                 step = plan.decide(failure, backend, budget.left(), rt.pool.rng.random())
             if isinstance(step, Retry):
-                self.trace.add("retry_scheduled", backend=backend.name, model=plan.model,
-                               delay_ms=round(step.delay * 1000, 3))
-                await trio.sleep(step.delay)
-                if rt.health.view.admits(backend.name, plan.model, trio.current_time()):
-                    continue
-                # Its circuit opened meanwhile (these very failures, or others'): no retry
-                # into an open circuit; the call moves on as if the retries were spent.
+                # No retry into an open circuit (these very failures, or others', may
+                # have opened it): the call moves on as if the retries were spent.
+                due = trio.current_time() + step.delay
+                if rt.health.view.admits(backend.name, plan.model, due):
+                    self.trace.add("retry_scheduled", backend=backend.name, model=plan.model,
+                                   delay_ms=round(step.delay * 1000, 3))
+                    await trio.sleep_until(due)
+                    if rt.health.view.admits(backend.name, plan.model, trio.current_time()):
+                        continue
                 step = MoveOn(sibling=True, chain=plan.chain_allows(failure))
             if isinstance(step, MoveOn):
                 if step.sibling:
@@ -189,8 +191,10 @@ class RequestActor:
                 lacks = missing(self._needs, b.model_configs.get(model))
                 if lacks and b.name not in exclude:
                     exclude.add(b.name)
-                    self._skipped.append({"backend": b.name, "model": model, "missing": lacks})
-                    self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
+                    skip = {"backend": b.name, "model": model, "missing": lacks}
+                    if skip not in self._skipped:
+                        self._skipped.append(skip)
+                        self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
                               exclude=frozenset(exclude))
 
@@ -232,7 +236,7 @@ class RequestActor:
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)
-        rt.health.dispatching(backend.name, model, trio.current_time())
+        probe = rt.health.dispatching(backend.name, model, trio.current_time())
         settled = False   # the route's circuit heard how it went
         with rt.pool.dispatched(backend.name):
             began = trio.current_time()
@@ -253,6 +257,8 @@ class RequestActor:
                     raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)
             except AttemptFailed as failed:
                 settled = True
+                if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
+                    failed.error.backend = backend.name
                 if _backend_fault(failed.failure):
                     rt.health.call_failed(backend.name, model, failed.error.message)
                 else:
@@ -263,11 +269,11 @@ class RequestActor:
                 kind = Kind.PROTOCOL if isinstance(err, UpstreamProtocolError) else \
                     Kind.TIMEOUT if isinstance(err, UpstreamTimeout) else Kind.CONNECTION
                 rt.health.call_failed(backend.name, model, err.message)
-                raise AttemptFailed(Failure(kind, timeout="connection" if kind is Kind.TIMEOUT else None),
-                                    err) from None
+                timeout = (err.details or {}).get("timeout") if kind is Kind.TIMEOUT else None
+                raise AttemptFailed(Failure(kind, timeout=timeout), err) from None
             finally:
-                if not settled and not self.sink.finished:
-                    # cancelled (the client left) before the route proved itself either way
+                if probe and not settled and not self.sink.finished:
+                    # cancelled (the client left) before the probe proved anything either way
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
@@ -426,4 +432,6 @@ ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "
 def _backend_fault(failure: Failure) -> bool:
     if failure.kind is Kind.STATUS:
         return failure.status in BACKEND_FAULT_STATUSES
-    return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL)
+    # UNHEALTHY here is a backend's own misbehaviour (a redirect); the gateway's
+    # permit verdict never reaches the circuit.
+    return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL, Kind.UNHEALTHY)

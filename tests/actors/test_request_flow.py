@@ -194,3 +194,18 @@ async def test_compressed_upstream_stream_is_decoded_for_the_client(autojump_clo
         reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
         assert reply.body == events
         assert b"content-encoding" not in reply.headers
+
+
+async def test_oversized_event_fails_the_attempt_cleanly(autojump_clock):
+    from protocol.simulated import SimulatedTransport
+
+    async def huge(self, sim, cid, model, body):
+        yield b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+        yield b"data: " + b"x" * (2 * 1024 * 1024)
+
+    async with gateway(ONE_BACKEND) as app:
+        sim = app.runtime.upstream.simulated["sim.simulated"]
+        sim._sse = huge.__get__(sim, SimulatedTransport)
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert json.loads(reply.events()[-1])["error"]["code"] == "upstream_event_too_large"
+        assert app.runtime.health.view.circuit("sim", "demo").failures == 1

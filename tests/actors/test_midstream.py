@@ -142,3 +142,14 @@ async def test_tool_call_deltas_not_lost_across_a_switch(autojump_clock):
         assert json.loads(args) == {"city": "Paris"}
         assert names == ["get_weather"]
         assert reply.events()[-1] == b"[DONE]"
+
+
+async def test_prompt_style_sends_partial_answer_and_continuation_prompt(autojump_clock):
+    cfg = config().replace("{min_accumulated_tokens: 2}", "{min_accumulated_tokens: 2, continuation_style: prompt}")
+    async with gateway(cfg) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("big", stream=True))
+        assert reply.events()[-1] == b"[DONE]"
+        [hop] = app.runtime.upstream.simulated["b.simulated"].requests
+        messages = json.loads(hop.content)["messages"]
+        assert messages[-2] == {"role": "assistant", "content": "one two three"}
+        assert messages[-1]["role"] == "user" and messages[-1]["content"].startswith("Continue from where you left off")

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import load_resilience, rules
+from config import load_operations, load_resilience, rules
 from config.rules import Invalid, Problems, Reader, child
 from config.schema import (
     BackendConfig,
@@ -163,6 +163,9 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
     retry = load_resilience.retry_policy(top.section("retry"))
     fallback = load_resilience.fallback(top.section("fallback"))
     streaming = load_resilience.streaming(top.section("streaming"))
+    tracing = load_operations.tracing(top.section("tracing"))
+    logging_ = load_operations.logging_(top.section("logging"))
+    admin = load_operations.admin(top.section("admin"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -184,7 +187,7 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
-                    streaming=streaming)
+                    streaming=streaming, tracing=tracing, logging=logging_, admin=admin)
 
 
 def _server(r: Reader) -> ServerConfig:
@@ -194,6 +197,12 @@ def _server(r: Reader) -> ServerConfig:
         max_body_bytes=r.get("max_body_bytes", rules.size(minimum=1024, maximum=1024**3), d.max_body_bytes),
         connection_pool_size=r.get("connection_pool_size", rules.integer(1, 100_000), d.connection_pool_size),
         workers=r.get("workers", rules.integer(1, 256), d.workers),
+        max_concurrent_requests=r.get("max_concurrent_requests", rules.integer(0, 1_000_000),
+                                      d.max_concurrent_requests),
+        trusted_proxies=r.get("trusted_proxies", rules.list_of(load_operations.cidr, "CIDR blocks"),
+                              d.trusted_proxies),
+        shutdown_drain_timeout=r.get("shutdown_drain_timeout", rules.duration(maximum=3600, allow_zero=True),
+                                     d.shutdown_drain_timeout),
     )
     r.finish()
     return out

@@ -12,6 +12,7 @@ from typing import Mapping
 import attrs
 from attrs import frozen
 
+from config.operations import Admin, Logging, Tracing
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
 
 
@@ -51,6 +52,9 @@ class ServerConfig:
     max_body_bytes: int = 10 * 1024 * 1024
     connection_pool_size: int = 100
     workers: int = 1
+    max_concurrent_requests: int = 0                # 0: no cap
+    trusted_proxies: tuple[str, ...] = ()           # CIDRs whose X-Forwarded-For is believed
+    shutdown_drain_timeout: float = 30.0
 
 
 @frozen
@@ -173,6 +177,9 @@ class Snapshot:
     retry: RetryPolicy = RetryPolicy()
     fallback: Fallback = Fallback()
     streaming: Streaming = Streaming()
+    tracing: Tracing = Tracing()
+    logging: Logging = Logging()
+    admin: Admin = Admin()
     revision: str = ""
     source: str = "<defaults>"
 

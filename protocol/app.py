@@ -21,6 +21,7 @@ from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
 from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, Unavailable
+from protocol.admin import AdminApi
 from protocol.metrics import CONTENT_TYPE, exposition
 from protocol.openai import model_list, parse_chat
 
@@ -31,7 +32,6 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON = [(b"content-type", b"application/json")]
-TRACE_PREFIX, TRACE_SUFFIX = "/admin/requests/", "/events"
 
 
 def new_request_id() -> str:
@@ -117,6 +117,7 @@ class App:
     def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None) -> None:
         self._load = load
         self.runtime = runtime
+        self.admin = AdminApi(respond)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
             "/v1/chat/completions": {"POST": self.chat_completions},
             "/v1/models": {"GET": self.models},
@@ -167,9 +168,10 @@ class App:
 
         try:
             path = scope["path"]
+            if path.startswith("/admin/"):
+                await self.admin.handle(self._runtime(), scope, receive, send_with_id)
+                return
             methods = self.routes.get(path)
-            if methods is None and path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX):
-                methods = {"GET": self.request_events}
             if methods is None:
                 raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])
@@ -204,14 +206,6 @@ class App:
         runtime = self._runtime()
         listed = listed_models(runtime.snapshot.backends, runtime.discovery.view)
         await respond(send, 200, json.dumps(model_list(listed)).encode())
-
-    async def request_events(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The route events of one recent call (the last 1,000 calls are kept)."""
-        request_id = scope["path"][len(TRACE_PREFIX):-len(TRACE_SUFFIX)]
-        trace = self._runtime().traces.get(request_id)
-        if trace is None:
-            raise RouteNotFound(f"No recent call with request id '{request_id}'", code="request_not_found")
-        await respond(send, 200, json.dumps(trace.as_dict()).encode())
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])

@@ -8,6 +8,7 @@ envelope that matches the ingress.
     GatewayError
      ├── ClientError                    the caller's request is at fault (4xx)
      │    ├── InvalidRequest            400  malformed JSON, wrong field types
+     │    ├── AuthenticationError       401  missing or wrong credentials
      │    ├── BodyTooLarge              413
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
@@ -81,6 +82,15 @@ class ClientError(GatewayError):
 
 class InvalidRequest(ClientError):
     pass
+
+
+class AuthenticationError(ClientError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"www-authenticate", b'Bearer realm="switchyard"')]
 
 
 class BodyTooLarge(ClientError):

@@ -7,11 +7,14 @@ from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
 
 ID = re.compile(rb"req_[0-9a-f]{32}")
+TOKEN = "test-admin-token-0123456789"
+ADMIN = f"admin: {{token: {TOKEN}}}\n"
+AUTH = [(b"authorization", f"Bearer {TOKEN}".encode())]
 
 
 async def events_of(app, reply):
     rid = reply.headers[b"x-continuum-request-id"]
-    got = await request(app, "GET", f"/admin/requests/{rid.decode()}/events")
+    got = await request(app, "GET", f"/admin/requests/{rid.decode()}/events", headers=AUTH)
     assert got.status == 200
     return got.json()
 
@@ -21,7 +24,7 @@ def summary(trace):
 
 
 async def test_every_response_carries_a_request_id(autojump_clock):
-    async with gateway(BASE + backend("a", "big", "{latency: 10ms}")) as app:
+    async with gateway(ADMIN + BASE + backend("a", "big", "{latency: 10ms}")) as app:
         for method, path, body in [("POST", "/v1/chat/completions", chat("big")), ("GET", "/v1/models", None),
                                    ("POST", "/v1/chat/completions", chat("nope")), ("GET", "/nowhere", None),
                                    ("GET", "/ready", None)]:
@@ -32,7 +35,7 @@ async def test_every_response_carries_a_request_id(autojump_clock):
 async def test_fallback_call_records_each_attempt_and_one_terminal_event(autojump_clock):
     config = BASE + backend("a", "big", "{latency: 100ms, failure: {status: 503}}") + \
         backend("b", "small", "{latency: 100ms, chunks: 2}")
-    async with gateway(config) as app:
+    async with gateway(ADMIN + config) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("big"))
         trace = await events_of(app, reply)
         assert summary(trace) == [
@@ -56,7 +59,7 @@ async def test_fallback_call_records_each_attempt_and_one_terminal_event(autojum
 
 
 async def test_mid_stream_failure_records_route_change_and_one_terminal_state(autojump_clock):
-    async with gateway(midstream_config()) as app:
+    async with gateway(ADMIN + midstream_config()) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("big", stream=True))
         trace = await events_of(app, reply)
         kinds = [e["event"] for e in trace["events"]]
@@ -70,7 +73,7 @@ async def test_mid_stream_failure_records_route_change_and_one_terminal_state(au
 async def test_failed_call_terminal_event_names_the_error(autojump_clock):
     config = BASE.replace("fallback_chains: {big: [small]}", "fallback_chains: {}") + \
         backend("a", "big", "{latency: 10ms, failure: {status: 400}}")
-    async with gateway(config) as app:
+    async with gateway(ADMIN + config) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("big"))
         trace = await events_of(app, reply)
         last = trace["events"][-1]
@@ -79,6 +82,20 @@ async def test_failed_call_terminal_event_names_the_error(autojump_clock):
 
 
 async def test_unknown_request_id_is_404(autojump_clock):
-    async with gateway(BASE + backend("a", "big")) as app:
-        reply = await request(app, "GET", "/admin/requests/req_0/events")
+    async with gateway(ADMIN + BASE + backend("a", "big")) as app:
+        reply = await request(app, "GET", "/admin/requests/req_0/events", headers=AUTH)
         assert reply.status == 404 and reply.json()["error"]["code"] == "request_not_found"
+
+
+async def test_admin_api_is_off_without_a_token(autojump_clock):
+    async with gateway(BASE + backend("a", "big")) as app:
+        reply = await request(app, "GET", "/admin/requests/req_0/events", headers=AUTH)
+        assert reply.status == 404
+
+
+async def test_admin_api_needs_the_bearer_token(autojump_clock):
+    async with gateway(ADMIN + BASE + backend("a", "big")) as app:
+        for headers in ([], [(b"authorization", b"Bearer wrong-token-xxxxxxxxxx")], [(b"authorization", TOKEN.encode())]):
+            reply = await request(app, "GET", "/admin/requests/req_0/events", headers=headers)
+            assert reply.status == 401 and reply.json()["error"]["type"] == "authentication_error"
+            assert reply.headers[b"www-authenticate"].startswith(b"Bearer")

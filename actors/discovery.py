@@ -32,10 +32,26 @@ class ModelDiscoveryActor:
         # The first round completes (bounded by the check timeout) before the
         # server reports ready, so glob-routed models are servable at once.
         await self.refresh_all()
-        task_status.started(self)
-        while True:
-            await trio.sleep(self.snapshot.discovery.interval)
-            await self.refresh_all()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery  # where reconfigure() starts fetches for new backends
+            task_status.started(self)
+            while True:
+                await trio.sleep(self.snapshot.discovery.interval)
+                await self.refresh_all()
+
+    def reconfigure(self, snapshot: Snapshot) -> None:
+        """New or changed backends are asked for their models at once; removed ones are dropped."""
+        old = {b.name: (b.url, b.api_key) for b in self.targets}
+        self.snapshot = snapshot
+        self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
+        names = {b.name for b in self.targets}
+        self.view = {n: ids for n, ids in self.view.items() if n in names}
+        nursery = getattr(self, "_nursery", None)
+        for b in self.targets:
+            if old.get(b.name) != (b.url, b.api_key):
+                self.view = {n: ids for n, ids in self.view.items() if n != b.name}
+                if nursery is not None:
+                    nursery.start_soon(self._refresh, b)
 
     async def refresh_all(self) -> None:
         async with trio.open_nursery() as nursery:

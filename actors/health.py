@@ -29,6 +29,10 @@ from protocol.upstream import Upstream, auth_headers, join_url
 log = logging.getLogger("switchyard.health")
 
 
+def _check_target(b: BackendConfig, snapshot: Snapshot) -> tuple[Any, ...]:
+    return (b.url, b.type, b.api_key, snapshot.health_checks.path_for(b))
+
+
 CLOSED = Circuit()
 
 
@@ -104,22 +108,55 @@ class BackendHealthActor:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            if self.view.checks_enabled:
-                for b in self.snapshot.backends:
-                    if b.enabled:
-                        nursery.start_soon(self._check_loop, b)
+            self._nursery = nursery
+            self._loops: dict[str, trio.CancelScope] = {}
+            self._sync_loops(restart=())
             task_status.started(self)
+            await trio.sleep_forever()  # check loops come and go with reconfigure()
 
-    async def _check_loop(self, backend: BackendConfig) -> None:
-        cfg = self.snapshot.health_checks
-        url = join_url(backend.url, cfg.path_for(backend))
-        headers = auth_headers(backend)
-        while True:
-            began = trio.current_time()  # a fixed cadence: a slow check does not push the next one
-            outcome, error = await self._check(backend.name, url, headers, cfg.timeout)
-            self._record(backend.name, outcome, error)
-            await trio.sleep_until(began + next_check_delay(self.view.backends[backend.name], cfg.interval,
-                                                            cfg.warmup_check_interval))
+    def reconfigure(self, snapshot: Snapshot) -> None:
+        """A new config revision: new backends are checked at once, removed ones forgotten.
+
+        A backend whose address, type, key or check path changed starts over
+        as unknown; the others keep their state and circuits. Intervals and
+        thresholds apply from each loop's next check.
+        """
+        old = {b.name: b for b in self.snapshot.backends if b.enabled}
+        new = {b.name: b for b in snapshot.backends if b.enabled}
+        changed = {n for n in old.keys() & new.keys()
+                   if _check_target(old[n], self.snapshot) != _check_target(new[n], snapshot)}
+        self.snapshot = snapshot
+        cfg = snapshot.health_checks
+        self.thresholds = Thresholds(unhealthy=cfg.unhealthy_threshold, healthy=cfg.healthy_threshold)
+        backends = {n: (BackendHealth() if n in changed or n not in self.view.backends else self.view.backends[n])
+                    for n in new}
+        circuits = {k: c for k, c in self.view.circuits.items() if k[0] in new and k[0] not in changed}
+        self.view = HealthView(backends, checks_enabled=cfg.enabled, circuits=circuits)
+        self._sync_loops(restart=changed)
+
+    def _sync_loops(self, restart: Any) -> None:
+        nursery = getattr(self, "_nursery", None)
+        if nursery is None:
+            return  # not running yet: run() starts the loops
+        wanted = {b.name: b for b in self.snapshot.backends if b.enabled} if self.view.checks_enabled else {}
+        for name in list(self._loops):
+            if name not in wanted or name in restart:
+                self._loops.pop(name).cancel()
+        for name, backend in wanted.items():
+            if name not in self._loops:
+                scope = self._loops[name] = trio.CancelScope()
+                nursery.start_soon(self._check_loop, backend, scope)
+
+    async def _check_loop(self, backend: BackendConfig, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                cfg = self.snapshot.health_checks  # re-read: intervals and timeouts change live
+                url = join_url(backend.url, cfg.path_for(backend))
+                began = trio.current_time()  # a fixed cadence: a slow check does not push the next one
+                outcome, error = await self._check(backend.name, url, auth_headers(backend), cfg.timeout)
+                self._record(backend.name, outcome, error)
+                await trio.sleep_until(began + next_check_delay(self.view.backends[backend.name], cfg.interval,
+                                                                cfg.warmup_check_interval))
 
     async def _check(self, name: str, url: str, headers: list[tuple[str, str]],
                      timeout: float) -> tuple[Outcome, str | None]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from attrs import frozen
 
 from config.schema import Snapshot
+
+if TYPE_CHECKING:
+    from protocol.tracing import TraceContext
 
 
 @frozen
@@ -25,3 +28,5 @@ class Call:
     snapshot: Snapshot = attrs.field(repr=False, eq=False)
     hash_key: str | None = None
     request_id: str = ""
+    # Tracing identifiers read at ingress; None when tracing is off. The same for every attempt.
+    trace: "TraceContext | None" = attrs.field(default=None, eq=False)

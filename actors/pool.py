@@ -37,13 +37,31 @@ class BackendPool:
         self.no_prefill: set[tuple[str, str]] = set()   # (backend, model) pairs that refused a prefill
         self._serving_source: object = None
 
-    def serving(self, model: str, discovered: Mapping[str, frozenset[str]]) -> list[BackendConfig]:
-        if self._serving_source is not discovered:  # discovery publishes a new mapping on change
+    def reconfigure(self, snapshot: Snapshot) -> None:
+        """A new revision: in-flight counts and latency averages stay; the strategy is
+        rebuilt only if its settings changed; new dials use the new dial limit."""
+        old = self.snapshot
+        self.snapshot = snapshot
+        if (old.selection_strategy, old.consistent_hash, old.prefix_routing) != \
+                (snapshot.selection_strategy, snapshot.consistent_hash, snapshot.prefix_routing):
+            self.picker = make_picker(snapshot.selection_strategy, snapshot.consistent_hash,
+                                      snapshot.prefix_routing)
+        if old.fallback.fallback_policy.max_concurrent_dials_per_backend != \
+                snapshot.fallback.fallback_policy.max_concurrent_dials_per_backend:
+            self._dials = {}  # dials holding old permits finish on the old semaphores
+        self._serving_source = None
+
+    def serving(self, model: str, discovered: Mapping[str, frozenset[str]],
+                snapshot: Snapshot | None = None) -> list[BackendConfig]:
+        """Backends of ``snapshot`` (a call's own revision; default the newest) serving ``model``."""
+        snapshot = snapshot or self.snapshot
+        source = (discovered, snapshot)
+        if self._serving_source != source:  # a new discovery mapping or config revision
             self._serving = {}
-            self._serving_source = discovered
+            self._serving_source = source
         found = self._serving.get(model)
         if found is None:
-            found = serving(self.snapshot.backends, model, discovered)
+            found = serving(snapshot.backends, model, discovered)
             if len(self._serving) < 10_000:
                 self._serving[model] = found
         return found
@@ -51,7 +69,7 @@ class BackendPool:
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
                now: float, exclude: frozenset[str] = frozenset()) -> BackendConfig:
         """A backend for ``model``: visible, serving it, healthy, circuit closed, not excluded."""
-        candidates = self.serving(model, discovered)
+        candidates = self.serving(model, discovered, call.snapshot)
         if not candidates:
             raise ModelNotFound(f"The model '{model}' does not exist or no backend serves it", param="model")
         healthy = [b for b in candidates if b.name not in exclude and health.admits(b.name, model, now)]

@@ -35,6 +35,7 @@ from protocol.errors import (
     ModelNotFound,
     NoHealthyBackend,
     RouteCapabilityUnavailable,
+    ShuttingDown,
     UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
@@ -42,6 +43,8 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
+from protocol import logs
+from protocol.tracing import new_span_id, outbound_headers
 from protocol.upstream import auth_headers, join_url
 
 if TYPE_CHECKING:
@@ -59,7 +62,10 @@ class RequestActor:
         self.sink = sink
         self.disconnected = disconnected
         self.attempts = 0
-        self.trace = CallTrace(call.request_id, call.snapshot.revision)
+        tc = call.trace
+        self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
+                               x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
+        self._serve_scope = trio.CancelScope()
         self._last_route: tuple[str | None, str | None] = (None, call.model)
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
@@ -70,22 +76,35 @@ class RequestActor:
 
     async def run(self) -> None:
         trace = self.trace
+        calls = self.runtime.calls
+        calls.add(self)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
-                try:
-                    await self._serve()
-                    trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
-                except GatewayError as err:
-                    trace.add("failed", backend=getattr(err, "backend", None), model=self._last_route[1],
-                              status=err.status, code=err.code, error=err.message,
-                              committed=self.sink.started)
-                    await self.sink.fail(err)
+                with self._serve_scope:
+                    try:
+                        await self._serve()
+                        trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
+                    except GatewayError as err:
+                        await self._end_with(err)
+                if self._serve_scope.cancelled_caught:  # the server's drain window ran out
+                    await self._end_with(ShuttingDown(
+                        "The server is shutting down and its drain window ended before this call finished"))
                 nursery.cancel_scope.cancel()
         finally:
+            calls.discard(self)
             if trace.terminal is None:
                 trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
             self.runtime.traces.store(trace)
+
+    def shut_down(self) -> None:
+        """End this call now with a clean error (its upstream attempts are cancelled)."""
+        self._serve_scope.cancel()
+
+    async def _end_with(self, err: GatewayError) -> None:
+        self.trace.add("failed", backend=getattr(err, "backend", None), model=self._last_route[1],
+                       status=err.status, code=err.code, error=err.message, committed=self.sink.started)
+        await self.sink.fail(err)
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         await self.disconnected()
@@ -187,7 +206,7 @@ class RequestActor:
         if fallback:
             if self._needs is None:
                 self._needs = needs_of(self.call.payload)
-            for b in rt.pool.serving(model, rt.discovery.view):
+            for b in rt.pool.serving(model, rt.discovery.view, self.call.snapshot):
                 lacks = missing(self._needs, b.model_configs.get(model))
                 if lacks and b.name not in exclude:
                     exclude.add(b.name)
@@ -225,14 +244,21 @@ class RequestActor:
         self.attempts += 1
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
-        self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded)
+        logs.bind(backend=backend.name, model=model)   # for any line logged during this attempt
+        headers = [("content-type", "application/json"), *auth_headers(backend)]
+        if call.trace is not None:
+            # Same trace id on every attempt; a new span id for each one.
+            span_id = new_span_id()
+            headers += outbound_headers(call.trace, call.snapshot.tracing, span_id)
+            self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded, span_id=span_id)
+        else:
+            self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded)
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != call.model,
                             backend_cap=override.timeout if override else None)
         request = rt.upstream.client.build_request(
             "POST", join_url(backend.url, "/v1/chat/completions"),
-            headers=[("content-type", "application/json"), *auth_headers(backend)],
-            content=body if body is not None else self._body_for(model))
+            headers=headers, content=body if body is not None else self._body_for(model))
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)

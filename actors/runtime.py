@@ -2,32 +2,66 @@
 
 ``Runtime.run`` is what the ASGI lifespan starts: it opens the root nursery,
 starts the actors in order under the Supervisor, and closes the upstream
-client when the server stops.
+client when the server stops. ``reload_from_file`` / ``apply`` publish a new
+config revision to every part at once (Trio runs one task at a time, so no
+call ever sees half a reload); each call keeps the Snapshot it started with.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
+from actors.config_watcher import ConfigWatcher
 from actors.discovery import ModelDiscoveryActor
 from actors.events import TraceLog
 from actors.health import BackendHealthActor
 from actors.pool import BackendPool
 from actors.supervisor import Supervisor
+from config.load import ConfigError, load_file
 from config.schema import Snapshot
+from config.watch import Applied, apply_live
 from protocol.upstream import Upstream
+
+log = logging.getLogger("switchyard.config")
+
+
+@attrs.define
+class ReloadStatus:
+    """What GET /admin/config/hot-reload-status shows."""
+
+    path: str | None = None
+    watcher: str = "disabled"              # disabled | watching | stopped
+    revision: str = ""                     # the revision running now
+    last_reload: dict[str, Any] | None = None
+    last_error: dict[str, Any] | None = None
+    pending_restart: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
 
 
 class Runtime:
-    def __init__(self, snapshot: Snapshot, upstream: Upstream | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, upstream: Upstream | None = None, config_path: str | None = None,
+                 watch: bool = True) -> None:
         self.snapshot = snapshot
+        self.config_path = Path(config_path) if config_path else None
+        self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
+                                          revision=snapshot.revision)
+        self.watcher = ConfigWatcher(self, self.config_path) if self.config_path and watch else None
         self.upstream = upstream or Upstream(snapshot)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.pool = BackendPool(snapshot)
         self.traces = TraceLog()
+        self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
+        self.calls: set[Any] = set()        # RequestActors in flight, for the drain
+        self.draining = False
         self.supervisor: Supervisor | None = None
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -36,7 +70,74 @@ class Runtime:
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
+                if self.watcher is not None:
+                    await self.supervisor.start(self.watcher)
                 task_status.started(self)
         finally:
             with trio.CancelScope(shield=True):
                 await self.upstream.aclose()
+
+    # --- hot reload -------------------------------------------------------------
+
+    def reload_from_file(self, trigger: str) -> dict[str, Any]:
+        """Load the config file again; apply it if valid, else keep running as before."""
+        if self.config_path is None:
+            return {"result": "unavailable", "reason": "running the embedded demo config: no file to reload"}
+        at = _now()
+        try:
+            loaded = load_file(self.config_path)
+        except ConfigError as exc:
+            self.reload_status.last_error = {"at": at, "trigger": trigger, "errors": exc.errors}
+            self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "rejected"}
+            for error in exc.errors:
+                log.error("config reload rejected (%s): %s", trigger, error)
+            return {"result": "rejected", "errors": exc.errors}
+        for warning in loaded.warnings:
+            log.warning("config: %s", warning)
+        if loaded.snapshot.revision == self.snapshot.revision:
+            self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "unchanged"}
+            self.reload_status.last_error = None
+            return {"result": "unchanged", "revision": self.snapshot.revision}
+        applied = self.apply(loaded.snapshot)
+        self.reload_status.last_error = None
+        self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "applied"}
+        log.info("config revision %s applied (%s)%s", applied.snapshot.revision, trigger,
+                 f"; waiting for a restart: {', '.join(applied.pending_restart)}" if applied.pending_restart else "")
+        return {"result": "applied", "revision": applied.snapshot.revision,
+                "pending_restart": list(applied.pending_restart)}
+
+    def apply(self, new: Snapshot) -> Applied:
+        """Publish ``new`` to every part; restart-only fields keep their running values."""
+        applied = apply_live(self.snapshot, new)
+        snapshot = applied.snapshot
+        self.upstream.sync_simulated(snapshot)
+        self.health.reconfigure(snapshot)
+        self.discovery.reconfigure(snapshot)
+        self.pool.reconfigure(snapshot)
+        self.snapshot = snapshot
+        self.reload_status.revision = snapshot.revision
+        self.reload_status.pending_restart = applied.pending_restart
+        return applied
+
+
+    # --- graceful drain -----------------------------------------------------------
+
+    async def drain(self, window: float) -> None:
+        """Refuse new calls at once, give those in flight ``window`` seconds, then end them cleanly.
+
+        Callers run this in a task of their own; it returns early when the
+        last call finishes.
+        """
+        self.draining = True
+        log.info("draining: %d call(s) in flight, %gs to finish", len(self.calls), window)
+        with trio.move_on_after(window):
+            while self.calls:
+                await trio.sleep(0.05)
+        for call in list(self.calls):
+            call.shut_down()
+        if self.calls:
+            log.warning("drain window over: ended %d call(s) with server_shutting_down", len(self.calls))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -7,7 +7,6 @@ Secrets never enter a message: errors name the key, not its value.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from importlib import resources
@@ -20,6 +19,7 @@ import yaml
 
 from config import load_operations, load_resilience, rules
 from config.rules import Invalid, Problems, Reader, child
+from config.watch import content_revision
 from config.schema import (
     BackendConfig,
     BackendType,
@@ -77,7 +77,7 @@ def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | N
     snapshot = build_snapshot(raw, problems)
     if problems.errors:
         raise ConfigError(source, problems.errors, problems.warnings)
-    revision = hashlib.sha256(text.encode()).hexdigest()[:16]
+    revision = content_revision(text)
     return Loaded(attrs.evolve(snapshot, revision=revision, source=source), tuple(problems.warnings))
 
 

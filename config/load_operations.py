@@ -57,8 +57,16 @@ def logging_(r: Reader) -> Logging:
     return out
 
 
+def admin_token(value: Any) -> str:
+    # The message never repeats the value: it is a secret.
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {rules.type_name(value)}")
+    if len(value) < 16 or len(value) > 512 or any(ch.isspace() for ch in value):
+        raise Invalid("must be 16 to 512 characters without spaces (a bearer token); the value is not shown")
+    return value
+
+
 def admin(r: Reader) -> Admin:
-    token = r.get("token", rules.string(r"\S{16,512}", "at least 16 characters without spaces (a bearer token)"),
-                  None)
+    token = r.get("token", admin_token, None)
     r.finish()
     return Admin(token=token)

@@ -13,6 +13,7 @@ import os
 import secrets
 from typing import Any, Awaitable, Callable
 
+import attrs
 import trio
 
 from actors.request import RequestActor
@@ -20,10 +21,14 @@ from actors.routing.candidates import listed_models
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
-from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, Unavailable
+from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, ShuttingDown, Unavailable
+from protocol import logs
 from protocol.admin import AdminApi
 from protocol.metrics import CONTENT_TYPE, exposition
 from protocol.openai import model_list, parse_chat
+from protocol.tracing import TraceContext, trace_context
+from protocol import limits
+from protocol.errors import RateLimited, TooManyConcurrentRequests
 
 log = logging.getLogger("switchyard.app")
 
@@ -114,13 +119,22 @@ def disconnect_waiter(receive: Receive) -> Callable[[], Awaitable[None]]:
 
 
 class App:
-    def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None) -> None:
+    def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
+                 config_path: str | None = None, watch: bool = True) -> None:
         self._load = load
         self.runtime = runtime
+        self.config_path = config_path
+        self.watch = watch
         self.admin = AdminApi(respond)
+        # Built-in, fixed protection of the model list (protocol/limits.py); per worker process.
+        self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
+        self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
+        self.models_cache = limits.ModelListCache()
+        self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
-            "/v1/chat/completions": {"POST": self.chat_completions},
-            "/v1/models": {"GET": self.models},
+            "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
+            "/v1/models": {"GET": self._capped(self.models)},
+            "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
             "/metrics": {"GET": self.metrics},
@@ -139,13 +153,15 @@ class App:
             async with trio.open_nursery() as nursery:
                 try:
                     snapshot = self._load()
-                    self.runtime = await nursery.start(Runtime(snapshot).run)
+                    self.runtime = await nursery.start(
+                        Runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 log.info("serving %d backend(s), config revision %s from %s", len(snapshot.backends),
                          snapshot.revision, snapshot.source)
+                self._nursery = nursery
                 await send({"type": "lifespan.startup.complete"})
                 await receive()  # lifespan.shutdown
                 nursery.cancel_scope.cancel()
@@ -156,17 +172,20 @@ class App:
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = new_request_id()
         scope["switchyard.request_id"] = request_id
-        id_header = (b"x-continuum-request-id", request_id.encode())
+        # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
+        id_headers = [(b"x-continuum-request-id", request_id.encode())]
         started = False
 
         async def send_with_id(message: dict[str, Any]) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message = {**message, "headers": [*message.get("headers", ()), id_header]}
+                message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
             await send(message)
 
+        log_fields = logs.bind(request_id=request_id)
         try:
+            scope["switchyard.trace"] = self._trace(scope, request_id, id_headers)
             path = scope["path"]
             if path.startswith("/admin/"):
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
@@ -188,6 +207,28 @@ class App:
             if not started:
                 err = GatewayError("Internal error in the gateway; see its log")
                 await respond(send_with_id, err.status, err.body(), err.headers())
+        finally:
+            logs.unbind(log_fields)
+
+    def _trace(self, scope: Scope, request_id: str, id_headers: list[tuple[bytes, bytes]]) -> TraceContext | None:
+        """The request's TraceContext (None with tracing off or no config yet); sets the x-request-id echo.
+
+        An invalid client x-request-id raises InvalidRequest; the 400 then
+        echoes the router's id.
+        """
+        runtime = self.runtime
+        if runtime is None or not runtime.snapshot.tracing.enabled:
+            return None
+        id_headers.append((b"x-request-id", request_id.encode()))
+        ctx = trace_context(scope["headers"], runtime.snapshot.tracing)
+        assert ctx is not None
+        if ctx.x_request_id is not None:
+            id_headers[-1] = (b"x-request-id", ctx.x_request_id.encode())
+        if ctx.client_ref_rejected is not None:
+            counts = runtime.client_ref_rejected
+            counts[ctx.client_ref_rejected] = counts.get(ctx.client_ref_rejected, 0) + 1
+        logs.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
+        return ctx
 
     def _runtime(self) -> Runtime:
         if self.runtime is None:
@@ -196,16 +237,71 @@ class App:
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
+        if runtime.draining:
+            raise ShuttingDown("The server is shutting down; send this call to another instance")
         snapshot = runtime.snapshot
         body = await read_body(scope, receive, snapshot.server.max_body_bytes)
         call = parse_chat(body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
+        trace = scope.get("switchyard.trace")
+        if trace is not None:
+            call = attrs.evolve(call, trace=trace)
         sink = AsgiSink(send, call.stream)
         await RequestActor(runtime, call, sink, disconnect_waiter(receive)).run()
 
+    def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
+                ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """``handler`` counted against ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
+        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
+            runtime = self.runtime
+            cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
+            if cap and self.active_requests >= cap:
+                raise TooManyConcurrentRequests(
+                    f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
+            self.active_requests += 1
+            try:
+                await handler(scope, receive, send)
+            finally:
+                self.active_requests -= 1
+        return capped
+
+    def _rate_limit(self, limiter: limits.Limiter, client: str, now: float) -> None:
+        refused = limiter.check(client, now)
+        if refused is None:
+            return
+        route, rate = limiter.limit.route, refused.rate
+        # One warning per client per refused streak; the repeats go to debug so a
+        # client hammering a closed bucket cannot flood the log.
+        log.log(logging.WARNING if refused.first else logging.DEBUG, "rate limited %s: %s limit (%s) for client %s",
+                route, refused.which, rate.describe(), client)
+        raise RateLimited(f"Rate limit exceeded on {route}: the {refused.which} limit of {rate.describe()} "
+                          f"was reached; retry after {refused.retry_after_header}s",
+                          retry_after=refused.retry_after_header)
+
+    def _model_list(self, runtime: Runtime, now: float) -> bytes:
+        """The /v1/models body, from the cache while its TTL lasts (an empty list only briefly)."""
+        body = self.models_cache.get(runtime.snapshot, now)
+        if body is None:
+            listed = listed_models(runtime.snapshot.backends, runtime.discovery.view)
+            body = json.dumps(model_list(listed)).encode()
+            self.models_cache.put(runtime.snapshot, body, not listed, now)
+        return body
+
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
-        listed = listed_models(runtime.snapshot.backends, runtime.discovery.view)
-        await respond(send, 200, json.dumps(model_list(listed)).encode())
+        now = trio.current_time()
+        ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
+        self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
+        await respond(send, 200, self._model_list(runtime, now))
+
+    async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Drop the cached model list, ask every backend again, answer the fresh list."""
+        runtime = self._runtime()
+        # Client API keys are not verified yet, so there is no verified key to
+        # pass: every caller shares the one global refresh bucket until they are.
+        self._rate_limit(self.refresh_limiter, limits.refresh_client(None), trio.current_time())
+        self.models_cache.clear()
+        await runtime.discovery.refresh_all()
+        await respond(send, 200, self._model_list(runtime, trio.current_time()))
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])
@@ -213,10 +309,23 @@ class App:
     async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b'{"status":"ok"}')
 
+    def begin_drain(self) -> float:
+        """Stop taking calls (``/ready`` says 503 at once) and end the ones in flight cleanly
+        after ``server.shutdown_drain_timeout``; returns that window in seconds."""
+        runtime, nursery = self.runtime, getattr(self, "_nursery", None)
+        if runtime is None or nursery is None or runtime.draining:
+            return 0.0
+        window = runtime.snapshot.server.shutdown_drain_timeout
+        nursery.start_soon(runtime.drain, window)
+        return window
+
     async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         if runtime is None:
             await respond(send, 503, b'{"status":"starting","healthy_backends":0}')
+            return
+        if runtime.draining:  # the load balancer must stop sending at once
+            await respond(send, 503, b'{"status":"draining","healthy_backends":0}')
             return
         # Ready when some public backend takes traffic: healthy, or not yet
         # checked (the first check runs at start; with checks off it never does).
@@ -230,10 +339,10 @@ class App:
         await respond(send, 200 if routable else 503, json.dumps(body).encode())
 
 
-def create_app(config_path: str | None = None) -> App:
-    """The ASGI app for a config file, or for the embedded demo when None."""
+def create_app(config_path: str | None = None, watch: bool = True) -> App:
+    """The ASGI app for a config file (watched for changes), or for the embedded demo when None."""
     if config_path:
-        return App(lambda: load_file(config_path).snapshot)
+        return App(lambda: load_file(config_path).snapshot, config_path=config_path, watch=watch)
     return App(lambda: load_demo().snapshot)
 
 
@@ -241,5 +350,6 @@ def app_from_env() -> App:
     """Factory for hypercorn worker processes: the CLI passes the path in the environment."""
     from protocol.cli import configure_logging
 
-    configure_logging(os.environ.get("SWITCHYARD_LOG_LEVEL", "info"))
+    configure_logging(os.environ.get("SWITCHYARD_LOG_LEVEL") or "info",
+                      os.environ.get("SWITCHYARD_LOG_FORMAT") or "json")
     return create_app(os.environ.get("SWITCHYARD_CONFIG") or None)

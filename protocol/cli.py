@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import sys
-from typing import Any
 
 from config.load import ConfigError, load_demo, load_file
 from config.rules import Invalid
@@ -21,7 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", help="config file (default: the embedded demo with two simulated backends)")
     serve.add_argument("--bind", help="HOST:PORT to listen on (default: server.bind_address)")
     serve.add_argument("--workers", type=int, help="worker processes (default: server.workers)")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--no-watch", action="store_true",
+                       help="do not reload the config file when it changes (SIGHUP still reloads)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                       help="log level (default: logging.level, info)")
+    serve.add_argument("--log-format", choices=["json", "text"],
+                       help="one JSON object per line, or plain text (default: logging.format, json)")
 
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
@@ -52,18 +54,24 @@ def validate_command(path: str) -> int:
     return 0
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request is noise
+def configure_logging(level: str, fmt: str = "json") -> None:
+    """The root logger's one handler: ``fmt`` (json | text) at ``level``; hypercorn's error log goes through it."""
+    from protocol.logs import install
+
+    install(level, fmt)
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level)
+    configure_logging(args.log_level or "info", args.log_format or "json")
     try:
         loaded = load_file(args.config) if args.config else load_demo()
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
+    # The config's logging section, unless the command line said otherwise.
+    log_level = args.log_level or loaded.snapshot.logging.level
+    log_format = args.log_format or loaded.snapshot.logging.format
+    configure_logging(log_level, log_format)
     for warning in loaded.warnings:
         logging.getLogger("switchyard.config").warning("%s", warning)
     server = loaded.snapshot.server
@@ -84,44 +92,16 @@ def serve_command(args: argparse.Namespace) -> int:
     hc.worker_class = "trio"
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")  # through our handler, not a second one
-    hc.loglevel = args.log_level.upper()
+    hc.loglevel = log_level.upper()
     hc.keep_alive_timeout = 75  # outlive typical load-balancer idle timeouts (60 s)
-    hc.graceful_timeout = 10
+    hc.graceful_timeout = loaded.snapshot.server.shutdown_drain_timeout + 2  # ours ends calls first
+
+    from protocol import serving
+
     if workers == 1:
-        import trio
-
-        trio.run(_serve_one, args.config, hc)
-        return 0
-    # Several workers: hypercorn spawns processes that each import the app
-    # through a factory; the config path travels in the environment.
-    from hypercorn.run import run
-
-    os.environ["SWITCHYARD_CONFIG"] = os.path.abspath(args.config) if args.config else ""
-    os.environ["SWITCHYARD_LOG_LEVEL"] = args.log_level
-    hc.workers = workers
-    hc.application_path = "protocol.app:app_from_env()"
-    return run(hc)
-
-
-async def _serve_one(config_path: str | None, hc: Any) -> None:
-    """One in-process worker that drains on SIGTERM/SIGINT like hypercorn's own workers.
-
-    Without a shutdown trigger the signal would kill the process mid-stream;
-    with it, hypercorn stops accepting, lets in-flight calls finish within
-    ``graceful_timeout``, then runs the lifespan shutdown.
-    """
-    import trio
-    from hypercorn.trio import serve
-
-    from protocol.app import create_app
-
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async def stop() -> None:
-            async for signum in signals:
-                logging.getLogger("switchyard").info("signal %s: draining", signal.Signals(signum).name)
-                return
-
-        await serve(create_app(config_path), hc, shutdown_trigger=stop)
+        return serving.serve_one(args.config, hc, watch=not args.no_watch)
+    return serving.serve_many(args.config, hc, workers, watch=not args.no_watch, log_level=log_level,
+                              log_format=log_format)
 
 
 def _bind(text: str) -> str:

@@ -12,8 +12,11 @@ envelope that matches the ingress.
      │    ├── BodyTooLarge              413
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
-     │    └── ModelNotFound             404  model_not_found
+     │    ├── ModelNotFound             404  model_not_found
+     │    └── RateLimited               429  a built-in limit refused the call (Retry-After)
      ├── Unavailable                    503  not ready to serve (starting, stopping)
+     │    ├── ShuttingDown              503  draining: no new calls; a call past the drain window
+     │    ├── TooManyConcurrentRequests 503  server.max_concurrent_requests reached
      │    ├── NoHealthyBackend          503  known model, every backend down
      │    └── RouteCapabilityUnavailable 503 fallback left only routes lacking what the request needs
      └── UpstreamFailure                the backend failed us
@@ -121,10 +124,34 @@ class ModelNotFound(ClientError):
     code = "model_not_found"
 
 
+class RateLimited(ClientError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"retry-after", str(self.retry_after).encode())]
+
+
 class Unavailable(GatewayError):
     status = 503
     type = "service_unavailable"
     code = "service_unavailable"
+
+
+class ShuttingDown(Unavailable):
+    code = "server_shutting_down"
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"connection", b"close")]
+
+
+class TooManyConcurrentRequests(Unavailable):
+    code = "too_many_concurrent_requests"
 
 
 class NoHealthyBackend(Unavailable):

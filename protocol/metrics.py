@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from protocol.tracing import CLIENT_REF_REASONS
+
 if TYPE_CHECKING:
     from actors.runtime import Runtime
 
@@ -40,6 +42,12 @@ class RuntimeCollector(Collector):
         for actor, count in sorted((rt.supervisor.restarts if rt.supervisor else {}).items()):
             restarts.add_metric([actor], count)
         yield restarts
+        client_ref = CounterMetricFamily(
+            "client_ref_rejected", "Client reference headers dropped as invalid (the request went on), by reason",
+            labels=["reason"])
+        for reason in CLIENT_REF_REASONS:   # every reason, zero until seen, so rate() works from the start
+            client_ref.add_metric([reason], rt.client_ref_rejected.get(reason, 0))
+        yield client_ref
 
 
 def exposition(runtime: "Runtime") -> bytes:

@@ -46,9 +46,9 @@ def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
 class DispatchTransport(httpx.AsyncBaseTransport):
     """Sends ``*.simulated`` hosts to in-process transports, the rest to the network."""
 
-    def __init__(self, network: httpx.AsyncBaseTransport, simulated: Mapping[str, SimulatedTransport]) -> None:
+    def __init__(self, network: httpx.AsyncBaseTransport, simulated: dict[str, SimulatedTransport]) -> None:
         self.network = network
-        self.simulated = dict(simulated)
+        self.simulated = simulated  # shared with Upstream, so a reload can add simulators
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sim = self.simulated.get(request.url.host) if self.simulated else None
@@ -79,6 +79,18 @@ class Upstream:
             timeout=httpx.Timeout(connect=snapshot.timeouts.connection, read=None, write=None, pool=None),
             follow_redirects=False,
         )
+
+    def sync_simulated(self, snapshot: Snapshot) -> None:
+        """After a reload: a simulator for each new simulated backend; changed ones take their new behaviour."""
+        for b in snapshot.backends:
+            if b.type is BackendType.SIMULATED and b.simulation is not None:
+                host = urlsplit(b.url).hostname or b.name
+                sim = self.simulated.get(host)
+                if sim is None:
+                    self.simulated[host] = SimulatedTransport(b.name, b.simulation, b.models)
+                else:
+                    sim.simulation = b.simulation
+                    sim.models = tuple(m for m in b.models if not any(c in m for c in "*?["))
 
     def simulator(self, backend: BackendConfig) -> SimulatedTransport | None:
         return self.simulated.get(urlsplit(backend.url).hostname or "")

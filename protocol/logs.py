@@ -1,0 +1,125 @@
+"""Log lines: one JSON object per record, or plain text; request fields from a contextvar.
+
+``App.http`` binds the request's identifiers (``request_id``, and with
+tracing on ``trace_id``, ``x_request_id``, ``client_ref``) in a contextvar
+for the length of the request; each attempt adds ``backend`` and ``model``.
+Trio copies the context into tasks started from the request, so every line
+logged on behalf of a request carries them without being passed along. A
+value given with ``extra=`` wins over the bound one.
+
+The gateway never logs request or response bodies, headers or credentials.
+As a last guard both formatters mask whatever follows ``Bearer `` in a line,
+so a credential quoted by a library error message does not reach the log.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import sys
+from datetime import datetime, timezone
+from typing import IO, Any, Mapping
+
+# Fields a line may carry besides the standard ones, in output order.
+FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "backend", "model")
+FORMATS = ("json", "text")
+
+_bound: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("switchyard_log_fields",
+                                                                                    default=None)
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",]+")
+
+
+def bind(**fields: str | None) -> contextvars.Token[Mapping[str, str] | None]:
+    """Add ``fields`` (None values skipped) to this context's log fields; ``unbind`` the token after."""
+    current = _bound.get() or {}
+    return _bound.set({**current, **{k: v for k, v in fields.items() if v is not None}})
+
+
+def unbind(token: contextvars.Token[Mapping[str, str] | None]) -> None:
+    _bound.reset(token)
+
+
+def bound() -> Mapping[str, str]:
+    return _bound.get() or {}
+
+
+def fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The request fields of ``record``: its own (``extra=``) first, then the bound ones."""
+    ctx = _bound.get() or {}
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        value = getattr(record, name, None)
+        if value is None:
+            value = ctx.get(name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def redact(text: str) -> str:
+    return _BEARER.sub(r"\1[redacted]", text)
+
+
+def rfc3339(created: float) -> str:
+    moment = datetime.fromtimestamp(created, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: timestamp, level, logger, message, then the request fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "timestamp": rfc3339(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update(fields_of(record))
+        line["pid"] = record.process
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return redact(json.dumps(line, ensure_ascii=False, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """The classic line, with the request fields appended as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = fields_of(record)
+        if fields:
+            head, sep, tail = text.partition("\n")   # keep a traceback below the line
+            text = head + " " + " ".join(f"{k}={v}" for k, v in fields.items()) + sep + tail
+        return redact(text)
+
+
+def formatter(fmt: str) -> logging.Formatter:
+    if fmt not in FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return JsonFormatter() if fmt == "json" else TextFormatter()
+
+
+def install(level: str, fmt: str, stream: IO[str] | None = None) -> logging.Handler:
+    """Point the root logger at one handler of ours (replacing an earlier one of ours) at ``level``."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "switchyard", False):
+            root.removeHandler(handler)
+            handler.close()
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.switchyard = True  # type: ignore[attr-defined]
+    handler.setFormatter(formatter(fmt))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request is noise
+    return handler

@@ -1,0 +1,108 @@
+"""Running the app on hypercorn: one worker in-process, or several processes.
+
+Every worker handles its own signals the same way:
+
+- SIGTERM / SIGINT: drain. ``/ready`` turns 503 at once so the load balancer
+  stops sending; the listening socket closes (new connections are refused);
+  calls in flight get ``server.shutdown_drain_timeout`` to finish and are then
+  ended with a clean ``server_shutting_down`` error; hypercorn's own hard
+  limit comes two seconds later, so it never cuts a call first.
+- SIGHUP: reload the config file.
+
+With several workers the parent opens the sockets once, starts the workers
+as processes that share them, and forwards these signals to every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+from typing import Any
+
+import trio
+
+log = logging.getLogger("switchyard")
+
+HARD_LIMIT_MARGIN = 2.0  # seconds hypercorn waits beyond our own drain window
+
+
+async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None) -> None:
+    from hypercorn.trio.run import worker_serve
+    from hypercorn.utils import wrap_app
+
+    from protocol.app import create_app
+
+    app = create_app(config_path, watch=watch)
+    shutdown = trio.Event()
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async def on_signals() -> None:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if signum == signal.SIGHUP:
+                    if app.runtime is not None:
+                        result = app.runtime.reload_from_file("signal")
+                        log.info("SIGHUP: config reload %s", result["result"])
+                    continue
+                if shutdown.is_set():
+                    continue  # already draining (a terminal's Ctrl-C reaches every worker twice)
+                window = app.begin_drain()
+                log.info("%s: draining for up to %gs", name, window)
+                hc.graceful_timeout = window + HARD_LIMIT_MARGIN
+                shutdown.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_signals)
+            await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
+                               shutdown_trigger=shutdown.wait)
+            nursery.cancel_scope.cancel()
+
+
+def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
+    trio.run(worker_main, config_path, hc, watch)
+    return 0
+
+
+def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
+                    log_format: str) -> None:
+    from protocol.cli import configure_logging
+
+    configure_logging(log_level, log_format)
+    for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
+        sock.listen(hc.backlog)
+    trio.run(worker_main, config_path, hc, watch, sockets)
+
+
+def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_level: str,
+               log_format: str) -> int:
+    """Start ``workers`` processes sharing one set of sockets; forward signals; wait."""
+    sockets = hc.create_sockets()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_worker_process, args=(config_path, hc, watch, sockets, log_level, log_format),
+                         daemon=False) for _ in range(workers)]
+    # Workers inherit "ignore" for the signals they handle themselves, so a
+    # signal to the whole process group reaches each of them once, by us.
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for p in procs:
+        p.start()
+
+    def forward(signum: int, _frame: Any) -> None:
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                try:
+                    os.kill(p.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    for s in previous:
+        signal.signal(s, forward)
+    try:
+        for p in procs:
+            p.join()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
+            sock.close()
+    return max((p.exitcode or 0) for p in procs)

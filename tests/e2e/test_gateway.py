@@ -251,7 +251,8 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def switchyard_serve(tmp_path: Path, config: dict) -> AsyncIterator[tuple[trio.Process, str, Path]]:
+async def switchyard_serve(tmp_path: Path, config: dict,
+                           workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
     """``python -m protocol.cli serve`` on a free port, ready; always stopped (then killed) on exit."""
     path = tmp_path / "cli.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -260,7 +261,7 @@ async def switchyard_serve(tmp_path: Path, config: dict) -> AsyncIterator[tuple[
     with log_path.open("wb") as log:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "protocol.cli", "serve", "--config", str(path),
-             "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+             "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -306,5 +307,34 @@ async def test_switchyard_serve_cli_drains_in_flight_stream_on_sigterm(tmp_path)
                     body += chunk
         assert body.endswith(b"data: [DONE]\n\n")
         with trio.move_on_after(5):
+            await proc.wait()
+        assert proc.returncode == 0, log_path.read_text()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_drain_finishes_the_stream_refuses_new_connections_and_says_not_ready(tmp_path, workers):
+    config = gateway_config(backend("sim-cli", tokens_per_second=10, chunks=10))  # about 1 s of stream
+    config["server"] = {**config.get("server", {}), "shutdown_drain_timeout": "5s"}
+    async with switchyard_serve(tmp_path, config, workers=workers) as (proc, url, log_path):
+        body = b""
+        async with httpx.AsyncClient(base_url=url, timeout=5) as keep, \
+                httpx.AsyncClient(base_url=url, timeout=5) as http:
+            assert (await keep.get("/ready")).status_code == 200  # a kept-alive connection, like a balancer's
+            async with http.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as response:
+                async for chunk in response.aiter_raw():
+                    if not body:
+                        proc.send_signal(signal.SIGTERM)
+                        await trio.sleep(0.3)
+                        try:
+                            ready = (await keep.get("/ready")).status_code
+                        except httpx.TransportError:
+                            ready = "closed"
+                        assert ready in (503, "closed")  # never 200 once draining
+                        with pytest.raises(httpx.ConnectError):
+                            async with httpx.AsyncClient(timeout=2) as fresh:
+                                await fresh.get(url + "/health")
+                    body += chunk
+        assert body.endswith(b"data: [DONE]\n\n")
+        with trio.move_on_after(8):
             await proc.wait()
         assert proc.returncode == 0, log_path.read_text()

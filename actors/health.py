@@ -21,8 +21,21 @@ import httpx
 import trio
 from attrs import frozen
 
-from actors.routing.circuit import Circuit, CircuitState, on_failure, on_probe, on_success
-from actors.routing.health import BackendHealth, HealthState, Outcome, Thresholds, next_check_delay, observe
+from actors.routing.circuit import (
+    Circuit,
+    CircuitState,
+    on_failure,
+    on_probe,
+    on_success,
+)
+from actors.routing.health import (
+    BackendHealth,
+    HealthState,
+    Outcome,
+    Thresholds,
+    next_check_delay,
+    observe,
+)
 from config.schema import BackendConfig, Snapshot
 from protocol.upstream import Upstream, auth_headers, join_url
 

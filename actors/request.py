@@ -24,12 +24,21 @@ import trio
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace
 from actors.messages import Call
+from actors.recovery import RecoveryMixin, can_resume
 from actors.relay import AttemptFailed, Relay, ResponseSink
 from actors.routing.capabilities import Needs, missing, needs_of
-from actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan, classify_status, parse_retry_after
-from actors.routing.resume import PREFILL_TYPES, RestartFilter, ResumeMode, choose_mode, resume_payload
+from actors.routing.failover import (
+    Failure,
+    Kind,
+    MoveOn,
+    Retry,
+    RoutePlan,
+    classify_status,
+    parse_retry_after,
+)
 from actors.routing.stream_state import StreamAccumulator
 from config.schema import BackendConfig
+from protocol import logs
 from protocol.errors import (
     GatewayError,
     ModelNotFound,
@@ -43,7 +52,6 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
-from protocol import logs
 from protocol.tracing import new_span_id, outbound_headers
 from protocol.upstream import auth_headers, join_url
 
@@ -54,7 +62,7 @@ if TYPE_CHECKING:
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class RequestActor:
+class RequestActor(RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call, sink: ResponseSink,
                  disconnected: Callable[[], Awaitable[None]]) -> None:
         self.runtime = runtime
@@ -71,7 +79,7 @@ class RequestActor:
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream)
         # What the client has been sent is kept only when a broken stream may be continued.
-        self.relay = Relay(sink, StreamAccumulator() if call.stream and _can_resume(call) else None,
+        self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call) else None,
                            call.snapshot.fallback.empty_reply_retry.enabled)
 
     async def run(self) -> None:
@@ -351,83 +359,6 @@ class RequestActor:
         return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
                 (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
 
-    # --- mid-stream recovery ---------------------------------------------------
-
-    async def _recover(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan,
-                       budget: CallBudget) -> None:
-        """Continue a committed stream on another backend, or end it with an in-band error."""
-        if self.relay.acc is None or self.relay.acc.other_choices:
-            raise failed.error
-        rt, call = self.runtime, self.call
-        cfg = call.snapshot.streaming.mid_stream_fallback
-        used = {(backend.name, plan.model)}
-        hops = 0
-        while hops < cfg.max_fallback_attempts:
-            if budget.left() <= 0:
-                raise budget.exhausted(backend.name)
-            target = self._resume_target(plan, used, cfg.same_model_first, plan.triggered(failed.failure))
-            if target is None:
-                break
-            before = self._last_route
-            backend, model = target
-            used.add((backend.name, model))
-            hops += 1
-            takes_prefill = _takes_prefill(backend, model) and (backend.name, model) not in rt.pool.no_prefill
-            mode = choose_mode(self.relay.acc, cfg, takes_prefill)
-            self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
-                                mid_stream=True, mode=mode.value)
-            try:
-                await self._resume_attempt(backend, plan, model, mode, budget, failed)
-                return
-            except AttemptFailed as again:
-                self._failed_event(backend.name, model, again)
-                if mode is ResumeMode.PREFILL and again.failure.kind is Kind.CLIENT_ERROR:
-                    # It refused the prefill: learn that, and ask it again by restarting.
-                    rt.pool.no_prefill.add((backend.name, model))
-                    try:
-                        await self._resume_attempt(backend, plan, model, ResumeMode.RESTART, budget, failed)
-                        return
-                    except AttemptFailed as third:
-                        self._failed_event(backend.name, model, third)
-                        again = third
-                if again.upstream:  # keep the backend's own failure, not our permit verdict
-                    failed = again
-        raise self._fail_closed(failed.error)
-
-    def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]], same_model_first: bool,
-                       chain: bool) -> tuple[BackendConfig, str] | None:
-        """The next healthy (backend, model): siblings first if asked, then the chain if triggered."""
-        models = list(plan.models[plan.model_index:]) if chain else [plan.model]
-        if not same_model_first:
-            models = models[1:]
-        for model in models:
-            tried = {b for b, m in used if m == model}
-            try:
-                return self._pick(model, tried, fallback=True), model
-            except (ModelNotFound, NoHealthyBackend):
-                continue
-        return None
-
-    async def _resume_attempt(self, backend: BackendConfig, plan: RoutePlan, model: str, mode: ResumeMode,
-                              budget: CallBudget, failed: AttemptFailed) -> None:
-        assert self.relay.acc is not None
-        call = self.call
-        payload = resume_payload(call.payload, model, self.relay.acc, mode, call.snapshot.streaming.mid_stream_fallback,
-                                 backend.type)
-        if mode is ResumeMode.RESTART:
-            marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
-                      "model": self.relay.acc.model, "choices": [],
-                      "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
-                                       "error": failed.error.message, "backend": backend.name, "model": model}}
-            self.relay.transform = RestartFilter(self.relay.acc, marker).feed
-        else:
-            self.relay.transform = None
-        try:
-            await self._attempt(backend, plan, budget, bounded=True, model=model,
-                                body=json.dumps(payload).encode())
-        finally:
-            self.relay.transform = None
-
 
 def _error_object(err: GatewayError) -> Any:
     """The error object the client would have got (a backend's own, when it sent one)."""
@@ -435,20 +366,6 @@ def _error_object(err: GatewayError) -> Any:
         return json.loads(err.body()).get("error")
     except (ValueError, AttributeError):
         return err.envelope()["error"]
-
-
-def _takes_prefill(backend: BackendConfig, model: str) -> bool:
-    meta = backend.model_configs.get(model)
-    if meta is not None and meta.supports_assistant_prefill is not None:
-        return meta.supports_assistant_prefill
-    return backend.type in PREFILL_TYPES
-
-
-def _can_resume(call: Call) -> bool:
-    fb = call.snapshot.fallback
-    if not (fb.enabled and fb.mid_stream_enabled):
-        return False
-    return bool(fb.fallback_chains.get(call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first
 
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",

@@ -19,7 +19,6 @@ import yaml
 
 from config import load_operations, load_resilience, rules
 from config.rules import Invalid, Problems, Reader, child
-from config.watch import content_revision
 from config.schema import (
     BackendConfig,
     BackendType,
@@ -34,6 +33,7 @@ from config.schema import (
     Snapshot,
     Strategy,
 )
+from config.watch import content_revision
 
 
 class ConfigError(Exception):

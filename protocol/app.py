@@ -21,14 +21,21 @@ from actors.routing.candidates import listed_models
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
-from protocol.errors import BodyTooLarge, GatewayError, MethodNotAllowed, RouteNotFound, ShuttingDown, Unavailable
-from protocol import logs
+from protocol import limits, logs
 from protocol.admin import AdminApi
+from protocol.errors import (
+    BodyTooLarge,
+    GatewayError,
+    MethodNotAllowed,
+    RateLimited,
+    RouteNotFound,
+    ShuttingDown,
+    TooManyConcurrentRequests,
+    Unavailable,
+)
 from protocol.metrics import CONTENT_TYPE, exposition
 from protocol.openai import model_list, parse_chat
 from protocol.tracing import TraceContext, trace_context
-from protocol import limits
-from protocol.errors import RateLimited, TooManyConcurrentRequests
 
 log = logging.getLogger("switchyard.app")
 

@@ -1,0 +1,126 @@
+"""Mid-stream recovery: a committed stream that breaks continues elsewhere.
+
+Part of the RequestActor (mixed in), kept apart because it is one idea:
+pick the next route (siblings first if asked, then the chain when the
+failure triggers it), choose how to continue (prefill, prompt or restart;
+see ``actors.routing.resume``), learn a refused prefill and restart
+instead, and end with an in-band error when nothing is left.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from actors.budgets import CallBudget
+from actors.messages import Call
+from actors.relay import AttemptFailed
+from actors.routing.failover import Kind, RoutePlan
+from actors.routing.resume import (
+    PREFILL_TYPES,
+    RestartFilter,
+    ResumeMode,
+    choose_mode,
+    resume_payload,
+)
+from config.schema import BackendConfig
+from protocol.errors import ModelNotFound, NoHealthyBackend
+
+if TYPE_CHECKING:
+    from actors.request import RequestActor
+
+    _Base = RequestActor
+else:
+    _Base = object
+
+
+class RecoveryMixin(_Base):
+    async def _recover(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan,
+                       budget: CallBudget) -> None:
+        """Continue a committed stream on another backend, or end it with an in-band error."""
+        if self.relay.acc is None or self.relay.acc.other_choices:
+            raise failed.error
+        rt, call = self.runtime, self.call
+        cfg = call.snapshot.streaming.mid_stream_fallback
+        used = {(backend.name, plan.model)}
+        hops = 0
+        while hops < cfg.max_fallback_attempts:
+            if budget.left() <= 0:
+                raise budget.exhausted(backend.name)
+            target = self._resume_target(plan, used, cfg.same_model_first, plan.triggered(failed.failure))
+            if target is None:
+                break
+            before = self._last_route
+            backend, model = target
+            used.add((backend.name, model))
+            hops += 1
+            takes_prefill = _takes_prefill(backend, model) and (backend.name, model) not in rt.pool.no_prefill
+            mode = choose_mode(self.relay.acc, cfg, takes_prefill)
+            self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
+                                mid_stream=True, mode=mode.value)
+            try:
+                await self._resume_attempt(backend, plan, model, mode, budget, failed)
+                return
+            except AttemptFailed as again:
+                self._failed_event(backend.name, model, again)
+                if mode is ResumeMode.PREFILL and again.failure.kind is Kind.CLIENT_ERROR:
+                    # It refused the prefill: learn that, and ask it again by restarting.
+                    rt.pool.no_prefill.add((backend.name, model))
+                    try:
+                        await self._resume_attempt(backend, plan, model, ResumeMode.RESTART, budget, failed)
+                        return
+                    except AttemptFailed as third:
+                        self._failed_event(backend.name, model, third)
+                        again = third
+                if again.upstream:  # keep the backend's own failure, not our permit verdict
+                    failed = again
+        raise self._fail_closed(failed.error)
+
+    def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]], same_model_first: bool,
+                       chain: bool) -> tuple[BackendConfig, str] | None:
+        """The next healthy (backend, model): siblings first if asked, then the chain if triggered."""
+        models = list(plan.models[plan.model_index:]) if chain else [plan.model]
+        if not same_model_first:
+            models = models[1:]
+        for model in models:
+            tried = {b for b, m in used if m == model}
+            try:
+                return self._pick(model, tried, fallback=True), model
+            except (ModelNotFound, NoHealthyBackend):
+                continue
+        return None
+
+    async def _resume_attempt(self, backend: BackendConfig, plan: RoutePlan, model: str, mode: ResumeMode,
+                              budget: CallBudget, failed: AttemptFailed) -> None:
+        assert self.relay.acc is not None
+        call = self.call
+        payload = resume_payload(call.payload, model, self.relay.acc, mode, call.snapshot.streaming.mid_stream_fallback,
+                                 backend.type)
+        if mode is ResumeMode.RESTART:
+            marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
+                      "model": self.relay.acc.model, "choices": [],
+                      "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
+                                       "error": failed.error.message, "backend": backend.name, "model": model}}
+            self.relay.transform = RestartFilter(self.relay.acc, marker).feed
+        else:
+            self.relay.transform = None
+        try:
+            await self._attempt(backend, plan, budget, bounded=True, model=model,
+                                body=json.dumps(payload).encode())
+        finally:
+            self.relay.transform = None
+
+
+
+def _takes_prefill(backend: BackendConfig, model: str) -> bool:
+    meta = backend.model_configs.get(model)
+    if meta is not None and meta.supports_assistant_prefill is not None:
+        return meta.supports_assistant_prefill
+    return backend.type in PREFILL_TYPES
+
+
+def can_resume(call: Call) -> bool:
+    fb = call.snapshot.fallback
+    if not (fb.enabled and fb.mid_stream_enabled):
+        return False
+    return bool(fb.fallback_chains.get(call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first

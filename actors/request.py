@@ -110,7 +110,7 @@ class RequestActor(RecoveryMixin):
         self._serve_scope.cancel()
 
     async def _end_with(self, err: GatewayError) -> None:
-        self.trace.add("failed", backend=getattr(err, "backend", None), model=self._last_route[1],
+        self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],
                        status=err.status, code=err.code, error=err.message, committed=self.sink.started)
         await self.sink.fail(err)
 

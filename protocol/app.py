@@ -244,8 +244,6 @@ class App:
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
-        if runtime.draining:
-            raise ShuttingDown("The server is shutting down; send this call to another instance")
         snapshot = runtime.snapshot
         body = await read_body(scope, receive, snapshot.server.max_body_bytes)
         call = parse_chat(body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
@@ -260,6 +258,8 @@ class App:
         """``handler`` counted against ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
         async def capped(scope: Scope, receive: Receive, send: Send) -> None:
             runtime = self.runtime
+            if runtime is not None and runtime.draining:
+                raise ShuttingDown("The server is shutting down; send this call to another instance")
             cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
             if cap and self.active_requests >= cap:
                 raise TooManyConcurrentRequests(

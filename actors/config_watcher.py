@@ -3,6 +3,9 @@
 A polling loop on Trio's clock: a stat every ``interval`` (cheap), and a
 reload only when the file's size, mtime or inode moved -- which also catches
 editors that save by writing a new file and renaming it over the old one.
+The files the config references count too: the model metadata files and the
+drop-in directories' listings (``Snapshot.models.watch``, re-read after each
+reload, so a newly referenced file is watched from then on).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from config.watch import stamp
+from config.watch import stamp, stamp_all
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -28,16 +31,23 @@ class ConfigWatcher:
         self.path = path
         self.interval = interval
 
+    def paths(self) -> tuple[Path, ...]:
+        """The config file first, then what the running Snapshot read besides it."""
+        return (self.path, *(Path(p) for p in self.runtime.snapshot.models.watch))
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        last = stamp(self.path)
+        last = stamp_all(self.paths())
         self.runtime.reload_status.watcher = "watching"
         task_status.started(self)
         try:
             while True:
                 await trio.sleep(self.interval)
-                now = stamp(self.path)
-                if now != last and now is not None:
-                    last = now
+                now = stamp_all(self.paths())
+                if now != last and stamp(self.path) is not None:   # not while the file is mid-rename
                     self.runtime.reload_from_file("watcher")
+                    # A reload may reference other files: stamp the new set, so the
+                    # change of set alone does not count as a change next time.
+                    now = stamp_all(self.paths()) if self.paths() != tuple(Path(p) for p, _, _ in now) else now
+                    last = now
         finally:
             self.runtime.reload_status.watcher = "stopped"

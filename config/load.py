@@ -17,7 +17,14 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import load_operations, load_resilience, rules
+from config import load_operations, load_resilience, metadata, rules
+from config.metadata import (
+    LayerEntry,
+    MetadataFileError,
+    ModelCatalogue,
+    ModelMetadata,
+    Source,
+)
 from config.rules import Invalid, Problems, Reader, child
 from config.schema import (
     BackendConfig,
@@ -56,7 +63,7 @@ def load_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = None
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(str(p), [f"<file>: cannot read: {exc.strerror or exc}"]) from None
-    return load_text(text, source=str(p), env=env)
+    return load_text(text, source=str(p), env=env, base_dir=p.absolute().parent)
 
 
 def load_demo() -> Loaded:
@@ -64,7 +71,10 @@ def load_demo() -> Loaded:
     return load_text(text, source="<embedded demo config>")
 
 
-def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | None = None) -> Loaded:
+def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | None = None,
+              base_dir: str | os.PathLike[str] | None = None) -> Loaded:
+    """``base_dir`` (default: the working directory) is where relative metadata paths and
+    ``model-metadata.d/`` are looked up: the config file's directory."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -74,10 +84,10 @@ def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | N
         raise ConfigError(source, [f"<yaml> {where}: {problem}"]) from None
     problems = Problems()
     raw = interpolate(raw, "", os.environ if env is None else env, problems)
-    snapshot = build_snapshot(raw, problems)
+    snapshot = build_snapshot(raw, problems, base_dir=Path(base_dir) if base_dir is not None else Path.cwd())
     if problems.errors:
         raise ConfigError(source, problems.errors, problems.warnings)
-    revision = content_revision(text)
+    revision = content_revision(text + _files_digest(snapshot.models.files))
     return Loaded(attrs.evolve(snapshot, revision=revision, source=source), tuple(problems.warnings))
 
 
@@ -150,8 +160,11 @@ def model_name(value: Any) -> str:
     return text
 
 
-def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
+def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -> Snapshot:
     top = Reader(raw, "", problems)
+    metadata_file = top.get("model_metadata_file", rules.string(), None)
+    metadata_dirs = top.get("model_metadata_dirs", rules.string_list(rules.string()), ())
+    models = _model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
     server = _server(top.section("server"))
     backends = _backends(top, problems)
     strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
@@ -187,7 +200,8 @@ def build_snapshot(raw: Any, problems: Problems) -> Snapshot:
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
-                    streaming=streaming, tracing=tracing, logging=logging_, admin=admin)
+                    streaming=streaming, tracing=tracing, logging=logging_, admin=admin,
+                    model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
 def _server(r: Reader) -> ServerConfig:
@@ -245,8 +259,10 @@ def _backend(r: Reader) -> BackendConfig | None:
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = r.get("replay", load_resilience.replay, True)
-    model_configs = {name: _model_config(Reader(raw, path, r.problems))
-                     for name, raw, path in load_resilience.by_model(r, "model_configs")}
+    model_metadata = {name: ModelMetadata.from_dict(metadata.validate_metadata(raw, path, name, r.problems,
+                                                                                strict=True))
+                      for name, raw, path in load_resilience.by_model(r, "model_configs")}
+    model_configs = {name: routing_view(meta) for name, meta in model_metadata.items()}
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     if btype is BackendType.SIMULATED:
@@ -260,33 +276,72 @@ def _backend(r: Reader) -> BackendConfig | None:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
-                         retry_override=retry_override, replay=replay, model_configs=model_configs)
+                         retry_override=retry_override, replay=replay, model_configs=model_configs,
+                         model_metadata=model_metadata)
 
 
-CAPABILITIES = ("chat", "text", "vision", "code", "reasoning", "tool", "tools", "function_calling", "embedding",
-                "image_generation", "audio", "decisions")
-
-
-def _model_config(r: Reader) -> ModelConfig:
-    """The routing-relevant part of a model's metadata on this backend."""
-    limits = r.section("limits")
-    out = ModelConfig(
-        capabilities=r.get("capabilities", _capabilities, None),
-        context_window=limits.get("context_window", rules.integer(1, 100_000_000), None),
-        max_output=limits.get("max_output", rules.integer(1, 100_000_000), None),
-        supports_assistant_prefill=r.get("supports_assistant_prefill", rules.boolean, None),
+def routing_view(meta: ModelMetadata) -> ModelConfig:
+    """The part of a model's metadata that routing decisions read."""
+    limits = meta.limits
+    return ModelConfig(
+        capabilities=frozenset(meta.capabilities) if meta.capabilities is not None else None,
+        context_window=limits.context_window if limits is not None else None,
+        max_output=limits.max_output if limits is not None else None,
+        supports_assistant_prefill=meta.supports_assistant_prefill,
     )
-    limits.finish()
-    r.finish()
-    return out
 
 
-def _capabilities(value: Any) -> frozenset[str]:
-    names = rules.string_list(rules.string())(value)
-    unknown = [n for n in names if n not in CAPABILITIES]
-    if unknown:
-        raise Invalid(f"unknown capability {unknown[0]!r}; known: {', '.join(CAPABILITIES)}")
-    return frozenset(names)
+# --- model metadata layers ---------------------------------------------------------
+
+def _model_catalogue(metadata_file: str | None, metadata_dirs: tuple[str, ...], base_dir: Path,
+                     problems: Problems) -> ModelCatalogue:
+    """The file layers, lowest first: model_metadata_file, model-metadata.d/, model_metadata_dirs."""
+    layers: list[tuple[str, Path, str]] = []        # (layer name, file, config path for errors)
+    watch: list[str] = []
+    if metadata_file is not None:
+        path = base_dir / metadata_file
+        watch.append(str(path))
+        if not path.is_file():
+            problems.error("model_metadata_file", f"no such file: {path}")
+        else:
+            layers.append(("model_metadata_file", path, "model_metadata_file"))
+    drop_in = base_dir / metadata.DROP_IN_DIR
+    watch.append(str(drop_in))   # watched even while absent: creating it is a change
+    directories = [(metadata.DROP_IN_DIR, drop_in, metadata.DROP_IN_DIR)] if drop_in.is_dir() else []
+    for i, name in enumerate(metadata_dirs):
+        path = base_dir / name
+        watch.append(str(path))
+        if not path.is_dir():
+            problems.error(child("model_metadata_dirs", i), f"no such directory: {path}")
+        else:
+            directories.append((f"model_metadata_dirs[{i}]", path, child("model_metadata_dirs", i)))
+    for layer, directory, where in directories:
+        try:
+            files = metadata.directory_files(directory)
+        except OSError as exc:
+            problems.error(where, f"cannot list {directory}: {exc.strerror or exc}")
+            continue
+        for path in files:
+            watch.append(str(path))
+            layers.append((layer, path, where))
+    entries: list[LayerEntry] = []
+    for layer, path, where in layers:
+        try:
+            entries.extend(metadata.read_file(path, Source(layer, str(path)), problems))
+        except MetadataFileError as exc:
+            problems.error(where, str(exc))
+    return metadata.assemble(entries, problems, files=tuple(str(p) for _, p, _ in layers), watch=tuple(watch))
+
+
+def _files_digest(files: tuple[str, ...]) -> str:
+    """What the metadata files add to the revision: a changed file is a new revision."""
+    parts = []
+    for name in files:
+        try:
+            parts.append(f"\0{name}\0{Path(name).read_text(encoding='utf-8', errors='replace')}")
+        except OSError:
+            parts.append(f"\0{name}\0<unreadable>")
+    return "".join(parts)
 
 
 def _status(value: Any) -> int:

@@ -12,6 +12,13 @@ from typing import Mapping
 import attrs
 from attrs import frozen
 
+from config.metadata import (
+    CatalogueEntry,
+    ModelCatalogue,
+    ModelMetadata,
+    Source,
+    with_backend_layer,
+)
 from config.operations import Admin, Logging, Tracing
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
 
@@ -90,8 +97,10 @@ class Simulation:
 class ModelConfig:
     """What is known of one model on one backend (``backends[].model_configs``).
 
-    A subset of the model metadata: the parts routing decisions read. None
-    means unknown, which never rules a route out.
+    The routing view of the model metadata (``config/metadata.py``): the
+    parts routing decisions read, derived from the backend's own
+    ``model_configs`` entry. None means unknown, which never rules a route
+    out; a context window of 0 means "not applicable" and rules nothing out.
     """
 
     capabilities: frozenset[str] | None = None
@@ -114,7 +123,8 @@ class BackendConfig:
     simulation: Simulation | None = None
     retry_override: RetryPolicy | None = None
     replay: bool = True          # `replay: disabled` -> never send one request twice here
-    model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)
+    model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)       # routing view
+    model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
 
     @property
     def exact_models(self) -> tuple[str, ...]:
@@ -180,6 +190,9 @@ class Snapshot:
     tracing: Tracing = Tracing()
     logging: Logging = Logging()
     admin: Admin = Admin()
+    model_metadata_file: str | None = None
+    model_metadata_dirs: tuple[str, ...] = ()
+    models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged
     revision: str = ""
     source: str = "<defaults>"
 
@@ -188,3 +201,14 @@ class Snapshot:
             if b.name == name:
                 return b
         return None
+
+    def model_entry(self, model: str, backend: str | None = None) -> CatalogueEntry | None:
+        """The metadata of catalogue id ``model``: the file layers, and with ``backend`` that
+        backend's ``model_configs`` entry on top (the highest layer, for that backend only)."""
+        entry = self.models.get(model)
+        b = self.backend(backend) if backend is not None else None
+        if b is None or model not in b.model_metadata:
+            return entry
+        index = self.backends.index(b)
+        source = Source(f"backends[{index}].model_configs", f"{self.source} (backend {b.name})")
+        return with_backend_layer(entry, model, b.model_metadata[model], source)

@@ -68,6 +68,21 @@ def stamp(path: Path) -> FileStamp | None:
     return FileStamp(st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def stamp_all(paths: tuple[Path, ...]) -> tuple[tuple[str, FileStamp | None, tuple[str, ...] | None], ...]:
+    """One stamp per path; a directory also by its sorted listing, so adding,
+    removing or renaming a file in it counts even within one mtime tick."""
+    out = []
+    for path in paths:
+        listing = None
+        if path.is_dir():
+            try:
+                listing = tuple(sorted(p.name for p in path.iterdir()))
+            except OSError:
+                listing = None
+        out.append((str(path), stamp(path), listing))
+    return tuple(out)
+
+
 def content_revision(text: str) -> str:
     """The revision id Snapshots carry: a hash of the file's text."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]

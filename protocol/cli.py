@@ -1,10 +1,12 @@
-"""``switchyard serve | config validate``."""
+"""``switchyard serve | config validate | metadata show``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+from typing import Any
 
 from config.load import ConfigError, load_demo, load_file
 from config.rules import Invalid
@@ -30,9 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     validate = config_sub.add_parser("validate", help="check a config file; non-zero exit on errors")
     validate.add_argument("file")
 
+    metadata = sub.add_parser("metadata", help="model metadata tools")
+    metadata_sub = metadata.add_subparsers(dest="metadata_command", required=True)
+    show = metadata_sub.add_parser("show", help="the resolved metadata of a model and the layer each field came from")
+    show.add_argument("model")
+    show.add_argument("--config", help="config file (default: the embedded demo config)")
+    show.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
+
     args = parser.parse_args(argv)
     if args.command == "config":
         return validate_command(args.file)
+    if args.command == "metadata":
+        return metadata_show_command(args.model, args.config, args.format)
     return serve_command(args)
 
 
@@ -52,6 +63,85 @@ def validate_command(path: str) -> int:
     print(f"{path}: OK ({len(snap.backends)} backend(s), selection_strategy {snap.selection_strategy.value}, "
           f"revision {snap.revision}, {len(loaded.warnings)} warning(s))")
     return 0
+
+
+def metadata_show_command(model: str, config_path: str | None, fmt: str = "yaml") -> int:
+    """Print the merged metadata ``model`` resolves to, each field's layer and the resolution stage."""
+    try:
+        loaded = load_file(config_path) if config_path else load_demo()
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(f"error: {error}", file=sys.stderr)
+        print(f"{exc.source}: {len(exc.errors)} error(s)", file=sys.stderr)
+        return 1
+    snap = loaded.snapshot
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    resolution = _resolve_model(model, snap)
+    if resolution is None:
+        known = len(set(snap.models.entries) | {m for b in snap.backends for m in b.model_metadata})
+        print(f"metadata show: no model metadata matches {model!r} ({known} model id(s) known; "
+              f"source {snap.source})", file=sys.stderr)
+        return 1
+    model_id = resolution["entry_id"]
+    entry = snap.model_entry(model_id)
+    doc: dict[str, Any] = {
+        "model": model,
+        "id": model_id,
+        "resolution": {k: v for k, v in resolution.items() if k != "entry_id"},
+        "aliases": list(entry.aliases) if entry is not None else [],
+        "metadata": entry.metadata.to_dict() if entry is not None else None,
+        "sources": _sources(entry) if entry is not None else {},
+    }
+    per_backend = {}
+    for b in snap.backends:
+        if model_id in b.model_metadata:
+            merged = snap.model_entry(model_id, b.name)
+            assert merged is not None
+            per_backend[b.name] = {"metadata": merged.metadata.to_dict(),
+                                   "sources": _sources(merged)}
+    if per_backend:
+        doc["backends"] = per_backend
+    if fmt == "json":
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
+def _sources(entry: Any) -> dict[str, str]:
+    """Field -> the layer (and file) that set it, in the order the fields are printed."""
+    def leaves(value: Any, path: str) -> list[str]:
+        if isinstance(value, dict):
+            return [leaf for k, v in value.items() for leaf in leaves(v, f"{path}.{k}" if path else k)]
+        return [path]
+
+    order = leaves(entry.metadata.to_dict(), "")
+    return {f: str(entry.provenance[f]) for f in order if f in entry.provenance}
+
+
+def _resolve_model(model: str, snap: Any) -> dict[str, Any] | None:
+    """Which metadata id ``model`` means, and by which stage (``config/names.py``)."""
+    backend_ids = [m for b in snap.backends for m in b.model_metadata if m not in snap.models.entries]
+    try:
+        from config.names import Catalogue, Entry, resolve
+    except ImportError:   # without the resolver: exact id, then exact alias
+        if model in snap.models.entries or model in backend_ids:
+            return {"entry_id": model, "stage": "EXACT_ID", "matched": model, "steps": [model]}
+        if model in snap.models.aliases:
+            return {"entry_id": snap.models.aliases[model], "stage": "EXACT_ALIAS", "matched": model,
+                    "steps": [model]}
+        return None
+    # Backend model_configs first: names.py lets earlier entries win ties.
+    entries = [Entry(m) for m in dict.fromkeys(backend_ids) if "*" not in m]
+    entries += [Entry(e.id, e.aliases) for e in snap.models.entries.values()]
+    found = resolve(model, Catalogue(tuple(entries)))
+    if found is None:
+        return None
+    return {"entry_id": found.entry_id, "stage": found.stage.name, "matched": found.matched,
+            "steps": list(found.steps)}
 
 
 def configure_logging(level: str, fmt: str = "json") -> None:

@@ -67,6 +67,6 @@ def missing(needs: Needs, meta: ModelConfig | None) -> list[str]:
             out.append("tools")
         if needs.vision and "vision" not in caps:
             out.append("vision")
-    if meta.context_window is not None and needs.tokens > meta.context_window:
+    if meta.context_window is not None and 0 < meta.context_window < needs.tokens:  # 0: not applicable
         out.append("context_window")
     return out

@@ -295,11 +295,15 @@ def test_simulated_chunk_numbers_start_at_one():
 
 
 def test_model_configs_validated_with_paths():
-    errors = errors_of(MINIMAL + "    model_configs:\n      m: {capabilities: [telepathy], limits: {context_window: 0}, "
-                       "price: 1}\n")
-    assert errors == [
+    # context_window 0 means "not applicable" (model metadata spec); out-of-range values only warn.
+    with pytest.raises(ConfigError) as info:
+        load_text(MINIMAL + "    model_configs:\n      m: {capabilities: [telepathy], "
+                  "limits: {context_window: 0, max_output: -1}, price: 1}\n", env={})
+    assert info.value.errors == [
         "backends[0].model_configs.m.capabilities: unknown capability 'telepathy'; known: chat, text, vision, "
         "code, reasoning, tool, tools, function_calling, embedding, image_generation, audio, decisions",
-        "backends[0].model_configs.m.limits.context_window: must be at least 1, got 0",
         "backends[0].model_configs.m.price: unknown key",
     ]
+    assert info.value.warnings == [
+        "backends[0].model_configs.m.limits.max_output: model 'm' field limits.max_output: must be at least 0, "
+        "got -1; the value is kept"]

@@ -259,10 +259,11 @@ def _backend(r: Reader) -> BackendConfig | None:
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = r.get("replay", load_resilience.replay, True)
-    model_metadata = {name: ModelMetadata.from_dict(metadata.validate_metadata(raw, path, name, r.problems,
-                                                                                strict=True))
-                      for name, raw, path in load_resilience.by_model(r, "model_configs")}
-    model_configs = {name: routing_view(meta) for name, meta in model_metadata.items()}
+    entries = _model_configs(r)
+    model_metadata = {e.id: e.metadata for e in entries}
+    model_configs = {e.id: routing_view(e.metadata) for e in entries}
+    model_aliases = {e.id: e.aliases for e in entries if e.aliases}
+    upstream_ids = {e.id: e.upstream_id for e in entries if e.upstream_id}
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     if btype is BackendType.SIMULATED:
@@ -277,7 +278,7 @@ def _backend(r: Reader) -> BackendConfig | None:
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
-                         model_metadata=model_metadata)
+                         model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids)
 
 
 def routing_view(meta: ModelMetadata) -> ModelConfig:
@@ -342,6 +343,47 @@ def _files_digest(files: tuple[str, ...]) -> str:
         except OSError:
             parts.append(f"\0{name}\0<unreadable>")
     return "".join(parts)
+
+
+@attrs.frozen
+class _ModelConfigEntry:
+    id: str
+    aliases: tuple[str, ...]
+    upstream_id: str | None
+    metadata: ModelMetadata
+
+
+def _model_configs(r: Reader) -> list[_ModelConfigEntry]:
+    """``model_configs``: the spec's list of ``{id, aliases, upstream_id, metadata}``.
+
+    Strict like the rest of config.yaml (unknown keys and wrong types are
+    errors); metadata ranges only warn, as the spec says for runtime loads.
+    """
+    out: list[_ModelConfigEntry] = []
+    ids: dict[str, str] = {}
+    for item in r.items("model_configs"):
+        if not item.has("id"):
+            item.problems.error(child(item.path, "id"), "is required")
+        model = item.get("id", load_resilience.chain_model_name, "")
+        aliases = item.get("aliases", rules.string_list(model_name), ())
+        upstream_id = item.get("upstream_id", rules.string(), None)
+        raw = item.section("metadata")
+        meta = ModelMetadata.from_dict(metadata.validate_metadata(raw.raw, raw.path, model, r.problems, strict=True))
+        item.finish()
+        if not model:
+            continue
+        if model in ids:
+            r.problems.error(child(item.path, "id"), f"duplicate model id {model!r} (also {ids[model]})")
+            continue
+        ids[model] = item.path
+        out.append(_ModelConfigEntry(model, aliases, upstream_id, meta))
+    # An upstream id is only ever sent upstream; if it named another public id
+    # of this backend, two routing names would collide on one wire name.
+    for e in out:
+        if e.upstream_id and e.upstream_id in ids and e.upstream_id != e.id:
+            r.problems.error(child(ids[e.id], "upstream_id"),
+                             f"{e.upstream_id!r} is another model_configs id of this backend")
+    return out
 
 
 def _status(value: Any) -> int:

@@ -125,6 +125,8 @@ class BackendConfig:
     replay: bool = True          # `replay: disabled` -> never send one request twice here
     model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)       # routing view
     model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
+    model_aliases: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)   # model_configs[].aliases
+    upstream_ids: Mapping[str, str] = attrs.field(factory=dict)                # model_configs[].upstream_id
 
     @property
     def exact_models(self) -> tuple[str, ...]:

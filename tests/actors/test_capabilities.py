@@ -13,13 +13,13 @@ CONFIG = BASE.replace("fallback_chains: {big: [small]}", "fallback_chains: {big:
     models: [small]
     simulation: {latency: 10ms, chunks: 2}
     model_configs:
-      small: {capabilities: [chat], limits: {context_window: 50}}
+      - {id: small, metadata: {capabilities: [chat], limits: {context_window: 50}}}
   - name: c
     type: simulated
     models: [medium]
     simulation: {latency: 10ms, chunks: 2}
     model_configs:
-      medium: {capabilities: [chat, tool, vision], limits: {context_window: 100000}}
+      - {id: medium, metadata: {capabilities: [chat, tool, vision], limits: {context_window: 100000}}}
 """
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -68,7 +68,7 @@ async def test_no_capable_route_left_fails_closed(autojump_clock):
 
 
 async def test_metadata_saying_no_prefill_goes_straight_to_restart(autojump_clock):
-    cfg = midstream_config().rstrip("\n") + "\n    model_configs:\n      small: {supports_assistant_prefill: false}\n"
+    cfg = midstream_config().rstrip("\n") + "\n    model_configs:\n      - {id: small, metadata: {supports_assistant_prefill: false}}\n"
     async with gateway(cfg) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("big", stream=True))
         assert reply.events()[-1] == b"[DONE]"

@@ -297,13 +297,33 @@ def test_simulated_chunk_numbers_start_at_one():
 def test_model_configs_validated_with_paths():
     # context_window 0 means "not applicable" (model metadata spec); out-of-range values only warn.
     with pytest.raises(ConfigError) as info:
-        load_text(MINIMAL + "    model_configs:\n      m: {capabilities: [telepathy], "
-                  "limits: {context_window: 0, max_output: -1}, price: 1}\n", env={})
+        load_text(MINIMAL + "    model_configs:\n      - {id: m, metadata: {capabilities: [telepathy], "
+                  "limits: {context_window: 0, max_output: -1}, price: 1}}\n", env={})
     assert info.value.errors == [
-        "backends[0].model_configs.m.capabilities: unknown capability 'telepathy'; known: chat, text, vision, "
-        "code, reasoning, tool, tools, function_calling, embedding, image_generation, audio, decisions",
-        "backends[0].model_configs.m.price: unknown key",
+        "backends[0].model_configs[0].metadata.capabilities: unknown capability 'telepathy'; known: chat, text, "
+        "vision, code, reasoning, tool, tools, function_calling, embedding, image_generation, audio, decisions",
+        "backends[0].model_configs[0].metadata.price: unknown key",
     ]
     assert info.value.warnings == [
-        "backends[0].model_configs.m.limits.max_output: model 'm' field limits.max_output: must be at least 0, "
-        "got -1; the value is kept"]
+        "backends[0].model_configs[0].metadata.limits.max_output: model 'm' field limits.max_output: must be at "
+        "least 0, got -1; the value is kept"]
+
+
+def test_model_configs_is_the_specs_list_with_id_aliases_upstream_id():
+    snap = load_text(MINIMAL + "    model_configs:\n      - {id: m, aliases: [m-latest], upstream_id: m-fp8}\n",
+                     env={}).snapshot
+    b = snap.backends[0]
+    assert (b.model_aliases, b.upstream_ids) == ({"m": ("m-latest",)}, {"m": "m-fp8"})
+
+
+def test_model_configs_entry_rules():
+    errors = errors_of(MINIMAL + "    model_configs:\n      - {aliases: [x]}\n      - {id: m, upstream_id: ''}\n"
+                       "      - {id: m}\n      - {id: n, upstream_id: m}\n      - {id: 'bad name'}\n")
+    assert errors == [
+        "backends[0].model_configs[0].id: is required",
+        "backends[0].model_configs[1].upstream_id: must not be empty",
+        "backends[0].model_configs[2].id: duplicate model id 'm' (also backends[0].model_configs[1])",
+        "backends[0].model_configs[4].id: model name has ' ' (U+0020) at byte offset 3; only letters, digits "
+        "and - _ . / : are allowed (got 'bad name')",
+        "backends[0].model_configs[3].upstream_id: 'm' is another model_configs id of this backend",
+    ]

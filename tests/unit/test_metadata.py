@@ -218,7 +218,7 @@ def test_drop_in_files_apply_in_file_name_order(tmp_path):
 def test_model_configs_override_the_files_for_that_backend_only(tmp_path):
     files = {"md.yaml": one_model("{responses_only: true, limits: {context_window: 8192, max_output: 100}}")}
     config = "model_metadata_file: md.yaml\n" + BACKEND + (
-        "    model_configs:\n      m: {responses_only: false, limits: {max_output: 50}}\n"
+        "    model_configs:\n      - {id: m, metadata: {responses_only: false, limits: {max_output: 50}}}\n"
         "  - {name: b, type: simulated, models: [m]}\n")
     write(tmp_path / "md.yaml", files["md.yaml"])
     snap = load_file(write(tmp_path / "c.yaml", config)).snapshot
@@ -232,13 +232,14 @@ def test_model_configs_override_the_files_for_that_backend_only(tmp_path):
 
 
 def test_model_configs_read_the_full_field_set_strictly(tmp_path):
-    config = BACKEND + "    model_configs:\n      m: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
-                       "thinking: {pattern: unterminated_start, end_marker: '</think>'}, responses_only: true}\n"
+    config = BACKEND + "    model_configs:\n      - {id: m, metadata: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
+                       "thinking: {pattern: unterminated_start, end_marker: '</think>'}, responses_only: true}}\n"
     snap = load_text(config, env={}, base_dir=tmp_path).snapshot
     assert snap.backend("a").model_metadata["m"].thinking.end_marker == "</think>"
     with pytest.raises(ConfigError) as info:
-        load_text(BACKEND + "    model_configs:\n      m: {pricing: {input: 1}}\n", env={}, base_dir=tmp_path)
-    assert info.value.errors == ["backends[0].model_configs.m.pricing.input: unknown key"]
+        load_text(BACKEND + "    model_configs:\n      - {id: m, metadata: {pricing: {input: 1}}}\n", env={},
+                  base_dir=tmp_path)
+    assert info.value.errors == ["backends[0].model_configs[0].metadata.pricing.input: unknown key"]
 
 
 def test_a_changed_metadata_file_is_a_new_revision(tmp_path):

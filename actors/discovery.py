@@ -3,12 +3,16 @@
 Publishes ``view``: backend name -> frozenset of discovered ids. A failed
 fetch keeps the previous ids (a flapping backend should not make its models
 vanish from routing); the health actor is the one that takes it out.
+
+A backend's ``upstream_id`` (``model_configs[].upstream_id``) is the wire
+name only: a discovered id equal to one is published as its public id, so
+routing and the model list see the public name and never the upstream one.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import httpx
 import trio
@@ -17,6 +21,14 @@ from config.schema import BackendConfig, Snapshot
 from protocol.upstream import Upstream, auth_headers, join_url
 
 log = logging.getLogger("switchyard.discovery")
+
+
+def public_ids(backend: BackendConfig, ids: Iterable[str]) -> frozenset[str]:
+    """Discovered ids as routing names: each upstream id of ``backend`` becomes its public id."""
+    if not backend.upstream_ids:
+        return frozenset(ids)
+    public = {wire: model for model, wire in backend.upstream_ids.items()}
+    return frozenset(public.get(i, i) for i in ids)
 
 
 class ModelDiscoveryActor:
@@ -41,14 +53,14 @@ class ModelDiscoveryActor:
 
     def reconfigure(self, snapshot: Snapshot) -> None:
         """New or changed backends are asked for their models at once; removed ones are dropped."""
-        old = {b.name: (b.url, b.api_key) for b in self.targets}
+        old = {b.name: (b.url, b.api_key, dict(b.upstream_ids)) for b in self.targets}
         self.snapshot = snapshot
         self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
         names = {b.name for b in self.targets}
         self.view = {n: ids for n, ids in self.view.items() if n in names}
         nursery = getattr(self, "_nursery", None)
         for b in self.targets:
-            if old.get(b.name) != (b.url, b.api_key):
+            if old.get(b.name) != (b.url, b.api_key, dict(b.upstream_ids)):
                 self.view = {n: ids for n, ids in self.view.items() if n != b.name}
                 if nursery is not None:
                     nursery.start_soon(self._refresh, b)
@@ -67,7 +79,7 @@ class ModelDiscoveryActor:
                                                           headers=auth_headers(backend))
                 response.raise_for_status()
                 data = response.json().get("data", [])
-                ids = frozenset(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+                ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))
             except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
                 log.warning("model discovery on %s failed: %s", backend.name, exc)
         if ids is None:

@@ -94,8 +94,9 @@ class RecoveryMixin(_Base):
                               budget: CallBudget, failed: AttemptFailed) -> None:
         assert self.relay.acc is not None
         call = self.call
-        payload = resume_payload(call.payload, model, self.relay.acc, mode, call.snapshot.streaming.mid_stream_fallback,
-                                 backend.type)
+        # The wire id: this backend's upstream_id for the model, if it has one.
+        payload = resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
+                                 call.snapshot.streaming.mid_stream_fallback, backend.type)
         if mode is ResumeMode.RESTART:
             marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
                       "model": self.relay.acc.model, "choices": [],
@@ -119,8 +120,9 @@ def _takes_prefill(backend: BackendConfig, model: str) -> bool:
     return backend.type in PREFILL_TYPES
 
 
-def can_resume(call: Call) -> bool:
+def can_resume(call: Call, model: str | None = None) -> bool:
+    """Whether a broken stream of ``call``, routed as ``model`` (default its own), may continue."""
     fb = call.snapshot.fallback
     if not (fb.enabled and fb.mid_stream_enabled):
         return False
-    return bool(fb.fallback_chains.get(call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first
+    return bool(fb.fallback_chains.get(model or call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first

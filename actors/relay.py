@@ -10,6 +10,10 @@ complete answer. The client always gets a closing ``[DONE]`` of ours.
 When a broken stream may be continued elsewhere, the relay keeps what the
 client has been sent in a ``StreamAccumulator``; a ``transform`` (the
 restart filter) may rewrite or hold back events of a continuation.
+
+An attempt sent a backend's ``upstream_id`` instead of the public model id
+sets ``rename``; the relay then gives the client the public id back in the
+top-level ``model`` of the buffered body and of every stream chunk.
 """
 
 from __future__ import annotations
@@ -44,6 +48,56 @@ class ResponseSink(Protocol):
     async def fail(self, error: GatewayError) -> None: ...
 
 
+class Rename:
+    """Restores the public model id where a backend answered with its upstream id.
+
+    Set per attempt, and only for an attempt that sent an upstream id, so
+    every other answer pays nothing.
+
+    Buffered: the relay parses the body anyway; only a top-level ``model``
+    equal to the upstream id is replaced, and the body is re-serialized only
+    then.
+
+    Streams: the event is parsed anyway (to judge it), so the top-level
+    ``model`` is compared on the parsed object; only when it is the upstream
+    id do the bytes change, by replacing the first ``"model":"<upstream>"``
+    (or ``"model": "<upstream>"``) in the event's raw bytes. That keeps the
+    backend's framing and field order, costs one ``bytes.replace`` per
+    chunk, and no ``json.dumps`` on the hot path. OpenAI-shaped chunks put
+    ``model`` before ``choices``, so the first occurrence is the top-level
+    one; a nested value cannot come first unless a backend orders its keys
+    oddly, and an escaped quote inside a string never matches the needle.
+    When neither form is in the bytes (escaped characters, other spacing),
+    the event is re-encoded from the parsed object as a single ``data:`` line.
+    """
+
+    __slots__ = ("_needles", "_replacements", "public", "upstream")
+
+    def __init__(self, upstream: str, public: str) -> None:
+        self.upstream = upstream
+        self.public = public
+        up, pub = (json.dumps(v, ensure_ascii=False).encode() for v in (upstream, public))
+        self._needles = (b'"model":' + up, b'"model": ' + up)
+        self._replacements = (b'"model":' + pub, b'"model": ' + pub)
+
+    def payload(self, payload: Any, body: bytes) -> bytes:
+        """The buffered body with the public id restored (the same bytes if nothing changed)."""
+        if isinstance(payload, dict) and payload.get("model") == self.upstream:
+            payload["model"] = self.public
+            return json.dumps(payload).encode()
+        return body
+
+    def event(self, obj: Any, raw: bytes) -> bytes:
+        """One stream event with the public id restored; ``obj`` is updated in place."""
+        if not isinstance(obj, dict) or obj.get("model") != self.upstream:
+            return raw
+        obj["model"] = self.public
+        for needle, replacement in zip(self._needles, self._replacements):
+            if needle in raw:
+                return raw.replace(needle, replacement, 1)
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
 class AttemptFailed(Exception):
     """One attempt's end: what kind of failure, and the error the client would see."""
 
@@ -60,6 +114,7 @@ class Relay:
         self.acc = acc
         self.empty_reply_is_failure = empty_reply_is_failure
         self.transform: Transform | None = None
+        self.rename: Rename | None = None   # this attempt sent an upstream id
         self.malformed_events = 0
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
@@ -85,6 +140,8 @@ class Relay:
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
+        if self.rename is not None:
+            body = self.rename.payload(payload, body)
         await self.sink.start(200, headers)
         await self.sink.send(body)
         await self.sink.finish()
@@ -180,7 +237,8 @@ class Relay:
             await self.sink.start(200, headers)
         if _finish_reason(obj):
             state.finished = True
-        outs = self.transform(obj, event.raw) if self.transform else ((event.raw, obj),)
+        raw = event.raw if self.rename is None else self.rename.event(obj, event.raw)
+        outs = self.transform(obj, raw) if self.transform else ((raw, obj),)
         for raw, sent in outs:
             if self.acc is not None:
                 if "route_change" in sent:

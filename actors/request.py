@@ -16,6 +16,7 @@ as complete.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import httpx
@@ -25,7 +26,8 @@ from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace
 from actors.messages import Call
 from actors.recovery import RecoveryMixin, can_resume
-from actors.relay import AttemptFailed, Relay, ResponseSink
+from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
+from actors.routing.aliases import dispatch_target
 from actors.routing.capabilities import Needs, missing, needs_of
 from actors.routing.failover import (
     Failure,
@@ -58,6 +60,8 @@ from protocol.upstream import auth_headers, join_url
 if TYPE_CHECKING:
     from actors.runtime import Runtime
 
+log = logging.getLogger("switchyard.route")
+
 # Answers that say the backend (not the request) is in trouble; they feed its circuit.
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
@@ -74,13 +78,29 @@ class RequestActor(RecoveryMixin):
         self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
                                x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
         self._serve_scope = trio.CancelScope()
-        self._last_route: tuple[str | None, str | None] = (None, call.model)
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream)
+        # The model the call is routed as: the client's own, or the canonical id of an alias
+        # no backend serves literally. Decided once, before the first selection.
+        self.model = self._dispatch()
+        self._last_route: tuple[str | None, str | None] = (None, self.model)
         # What the client has been sent is kept only when a broken stream may be continued.
-        self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call) else None,
+        self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call, self.model) else None,
                            call.snapshot.fallback.empty_reply_retry.enabled)
+
+    def _dispatch(self) -> str:
+        call = self.call
+        canonical = dispatch_target(call.model, call.snapshot, self.runtime.discovery.view)
+        if canonical is None:
+            return call.model
+        log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
+                 call.model, canonical, extra={"requested_model": call.model, "canonical_model": canonical})
+        self.trace.add("alias_dispatched", model=canonical, requested_model=call.model)
+        if call.snapshot.fallback.fallback_chains.get(call.model):
+            log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
+                        "canonical id %r; key the chain by it", call.model, canonical)
+        return canonical
 
     async def run(self) -> None:
         trace = self.trace
@@ -126,8 +146,8 @@ class RequestActor(RecoveryMixin):
     async def _serve(self) -> None:
         rt, call = self.runtime, self.call
         snap = call.snapshot
-        budget = CallBudget.for_call(snap, call.model, call.stream)
-        plan = RoutePlan(call.model, snap.fallback, snap.retry)
+        budget = CallBudget.for_call(snap, self.model, call.stream)
+        plan = RoutePlan(self.model, snap.fallback, snap.retry)
         tried: set[str] = set()          # backends dialed for the current model
         last: AttemptFailed | None = None
         backend: BackendConfig | None = None
@@ -136,7 +156,7 @@ class RequestActor(RecoveryMixin):
             if backend is None:
                 try:
                     # any route other than the client's own choice is a fallback target
-                    backend = self._pick(plan.model, tried, fallback=first is not None or plan.model != call.model)
+                    backend = self._pick(plan.model, tried, fallback=first is not None or plan.model != self.model)
                 except (ModelNotFound, NoHealthyBackend) as err:
                     kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
                     if plan.chain_allows(Failure(kind)):
@@ -222,8 +242,13 @@ class RequestActor(RecoveryMixin):
                     if skip not in self._skipped:
                         self._skipped.append(skip)
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
-        return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                              exclude=frozenset(exclude))
+        try:
+            return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
+                                  exclude=frozenset(exclude))
+        except (ModelNotFound, NoHealthyBackend) as err:
+            if model != self.call.model and model == self.model:
+                raise _naming(err, model, self.call.model) from None  # the client's name, not ours
+            raise
 
     def _fail_closed(self, cause: GatewayError) -> GatewayError:
         """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
@@ -233,14 +258,18 @@ class RequestActor(RecoveryMixin):
             "No fallback route has what this request needs; refusing a degraded answer",
             details={"skipped": self._skipped, "cause": _error_object(cause)})
 
-    def _body_for(self, model: str) -> bytes:
-        """The client's bytes for its own model; a re-serialized copy for a fallback model."""
-        if model == self.call.model:
+    def _body_for(self, model: str, backend: BackendConfig) -> bytes:
+        """The body for ``model`` on ``backend``: the client's own bytes when they already say
+        what this backend is to get; otherwise a re-serialized copy carrying the wire id (the
+        backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain model."""
+        wire = backend.upstream_ids.get(model, model)
+        primary = model == self.model
+        if primary and wire == self.call.model:
             return self.call.body
         payload: dict[str, Any] = dict(self.call.payload)
-        if not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
+        if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
             payload = {k: v for k, v in payload.items() if k in ESSENTIAL_FIELDS}
-        payload["model"] = model
+        payload["model"] = wire
         return json.dumps(payload).encode()
 
     # --- one attempt ------------------------------------------------------------
@@ -262,11 +291,14 @@ class RequestActor(RecoveryMixin):
         else:
             self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded)
         override = backend.retry_override
-        limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != call.model,
+        limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
         request = rt.upstream.client.build_request(
             "POST", join_url(backend.url, "/v1/chat/completions"),
-            headers=headers, content=body if body is not None else self._body_for(model))
+            headers=headers, content=body if body is not None else self._body_for(model, backend))
+        # This backend answers with the id it was sent; the client sees the public one.
+        wire = backend.upstream_ids.get(model)
+        self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)
@@ -353,11 +385,17 @@ class RequestActor(RecoveryMixin):
     def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
         if plan.hops == 0:
             return []
-        settings = self.call.snapshot.fallback.model_settings.get(self.call.model)
+        settings = self.call.snapshot.fallback.model_settings.get(self.model)
         if settings is not None and not settings.notify_on_fallback:
             return []
         return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
                 (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
+
+
+def _naming(err: GatewayError, routed: str, requested: str) -> GatewayError:
+    """``err`` about the canonical id ``routed``, reworded to name the model the client asked for."""
+    return type(err)(err.message.replace(f"'{routed}'", f"'{requested}'"), param=err.param,
+                     code=err.code, details=err.details)
 
 
 def _error_object(err: GatewayError) -> Any:

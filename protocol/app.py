@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from actors.request import RequestActor
-from actors.routing.candidates import listed_models
+from actors.routing.listing import ListedModel, find, list_models
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
@@ -27,6 +27,7 @@ from protocol.errors import (
     BodyTooLarge,
     GatewayError,
     MethodNotAllowed,
+    ModelNotFound,
     RateLimited,
     RouteNotFound,
     ShuttingDown,
@@ -34,7 +35,7 @@ from protocol.errors import (
     Unavailable,
 )
 from protocol.metrics import CONTENT_TYPE, exposition
-from protocol.openai import model_list, parse_chat
+from protocol.openai import model_list, model_list_extended, model_object_extended, parse_chat
 from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
@@ -48,6 +49,19 @@ JSON = [(b"content-type", b"application/json")]
 
 def new_request_id() -> str:
     return "req_" + secrets.token_hex(16)
+
+
+MODEL_PREFIX = "/v1/models/"   # GET /v1/models/{model}; the id may hold '/' (HuggingFace ids)
+
+
+@attrs.define
+class CachedListing:
+    """What ``App.models_cache`` holds: the rows, and the ``/v1/models`` body once rendered."""
+
+    rows: tuple[ListedModel, ...]
+    body: bytes | None = None
+
+
 SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -142,10 +156,13 @@ class App:
             "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
             "/v1/models": {"GET": self._capped(self.models)},
             "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
+            "/v1/models/extended": {"GET": self._capped(self.models_extended)},
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
             "/metrics": {"GET": self.metrics},
         }
+        # Every other path under /v1/models/ names one model.
+        self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -198,6 +215,8 @@ class App:
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
             methods = self.routes.get(path)
+            if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
+                methods = self.model_route
             if methods is None:
                 raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])
@@ -284,21 +303,66 @@ class App:
                           f"was reached; retry after {refused.retry_after_header}s",
                           retry_after=refused.retry_after_header)
 
+    def _listing(self, runtime: Runtime, now: float) -> CachedListing:
+        """The model rows, from the cache while its TTL lasts (an empty list only briefly).
+
+        One cache serves all three list routes, so they agree with each other; health
+        (``backend_status``) is not cached but read at answer time.
+        """
+        cached = self.models_cache.get(runtime.snapshot, now)
+        if cached is None:
+            cached = CachedListing(list_models(runtime.snapshot, runtime.discovery.view))
+            self.models_cache.put(runtime.snapshot, cached, not cached.rows, now)
+        return cached
+
     def _model_list(self, runtime: Runtime, now: float) -> bytes:
-        """The /v1/models body, from the cache while its TTL lasts (an empty list only briefly)."""
-        body = self.models_cache.get(runtime.snapshot, now)
-        if body is None:
-            listed = listed_models(runtime.snapshot.backends, runtime.discovery.view)
-            body = json.dumps(model_list(listed)).encode()
-            self.models_cache.put(runtime.snapshot, body, not listed, now)
-        return body
+        """The /v1/models body (rendered once per cached listing)."""
+        cached = self._listing(runtime, now)
+        if cached.body is None:
+            cached.body = json.dumps(model_list(cached.rows), ensure_ascii=False).encode()
+        return cached.body
+
+    def _models_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
+        """The built-in /v1/models limit; /v1/models/extended and /v1/models/{model} share its buckets."""
+        ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
+        self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
+
+    @staticmethod
+    def _backend_status(runtime: Runtime) -> Callable[[str, str], dict[str, Any]]:
+        view, now = runtime.health.view, trio.current_time()
+
+        def status(backend: str, model: str) -> dict[str, Any]:
+            h = view.backends.get(backend)
+            circuit = view.circuit(backend, model)
+            return {"state": h.state.value if h is not None else "unknown",
+                    "routable": view.routable(backend) and circuit.admits(now),
+                    "circuit": circuit.state.value}
+        return status
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
-        ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
-        self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
+        self._models_limit(scope, runtime, now)
         await respond(send, 200, self._model_list(runtime, now))
+
+    async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
+        runtime = self._runtime()
+        now = trio.current_time()
+        self._models_limit(scope, runtime, now)
+        rows = self._listing(runtime, now).rows
+        body = model_list_extended(rows, self._backend_status(runtime))
+        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
+
+    async def model(self, scope: Scope, receive: Receive, send: Send) -> None:
+        runtime = self._runtime()
+        now = trio.current_time()
+        self._models_limit(scope, runtime, now)
+        model_id = scope["path"][len(MODEL_PREFIX):]
+        row = find(self._listing(runtime, now).rows, model_id)
+        if row is None:
+            raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
+        body = model_object_extended(row, self._backend_status(runtime))
+        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
 
     async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Drop the cached model list, ask every backend again, answer the fresh list."""

@@ -297,7 +297,8 @@ def empty_ttl(streak: int) -> float:
 
 
 class ModelListCache:
-    """The ``/v1/models`` body, for one Snapshot, until its TTL passes.
+    """The model list (whatever the app keeps: the rows and their rendered ``/v1/models``
+    body), for one Snapshot, until its TTL passes.
 
     An empty list (every backend down or still starting) is kept only
     briefly so the models reappear soon after the backends do, and backs
@@ -308,17 +309,17 @@ class ModelListCache:
     """
 
     def __init__(self) -> None:
-        self.body: bytes | None = None
+        self.body: Any = None
         self.expires = 0.0
         self.empty_streak = 0
         self._owner: object = None
 
-    def get(self, owner: object, now: float) -> bytes | None:
+    def get(self, owner: object, now: float) -> Any:
         if self.body is not None and owner is self._owner and now < self.expires:
             return self.body
         return None
 
-    def put(self, owner: object, body: bytes, empty: bool, now: float) -> float:
+    def put(self, owner: object, body: Any, empty: bool, now: float) -> float:
         """Keep ``body``; returns its TTL."""
         if owner is not self._owner:
             self._owner, self.empty_streak = owner, 0

@@ -1,4 +1,4 @@
-"""OpenAI shapes: validate a chat-completions body into a Call; build /v1/models.
+"""OpenAI shapes: validate a chat-completions body into a Call; build the model-list bodies.
 
 Validation is deliberately shallow: the fields the router itself reads
 (``model``, ``messages``, ``stream``, ``user``) must be right, and each
@@ -9,9 +9,11 @@ backend untouched; it is the authority on its own parameters.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from actors.messages import Call
+from actors.routing.listing import ListedModel
+from config.metadata import ModelMetadata
 from config.schema import Snapshot
 from protocol.errors import InvalidRequest
 
@@ -85,7 +87,71 @@ def _check_message(msg: Any, path: str) -> None:
                              f"got {_type(content)}", param=f"{path}.content", code="invalid_type")
 
 
-def model_list(models: Mapping[str, list[str]]) -> dict[str, Any]:
-    return {"object": "list", "data": [
-        {"id": model_id, "object": "model", "created": 0, "owned_by": backends[0], "backends": backends}
-        for model_id, backends in models.items()]}
+# --- the model list ---------------------------------------------------------------------
+#
+# Three shapes over the same rows (``actors/routing/listing.py``):
+#
+# - ``GET /v1/models``: OpenAI's ``id``, ``object``, ``created``, ``owned_by``, our
+#   ``backends``, and ``metadata`` in the spec's short form (below) when the id resolved
+#   to a catalogue entry that sets any of those fields;
+# - ``GET /v1/models/extended`` and ``GET /v1/models/{model}``: the same keys, ``metadata``
+#   in full (every field that is set), ``resolution`` (which entry, by which stage, and
+#   whose ``model_configs`` layer is merged in) and ``backend_status`` (each serving
+#   backend's health state and its circuit for this model).
+
+# The spec's /v1/models response names exactly these metadata fields; the rest
+# (image pricing, long_context, image limits, thinking, ...) is /v1/models/extended's.
+SHORT_METADATA = ("display_name", "summary", "capabilities", "knowledge_cutoff")
+SHORT_PRICING = ("input_tokens", "output_tokens")
+SHORT_LIMITS = ("context_window", "max_output")
+
+BackendStatus = Callable[[str, str], Mapping[str, Any]]   # (backend, model) -> status object
+
+
+def short_metadata(metadata: ModelMetadata) -> dict[str, Any]:
+    """The spec's /v1/models ``metadata``: the fields it names that are set; {} when none is."""
+    full = metadata.to_dict()
+    out = {k: full[k] for k in SHORT_METADATA if k in full}
+    pricing = {k: v for k, v in full.get("pricing", {}).items() if k in SHORT_PRICING}
+    if pricing:
+        out["pricing"] = pricing
+    limits = {k: v for k, v in full.get("limits", {}).items() if k in SHORT_LIMITS}
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def model_object(m: ListedModel) -> dict[str, Any]:
+    """One ``GET /v1/models`` row: OpenAI's Model object plus ``backends`` and, when known, ``metadata``."""
+    obj: dict[str, Any] = {"id": m.id, "object": "model", "created": 0, "owned_by": m.backends[0],
+                           "backends": list(m.backends)}
+    if m.entry is not None:
+        short = short_metadata(m.entry.metadata)
+        if short:
+            obj["metadata"] = short
+    return obj
+
+
+def model_object_extended(m: ListedModel, status: BackendStatus) -> dict[str, Any]:
+    """One ``/v1/models/extended`` row (also ``/v1/models/{model}``'s body)."""
+    obj: dict[str, Any] = {"id": m.id, "object": "model", "created": 0, "owned_by": m.backends[0],
+                           "backends": list(m.backends)}
+    if m.entry is not None and m.resolution is not None:
+        obj["metadata"] = m.entry.metadata.to_dict()
+        obj["resolution"] = {"entry_id": m.resolution.entry_id, "stage": m.resolution.stage.name,
+                             "matched": m.resolution.matched, "backend_layer": m.backend_layer}
+        if m.alias_of is not None:
+            obj["resolution"]["alias_of"] = m.alias_of
+    else:
+        obj["metadata"] = None
+        obj["resolution"] = None
+    obj["backend_status"] = [{"name": name, **status(name, m.id)} for name in m.backends]
+    return obj
+
+
+def model_list(listing: Sequence[ListedModel]) -> dict[str, Any]:
+    return {"object": "list", "data": [model_object(m) for m in listing]}
+
+
+def model_list_extended(listing: Sequence[ListedModel], status: BackendStatus) -> dict[str, Any]:
+    return {"object": "list", "data": [model_object_extended(m, status) for m in listing]}

@@ -11,6 +11,13 @@ When a broken stream may be continued elsewhere, the relay keeps what the
 client has been sent in a ``StreamAccumulator``; a ``transform`` (the
 restart filter) may rewrite or hold back events of a continuation.
 
+A model with a thinking pattern sets ``thinking`` (``actors/thinking.py``):
+each chunk's text is split into ``reasoning_content`` and ``content``
+before the transform sees it. In buffered mode the first text is held and a
+small task in the call's nursery wakes at first text + ``reasoning_timeout``
+to decide even if the backend is silent; only then do writes take a lock,
+since two tasks may send. Streams of other models pay one ``is None`` check.
+
 An attempt sent a backend's ``upstream_id`` instead of the public model id
 sets ``rename``; the relay then gives the client the public id back in the
 top-level ``model`` of the buffered body and of every stream chunk.
@@ -27,6 +34,7 @@ import trio
 from actors.budgets import AttemptBudget
 from actors.routing.failover import Failure, Kind
 from actors.routing.stream_state import StreamAccumulator
+from actors.thinking import ThinkingStream
 from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
 
@@ -115,6 +123,10 @@ class Relay:
         self.empty_reply_is_failure = empty_reply_is_failure
         self.transform: Transform | None = None
         self.rename: Rename | None = None   # this attempt sent an upstream id
+        self.thinking: ThinkingStream | None = None   # this attempt's model has a thinking pattern
+        self.nursery: trio.Nursery | None = None       # where a buffered-thinking decision timer runs
+        self._timer: trio.CancelScope | None = None
+        self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
@@ -148,9 +160,19 @@ class Relay:
 
     async def stream(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                      headers: list[tuple[bytes, bytes]]) -> None:
+        try:
+            await self._stream(backend, response, attempt, headers)
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    async def _stream(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
+                      headers: list[tuple[bytes, bytes]]) -> None:
         decoder = SSEDecoder()
         state = self.state = _StreamState()
         self._headers = headers
+        self._send_lock = None
         # aiter_bytes, not aiter_raw: a backend that compresses its stream is
         # decoded here, since the client never sees its content-encoding.
         async for chunk in response.aiter_bytes():
@@ -191,12 +213,22 @@ class Relay:
             return False
         if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
             await self.sink.start(200, self._headers)
+        if self.thinking is not None:
+            for raw, obj in self.thinking.close():   # text still held goes out before [DONE]
+                self._emit(obj, raw)
         self._pending.append(DONE_EVENT)
         await self._flush()
         await self.sink.finish()
         return True
 
     async def _flush(self) -> None:
+        if self._send_lock is not None:
+            async with self._send_lock:   # the thinking timer may send too: one write at a time, in order
+                await self._send_pending()
+        elif self._pending:
+            await self._send_pending()
+
+    async def _send_pending(self) -> None:
         if self._pending:
             out = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
             self._pending.clear()
@@ -238,6 +270,18 @@ class Relay:
         if _finish_reason(obj):
             state.finished = True
         raw = event.raw if self.rename is None else self.rename.event(obj, event.raw)
+        if self.thinking is None:
+            self._emit(obj, raw)
+            return
+        for out, split in self.thinking.feed(obj, raw):
+            self._emit(split, out)
+        if self.thinking.wants_timer:
+            self._start_timer(self.thinking)
+        elif self._timer is not None and not self.thinking.undecided:
+            self._timer.cancel()   # decided by the marker, the size or the end
+            self._timer = None
+
+    def _emit(self, obj: Any, raw: bytes) -> None:
         outs = self.transform(obj, raw) if self.transform else ((raw, obj),)
         for raw, sent in outs:
             if self.acc is not None:
@@ -246,6 +290,24 @@ class Relay:
                 else:
                     self.acc.feed(sent)
             self._pending.append(raw)
+
+    def _start_timer(self, thinking: ThinkingStream) -> None:
+        """The first text is held: decide at first text + reasoning_timeout, silent backend or not."""
+        thinking.timer_started = True
+        if self.nursery is None or thinking.reasoning_timeout is None:
+            return   # no task to run it in: the marker, the size or the end decide
+        self._send_lock = trio.Lock()
+        self._timer = trio.CancelScope()
+        self.nursery.start_soon(self._decide_at, thinking, trio.current_time() + thinking.reasoning_timeout,
+                                self._timer)
+
+    async def _decide_at(self, thinking: ThinkingStream, deadline: float, scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep_until(deadline)
+            if self.thinking is thinking and not self.sink.finished:
+                for raw, obj in thinking.timeout():
+                    self._emit(obj, raw)
+                await self._flush()
 
 
 class _StreamState:

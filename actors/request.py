@@ -39,6 +39,8 @@ from actors.routing.failover import (
     parse_retry_after,
 )
 from actors.routing.stream_state import StreamAccumulator
+from actors.routing.thinking import active as thinking_active
+from actors.thinking import ThinkingStream
 from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
@@ -108,6 +110,7 @@ class RequestActor(RecoveryMixin):
         calls.add(self)
         try:
             async with trio.open_nursery() as nursery:
+                self.relay.nursery = nursery   # a buffered-thinking decision timer runs here
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
                 with self._serve_scope:
                     try:
@@ -299,6 +302,10 @@ class RequestActor(RecoveryMixin):
         # This backend answers with the id it was sent; the client sees the public one.
         wire = backend.upstream_ids.get(model)
         self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
+        before, self.relay.thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
+        if self.relay.thinking is not None and before is not None and before.in_content \
+                and self.sink.started and self.relay.transform is None:
+            self.relay.thinking.continue_in_content()   # a prefill/prompt resume continues the answer
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)
@@ -343,6 +350,15 @@ class RequestActor(RecoveryMixin):
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
+
+    def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
+        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""
+        snap = self.call.snapshot
+        entry = snap.model_entry(model, backend.name)
+        if entry is None and model in snap.models.aliases:
+            entry = snap.model_entry(snap.models.aliases[model], backend.name)
+        thinking = entry.metadata.thinking if entry is not None else None
+        return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
 
     async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
         """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""

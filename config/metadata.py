@@ -45,6 +45,7 @@ from config.rules import Invalid, Problems, child
 MAX_TOKENS = 10_000_000
 CAPABILITIES = ("chat", "text", "vision", "code", "reasoning", "tool", "tools", "function_calling", "embedding",
                 "image_generation", "audio", "decisions")
+THINKING_PATTERNS = ("unterminated_start",)   # what the stream relay rewrites; others pass unchanged
 DROP_IN_DIR = "model-metadata.d"
 METADATA_SUFFIXES = (".yaml", ".yml")
 
@@ -279,8 +280,15 @@ LIMITS: dict[str, Any] = {
     "supported_styles": _LIST,
     "supports_streaming": _FLAG,
 }
+def _thinking_pattern(value: str) -> str | None:
+    if value in THINKING_PATTERNS:
+        return None
+    return (f"unknown pattern {value!r} (known: {', '.join(THINKING_PATTERNS)}); "
+            "streams of this model pass through unchanged")
+
+
 THINKING: dict[str, Any] = {
-    "pattern": _Field(rules.string()),
+    "pattern": _Field(rules.string(), _thinking_pattern),
     "end_marker": _Field(rules.string()),
     "assume_reasoning_first": _FLAG,
     "buffered": _FLAG,

@@ -23,7 +23,7 @@ from actors.routing.resume import (
     choose_mode,
     resume_payload,
 )
-from config.schema import BackendConfig
+from config.schema import BackendConfig, Snapshot
 from protocol.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ class RecoveryMixin(_Base):
             backend, model = target
             used.add((backend.name, model))
             hops += 1
-            takes_prefill = _takes_prefill(backend, model) and (backend.name, model) not in rt.pool.no_prefill
+            takes_prefill = (_takes_prefill(call.snapshot, backend, model)
+                             and (backend.name, model) not in rt.pool.no_prefill)
             mode = choose_mode(self.relay.acc, cfg, takes_prefill)
             self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
                                 mid_stream=True, mode=mode.value)
@@ -113,8 +114,8 @@ class RecoveryMixin(_Base):
 
 
 
-def _takes_prefill(backend: BackendConfig, model: str) -> bool:
-    meta = backend.model_configs.get(model)
+def _takes_prefill(snapshot: Snapshot, backend: BackendConfig, model: str) -> bool:
+    meta = snapshot.metadata_for(model, backend.name)
     if meta is not None and meta.supports_assistant_prefill is not None:
         return meta.supports_assistant_prefill
     return backend.type in PREFILL_TYPES

@@ -238,7 +238,7 @@ class RequestActor(RecoveryMixin):
             if self._needs is None:
                 self._needs = needs_of(self.call.payload)
             for b in rt.pool.serving(model, rt.discovery.view, self.call.snapshot):
-                lacks = missing(self._needs, b.model_configs.get(model))
+                lacks = missing(self._needs, self.call.snapshot.metadata_for(model, b.name))
                 if lacks and b.name not in exclude:
                     exclude.add(b.name)
                     skip = {"backend": b.name, "model": model, "missing": lacks}
@@ -353,11 +353,8 @@ class RequestActor(RecoveryMixin):
 
     def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
         """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""
-        snap = self.call.snapshot
-        entry = snap.model_entry(model, backend.name)
-        if entry is None and model in snap.models.aliases:
-            entry = snap.model_entry(snap.models.aliases[model], backend.name)
-        thinking = entry.metadata.thinking if entry is not None else None
+        meta = self.call.snapshot.metadata_for(model, backend.name)
+        thinking = meta.thinking if meta is not None else None
         return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
 
     async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:

@@ -204,6 +204,14 @@ class Snapshot:
                 return b
         return None
 
+    def metadata_for(self, model: str, backend: str | None = None) -> ModelMetadata | None:
+        """What is known of ``model`` as served by ``backend``: the metadata files under that
+        backend's model_configs, by exact id or else an exact alias. None: nothing is known."""
+        entry = self.model_entry(model, backend)
+        if entry is None and model in self.models.aliases:
+            entry = self.model_entry(self.models.aliases[model], backend)
+        return entry.metadata if entry is not None else None
+
     def model_entry(self, model: str, backend: str | None = None) -> CatalogueEntry | None:
         """The metadata of catalogue id ``model``: the file layers, and with ``backend`` that
         backend's ``model_configs`` entry on top (the highest layer, for that backend only)."""

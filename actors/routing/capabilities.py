@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from attrs import frozen
 
-from config.schema import ModelConfig
+from config.metadata import ModelMetadata
 
 TOOL_NAMES = frozenset({"tool", "tools", "function_calling"})
 # A rough, conservative estimate (about four characters a token, rounded up)
@@ -56,17 +56,18 @@ def needs_of(payload: Mapping[str, Any]) -> Needs:
     return Needs(tools=tools, vision=vision, tokens=-(-chars // CHARS_PER_TOKEN) + completion)
 
 
-def missing(needs: Needs, meta: ModelConfig | None) -> list[str]:
+def missing(needs: Needs, meta: ModelMetadata | None) -> list[str]:
     """The needs this route is known not to meet (empty: go ahead)."""
     if meta is None:
         return []
     out = []
-    caps = meta.capabilities
-    if caps is not None:
+    if meta.capabilities is not None:
+        caps = frozenset(meta.capabilities)
         if needs.tools and not (TOOL_NAMES & caps):
             out.append("tools")
         if needs.vision and "vision" not in caps:
             out.append("vision")
-    if meta.context_window is not None and 0 < meta.context_window < needs.tokens:  # 0: not applicable
+    window = meta.limits.context_window if meta.limits is not None else None
+    if window is not None and 0 < window < needs.tokens:  # 0: not applicable
         out.append("context_window")
     return out

@@ -84,3 +84,14 @@ async def test_chain_model_reached_before_any_dial_is_still_gated(autojump_clock
         reply = await request(app, "POST", "/v1/chat/completions", chat("big", tools=TOOLS))
         assert reply.json()["model"] == "medium"
         assert app.runtime.upstream.simulated["b.simulated"].count("request") == 0
+
+
+async def test_metadata_files_gate_fallback_targets_too(autojump_clock, tmp_path):
+    meta = tmp_path / "models.yaml"
+    meta.write_text("models:\n  - id: small\n    metadata: {capabilities: [chat]}\n")
+    config = f"model_metadata_file: {meta}\n" + CONFIG.replace(
+        "    model_configs:\n      - {id: small, metadata: {capabilities: [chat], limits: {context_window: 50}}}\n", "")
+    async with gateway(config) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("big", tools=TOOLS))
+        assert reply.json()["model"] == "medium"
+        assert app.runtime.upstream.simulated["b.simulated"].count("request") == 0

@@ -1,7 +1,7 @@
 """What a request needs, and what a route is known to lack."""
 
 from actors.routing.capabilities import Needs, missing, needs_of
-from config.schema import ModelConfig
+from config.metadata import Limits, ModelMetadata
 
 
 def test_needs_tools_vision_and_token_estimate():
@@ -12,10 +12,10 @@ def test_needs_tools_vision_and_token_estimate():
 
 def test_unknown_metadata_rules_nothing_out():
     assert missing(Needs(tools=True, vision=True, tokens=10**9), None) == []
-    assert missing(Needs(tools=True), ModelConfig()) == []
+    assert missing(Needs(tools=True), ModelMetadata()) == []
 
 
 def test_known_gaps_are_named():
-    meta = ModelConfig(capabilities=frozenset({"chat"}), context_window=10)
+    meta = ModelMetadata(capabilities=("chat",), limits=Limits(context_window=10))
     assert missing(Needs(tools=True, vision=True, tokens=11), meta) == ["tools", "vision", "context_window"]
-    assert missing(Needs(tools=True), ModelConfig(capabilities=frozenset({"function_calling"}))) == []
+    assert missing(Needs(tools=True), ModelMetadata(capabilities=("function_calling",))) == []

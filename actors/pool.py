@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import defaultdict
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import trio
 
@@ -67,8 +67,12 @@ class BackendPool:
         return found
 
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
-               now: float, exclude: frozenset[str] = frozenset()) -> BackendConfig:
-        """A backend for ``model``: visible, serving it, healthy, circuit closed, not excluded."""
+               now: float, exclude: frozenset[str] = frozenset(),
+               prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None) -> BackendConfig:
+        """A backend for ``model``: visible, serving it, healthy, circuit closed, not excluded.
+
+        ``prefer`` (a variant's ranking) may narrow the admitted set before the strategy picks;
+        it runs after health, so it never brings back a backend health ruled out."""
         candidates = self.serving(model, discovered, call.snapshot)
         if not candidates:
             raise ModelNotFound(f"The model '{model}' does not exist or no backend serves it", param="model")
@@ -76,6 +80,8 @@ class BackendPool:
         if not healthy:
             names = ", ".join(b.name for b in candidates)
             raise NoHealthyBackend(f"No healthy backend for model '{model}' (checked: {names})")
+        if prefer is not None:
+            healthy = prefer(healthy) or healthy
         prefix = None
         cfg = self.snapshot.prefix_routing
         if self.snapshot.selection_strategy is Strategy.PREFIX_AWARE_HASH and cfg.enabled:

@@ -20,7 +20,9 @@ since two tasks may send. Streams of other models pay one ``is None`` check.
 
 An attempt sent a backend's ``upstream_id`` instead of the public model id
 sets ``rename``; the relay then gives the client the public id back in the
-top-level ``model`` of the buffered body and of every stream chunk.
+top-level ``model`` of the buffered body and of every stream chunk. A model
+variant (``base:nitro``) uses the same mechanism to put the requested name,
+suffix and all, in that ``model`` whatever the backend wrote there.
 """
 
 from __future__ import annotations
@@ -81,26 +83,40 @@ class Rename:
 
     __slots__ = ("_needles", "_replacements", "public", "upstream")
 
-    def __init__(self, upstream: str, public: str) -> None:
-        self.upstream = upstream
+    def __init__(self, upstream: str | None, public: str) -> None:
+        self.upstream = upstream   # None: whatever string the backend put there (a variant's requested name)
         self.public = public
-        up, pub = (json.dumps(v, ensure_ascii=False).encode() for v in (upstream, public))
-        self._needles = (b'"model":' + up, b'"model": ' + up)
+        pub = json.dumps(public, ensure_ascii=False).encode()
         self._replacements = (b'"model":' + pub, b'"model": ' + pub)
+        self._needles = self._needles_for(upstream) if upstream is not None else ()
+
+    @staticmethod
+    def _needles_for(value: str) -> tuple[bytes, bytes]:
+        up = json.dumps(value, ensure_ascii=False).encode()
+        return (b'"model":' + up, b'"model": ' + up)
+
+    def _matches(self, value: Any) -> bool:
+        if self.upstream is None:
+            return isinstance(value, str) and value != self.public
+        return value == self.upstream
 
     def payload(self, payload: Any, body: bytes) -> bytes:
         """The buffered body with the public id restored (the same bytes if nothing changed)."""
-        if isinstance(payload, dict) and payload.get("model") == self.upstream:
+        if isinstance(payload, dict) and self._matches(payload.get("model")):
             payload["model"] = self.public
             return json.dumps(payload).encode()
         return body
 
     def event(self, obj: Any, raw: bytes) -> bytes:
         """One stream event with the public id restored; ``obj`` is updated in place."""
-        if not isinstance(obj, dict) or obj.get("model") != self.upstream:
+        if not isinstance(obj, dict):
             return raw
+        value = obj.get("model")
+        if not self._matches(value):
+            return raw
+        needles = self._needles if self.upstream is not None else self._needles_for(value)
         obj["model"] = self.public
-        for needle, replacement in zip(self._needles, self._replacements):
+        for needle, replacement in zip(needles, self._replacements):
             if needle in raw:
                 return raw.replace(needle, replacement, 1)
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

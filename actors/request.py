@@ -11,6 +11,13 @@ data event arrives, so a backend that sends headers and then nothing is
 still a pre-stream failure. Once committed, a failure ends the stream with an
 in-band error event and no ``[DONE]``: a truncated answer is never presented
 as complete.
+
+With ``proxy.variant_suffixes`` on, a ``base:variant`` name the router does not
+resolve as itself is routed as ``base`` (``actors/routing/variants.py``):
+``:nitro``/``:floor`` narrow this model's admitted candidates in ``_pick``,
+``:thinking`` sets the reasoning effort, ``:online`` and an unsupported
+``:thinking`` are refused before any selection; the answer carries the
+requested name and the ``x-continuum-model-variant`` headers.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+import attrs
 import httpx
 import trio
 
@@ -27,7 +35,9 @@ from actors.events import CallTrace
 from actors.messages import Call
 from actors.recovery import RecoveryMixin, can_resume
 from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
-from actors.routing.aliases import dispatch_target
+from actors.routing import variants
+from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
+from actors.routing.candidates import public_backends
 from actors.routing.capabilities import Needs, missing, needs_of
 from actors.routing.failover import (
     Failure,
@@ -49,6 +59,7 @@ from protocol.errors import (
     NoHealthyBackend,
     RouteCapabilityUnavailable,
     ShuttingDown,
+    UnsupportedModelVariant,
     UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
@@ -83,32 +94,127 @@ class RequestActor(RecoveryMixin):
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream)
-        # The model the call is routed as: the client's own, or the canonical id of an alias
-        # no backend serves literally. Decided once, before the first selection.
-        self.model = self._dispatch()
+        # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
+        self.variant = self._variant()
+        self._variant_applied: bool | None = None   # :nitro/:floor: did the last ranking have data
+        self._variant_reported = False              # what the response headers said (for the metric)
+        if self.variant is not None and self.variant.variant == variants.THINKING:
+            self.call = call = attrs.evolve(call, payload=variants.with_effort(call.payload))
+        # The model the call is routed as: the client's own (a variant's base), or the canonical id
+        # of an alias no backend serves literally. Decided once, before the first selection.
+        self.model = self._dispatch(self.variant.base if self.variant is not None else call.model)
         self._last_route: tuple[str | None, str | None] = (None, self.model)
         # What the client has been sent is kept only when a broken stream may be continued.
         self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call, self.model) else None,
                            call.snapshot.fallback.empty_reply_retry.enabled)
 
-    def _dispatch(self) -> str:
+    def _dispatch(self, name: str) -> str:
         call = self.call
-        canonical = dispatch_target(call.model, call.snapshot, self.runtime.discovery.view)
+        canonical = dispatch_target(name, call.snapshot, self.runtime.discovery.view)
         if canonical is None:
-            return call.model
+            return name
         log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
-                 call.model, canonical, extra={"requested_model": call.model, "canonical_model": canonical})
-        self.trace.add("alias_dispatched", model=canonical, requested_model=call.model)
-        if call.snapshot.fallback.fallback_chains.get(call.model):
+                 name, canonical, extra={"requested_model": name, "canonical_model": canonical})
+        self.trace.add("alias_dispatched", model=canonical, requested_model=name)
+        if call.snapshot.fallback.fallback_chains.get(name):
             log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
-                        "canonical id %r; key the chain by it", call.model, canonical)
+                        "canonical id %r; key the chain by it", name, canonical)
         return canonical
+
+    # --- model variant suffixes (actors/routing/variants.py) -----------------------
+
+    def _variant(self) -> variants.Variant | None:
+        call = self.call
+        if not call.snapshot.proxy.variant_suffixes.enabled:
+            return None
+        found = variants.parse(call.model, self._known)
+        if found is not None:
+            self.trace.add("variant_resolved", model=found.base, requested_model=call.model, variant=found.variant)
+        return found
+
+    def _known(self, name: str) -> bool:
+        """Whether the router resolves ``name`` as itself: served or declared, an alias, a catalogue id."""
+        snap, discovered = self.call.snapshot, self.runtime.discovery.view
+        if any(serves_literally(b, name, discovered) for b in public_backends(snap.backends)):
+            return True
+        if alias_owner(name, snap) is not None or snap.models.get(name) is not None or name in snap.models.aliases:
+            return True
+        return any(name in b.model_metadata or name in b.exact_models for b in snap.backends if b.enabled)
+
+    def _variant_refusal(self) -> GatewayError | None:
+        v = self.variant
+        if v is None:
+            return None
+        if v.variant == variants.ONLINE:
+            return UnsupportedModelVariant(
+                f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
+                f"configured; '{v.base}' is not answered without search", param="model")
+        if v.variant == variants.THINKING and not self._has_thinking():
+            return UnsupportedModelVariant(
+                f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
+                f"metadata (a thinking pattern); it is not answered as the base model", param="model")
+        return None
+
+    def _has_thinking(self) -> bool:
+        snap = self.call.snapshot
+        names = {self.variant.base, self.model} if self.variant is not None else {self.model}
+        names |= {snap.models.aliases[n] for n in list(names) if n in snap.models.aliases}
+        for name in names:
+            entries = [snap.model_entry(name)]
+            entries += [snap.model_entry(name, b.name) for b in
+                        self.runtime.pool.serving(name, self.runtime.discovery.view, snap)]
+            for entry in entries:
+                thinking = entry.metadata.thinking if entry is not None else None
+                if thinking is not None and thinking.pattern:
+                    return True
+        return False
+
+    def _prefer(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
+        """The ranking of a :nitro or :floor call, for its own model only (chain hops get none)."""
+        v = self.variant
+        if v is None or v.variant not in variants.RANKED or model != self.model:
+            return None
+        snap, now = self.call.snapshot, trio.current_time()
+
+        def score(b: BackendConfig) -> float | None:
+            if v.variant == variants.NITRO:
+                return variants.fresh_throughput(self.runtime.throughput, b.name, now)
+            entry = snap.model_entry(model, b.name)
+            pricing = entry.metadata.pricing if entry is not None else None
+            return variants.price_per_million(pricing.input_tokens, pricing.output_tokens) if pricing else None
+
+        def prefer(candidates: list[BackendConfig]) -> list[BackendConfig]:
+            narrowed = variants.narrow(candidates, score, "max" if v.variant == variants.NITRO else "min")
+            self._variant_applied = narrowed is not None
+            self.trace.add("variant_ranked", model=model, variant=v.variant, applied=narrowed is not None,
+                           candidates=[b.name for b in candidates],
+                           preferred=[b.name for b in narrowed] if narrowed is not None else None)
+            return narrowed if narrowed is not None else candidates
+        return prefer
+
+    def _variant_headers(self, model: str) -> list[tuple[bytes, bytes]]:
+        v = self.variant
+        if v is None:
+            return []
+        if model != self.model:
+            applied = False                      # a chain hop: the suffix is not inherited
+        elif v.variant in variants.RANKED:
+            applied = bool(self._variant_applied)
+        else:
+            applied = True
+        self._variant_reported = applied
+        return [(b"x-continuum-model-variant", v.variant.encode()),
+                (b"x-continuum-model-variant-applied", b"true" if applied else b"false")]
 
     async def run(self) -> None:
         trace = self.trace
         calls = self.runtime.calls
         calls.add(self)
         try:
+            refusal = self._variant_refusal()
+            if refusal is not None:   # before any selection, and before any byte of a stream
+                await self._end_with(refusal)
+                return
             async with trio.open_nursery() as nursery:
                 self.relay.nursery = nursery   # a buffered-thinking decision timer runs here
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
@@ -124,6 +230,10 @@ class RequestActor(RecoveryMixin):
                 nursery.cancel_scope.cancel()
         finally:
             calls.discard(self)
+            if self.variant is not None:
+                key = (self.variant.variant, "true" if self._variant_reported else "false")
+                counts = self.runtime.variant_requests
+                counts[key] = counts.get(key, 0) + 1
             if trace.terminal is None:
                 trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
             self.runtime.traces.store(trace)
@@ -247,7 +357,7 @@ class RequestActor(RecoveryMixin):
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         try:
             return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude))
+                                  exclude=frozenset(exclude), prefer=self._prefer(model))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != self.call.model and model == self.model:
                 raise _naming(err, model, self.call.model) from None  # the client's name, not ours
@@ -302,6 +412,8 @@ class RequestActor(RecoveryMixin):
         # This backend answers with the id it was sent; the client sees the public one.
         wire = backend.upstream_ids.get(model)
         self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
+        if self.variant is not None and model == self.model:
+            self.relay.rename = Rename(None, self.call.model)   # the requested name, suffix and all
         before, self.relay.thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
         if self.relay.thinking is not None and before is not None and before.in_content \
                 and self.sink.started and self.relay.transform is None:
@@ -389,7 +501,7 @@ class RequestActor(RecoveryMixin):
         # error answers can be fast; only successes say how quick a backend is
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
-                   *self._fallback_headers(plan)]
+                   *self._fallback_headers(plan), *self._variant_headers(plan.model)]
         if self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -22,6 +23,7 @@ from actors.discovery import ModelDiscoveryActor
 from actors.events import TraceLog
 from actors.health import BackendHealthActor
 from actors.pool import BackendPool
+from actors.routing.variants import ThroughputView
 from actors.supervisor import Supervisor
 from config.load import ConfigError, load_file
 from config.schema import Snapshot
@@ -60,6 +62,10 @@ class Runtime:
         self.pool = BackendPool(snapshot)
         self.traces = TraceLog()
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
+        # Engine stats for `:nitro` (backend -> ThroughputSample); the poller is a later issue: empty today.
+        self.throughput: ThroughputView = MappingProxyType({})
+        # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
+        self.variant_requests: dict[tuple[str, str], int] = {}
         self.calls: set[Any] = set()        # RequestActors in flight, for the drain
         self.draining = False
         self.supervisor: Supervisor | None = None

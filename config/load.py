@@ -34,11 +34,13 @@ from config.schema import (
     HealthChecks,
     ModelConfig,
     PrefixRouting,
+    Proxy,
     ServerConfig,
     SimulatedFailure,
     Simulation,
     Snapshot,
     Strategy,
+    VariantSuffixes,
 )
 from config.watch import content_revision
 
@@ -179,6 +181,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     tracing = load_operations.tracing(top.section("tracing"))
     logging_ = load_operations.logging_(top.section("logging"))
     admin = load_operations.admin(top.section("admin"))
+    proxy = _proxy(top.section("proxy"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -200,7 +203,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
-                    streaming=streaming, tracing=tracing, logging=logging_, admin=admin,
+                    streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
@@ -454,6 +457,14 @@ def _health(r: Reader) -> HealthChecks:
                         "is longer than interval: a backend that does not answer is checked back to back")
     r.finish()
     return out
+
+
+def _proxy(r: Reader) -> Proxy:
+    v = r.section("variant_suffixes")
+    suffixes = VariantSuffixes(enabled=v.get("enabled", rules.boolean, VariantSuffixes().enabled))
+    v.finish()
+    r.finish()
+    return Proxy(variant_suffixes=suffixes)
 
 
 def _consistent_hash(r: Reader) -> ConsistentHashConfig:

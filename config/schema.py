@@ -175,6 +175,18 @@ class Discovery:
 
 
 @frozen
+class VariantSuffixes:
+    enabled: bool = False     # read `name:nitro|floor|thinking|online` on /v1/chat/completions
+
+
+@frozen
+class Proxy:
+    """Request-shaping features of the proxy itself (``proxy:``)."""
+
+    variant_suffixes: VariantSuffixes = VariantSuffixes()
+
+
+@frozen
 class Snapshot:
     """One validated revision of the configuration; never mutated."""
 
@@ -192,6 +204,7 @@ class Snapshot:
     tracing: Tracing = Tracing()
     logging: Logging = Logging()
     admin: Admin = Admin()
+    proxy: Proxy = Proxy()
     model_metadata_file: str | None = None
     model_metadata_dirs: tuple[str, ...] = ()
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

@@ -13,6 +13,7 @@ envelope that matches the ingress.
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
      │    ├── ModelNotFound             404  model_not_found
+     │    ├── UnsupportedModelVariant   404  unsupported_model_variant (:thinking, :online)
      │    └── RateLimited               429  a built-in limit refused the call (Retry-After)
      ├── Unavailable                    503  not ready to serve (starting, stopping)
      │    ├── ShuttingDown              503  draining: no new calls; a call past the drain window
@@ -122,6 +123,13 @@ class MethodNotAllowed(ClientError):
 class ModelNotFound(ClientError):
     status = 404
     code = "model_not_found"
+
+
+class UnsupportedModelVariant(ClientError):
+    """A ``model:variant`` suffix this model (or this deployment) cannot honour; never a silent base answer."""
+
+    status = 404
+    code = "unsupported_model_variant"
 
 
 class RateLimited(ClientError):

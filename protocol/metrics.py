@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from actors.routing.variants import VARIANTS
 from protocol.tracing import CLIENT_REF_REASONS
 
 if TYPE_CHECKING:
@@ -48,6 +49,15 @@ class RuntimeCollector(Collector):
         for reason in CLIENT_REF_REASONS:   # every reason, zero until seen, so rate() works from the start
             client_ref.add_metric([reason], rt.client_ref_rejected.get(reason, 0))
         yield client_ref
+        variant = CounterMetricFamily(
+            "continuum_model_variant_requests",
+            "Chat requests naming a model variant suffix (proxy.variant_suffixes), by variant and whether "
+            "it was applied (false: no ranking data, refused, or failed before an answer)",
+            labels=["variant", "applied"])
+        for name in VARIANTS:   # every series from the start, like client_ref_rejected
+            for applied in ("true", "false"):
+                variant.add_metric([name, applied], rt.variant_requests.get((name, applied), 0))
+        yield variant
 
 
 def exposition(runtime: "Runtime") -> bytes:

@@ -12,12 +12,8 @@ still a pre-stream failure. Once committed, a failure ends the stream with an
 in-band error event and no ``[DONE]``: a truncated answer is never presented
 as complete.
 
-With ``proxy.variant_suffixes`` on, a ``base:variant`` name the router does not
-resolve as itself is routed as ``base`` (``actors/routing/variants.py``):
-``:nitro``/``:floor`` narrow this model's admitted candidates in ``_pick``,
-``:thinking`` sets the reasoning effort, ``:online`` and an unsupported
-``:thinking`` are refused before any selection; the answer carries the
-requested name and the ``x-continuum-model-variant`` headers.
+Variant suffixes live in ``actors/variant_call.py`` and mid-stream
+recovery in ``actors/recovery.py``, both mixed into the RequestActor.
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ from actors.messages import Call
 from actors.recovery import RecoveryMixin, can_resume
 from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
 from actors.routing import variants
-from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
-from actors.routing.candidates import public_backends
+from actors.routing.aliases import dispatch_target
 from actors.routing.capabilities import Needs, missing, needs_of
 from actors.routing.failover import (
     Failure,
@@ -51,6 +46,7 @@ from actors.routing.failover import (
 from actors.routing.stream_state import StreamAccumulator
 from actors.routing.thinking import active as thinking_active
 from actors.thinking import ThinkingStream
+from actors.variant_call import VariantMixin
 from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
@@ -59,7 +55,6 @@ from protocol.errors import (
     NoHealthyBackend,
     RouteCapabilityUnavailable,
     ShuttingDown,
-    UnsupportedModelVariant,
     UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
@@ -79,7 +74,7 @@ log = logging.getLogger("switchyard.route")
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class RequestActor(RecoveryMixin):
+class RequestActor(VariantMixin, RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call, sink: ResponseSink,
                  disconnected: Callable[[], Awaitable[None]]) -> None:
         self.runtime = runtime
@@ -120,91 +115,6 @@ class RequestActor(RecoveryMixin):
             log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
                         "canonical id %r; key the chain by it", name, canonical)
         return canonical
-
-    # --- model variant suffixes (actors/routing/variants.py) -----------------------
-
-    def _variant(self) -> variants.Variant | None:
-        call = self.call
-        if not call.snapshot.proxy.variant_suffixes.enabled:
-            return None
-        found = variants.parse(call.model, self._known)
-        if found is not None:
-            self.trace.add("variant_resolved", model=found.base, requested_model=call.model, variant=found.variant)
-        return found
-
-    def _known(self, name: str) -> bool:
-        """Whether the router resolves ``name`` as itself: served or declared, an alias, a catalogue id."""
-        snap, discovered = self.call.snapshot, self.runtime.discovery.view
-        if any(serves_literally(b, name, discovered) for b in public_backends(snap.backends)):
-            return True
-        if alias_owner(name, snap) is not None or snap.models.get(name) is not None or name in snap.models.aliases:
-            return True
-        return any(name in b.model_metadata or name in b.exact_models for b in snap.backends if b.enabled)
-
-    def _variant_refusal(self) -> GatewayError | None:
-        v = self.variant
-        if v is None:
-            return None
-        if v.variant == variants.ONLINE:
-            return UnsupportedModelVariant(
-                f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
-                f"configured; '{v.base}' is not answered without search", param="model")
-        if v.variant == variants.THINKING and not self._has_thinking():
-            return UnsupportedModelVariant(
-                f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
-                f"metadata (a thinking pattern); it is not answered as the base model", param="model")
-        return None
-
-    def _has_thinking(self) -> bool:
-        snap = self.call.snapshot
-        names = {self.variant.base, self.model} if self.variant is not None else {self.model}
-        names |= {snap.models.aliases[n] for n in list(names) if n in snap.models.aliases}
-        for name in names:
-            entries = [snap.model_entry(name)]
-            entries += [snap.model_entry(name, b.name) for b in
-                        self.runtime.pool.serving(name, self.runtime.discovery.view, snap)]
-            for entry in entries:
-                thinking = entry.metadata.thinking if entry is not None else None
-                if thinking is not None and thinking.pattern:
-                    return True
-        return False
-
-    def _prefer(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
-        """The ranking of a :nitro or :floor call, for its own model only (chain hops get none)."""
-        v = self.variant
-        if v is None or v.variant not in variants.RANKED or model != self.model:
-            return None
-        snap, now = self.call.snapshot, trio.current_time()
-
-        def score(b: BackendConfig) -> float | None:
-            if v.variant == variants.NITRO:
-                return variants.fresh_throughput(self.runtime.throughput, b.name, now)
-            entry = snap.model_entry(model, b.name)
-            pricing = entry.metadata.pricing if entry is not None else None
-            return variants.price_per_million(pricing.input_tokens, pricing.output_tokens) if pricing else None
-
-        def prefer(candidates: list[BackendConfig]) -> list[BackendConfig]:
-            narrowed = variants.narrow(candidates, score, "max" if v.variant == variants.NITRO else "min")
-            self._variant_applied = narrowed is not None
-            self.trace.add("variant_ranked", model=model, variant=v.variant, applied=narrowed is not None,
-                           candidates=[b.name for b in candidates],
-                           preferred=[b.name for b in narrowed] if narrowed is not None else None)
-            return narrowed if narrowed is not None else candidates
-        return prefer
-
-    def _variant_headers(self, model: str) -> list[tuple[bytes, bytes]]:
-        v = self.variant
-        if v is None:
-            return []
-        if model != self.model:
-            applied = False                      # a chain hop: the suffix is not inherited
-        elif v.variant in variants.RANKED:
-            applied = bool(self._variant_applied)
-        else:
-            applied = True
-        self._variant_reported = applied
-        return [(b"x-continuum-model-variant", v.variant.encode()),
-                (b"x-continuum-model-variant-applied", b"true" if applied else b"false")]
 
     async def run(self) -> None:
         trace = self.trace

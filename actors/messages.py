@@ -28,5 +28,6 @@ class Call:
     snapshot: Snapshot = attrs.field(repr=False, eq=False)
     hash_key: str | None = None
     request_id: str = ""
+    pin: str | None = None       # x-backend: the backend the first attempt goes to
     # Tracing identifiers read at ingress; None when tracing is off. The same for every attempt.
     trace: "TraceContext | None" = attrs.field(default=None, eq=False)

@@ -51,6 +51,7 @@ from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
     GatewayError,
+    InvalidRequest,
     ModelNotFound,
     NoHealthyBackend,
     RouteCapabilityUnavailable,
@@ -176,6 +177,8 @@ class RequestActor(VariantMixin, RecoveryMixin):
         backend: BackendConfig | None = None
         first: tuple[str, str] | None = None   # the first dialed route: its dials take no permit
         while True:
+            if backend is None and first is None and self.call.pin is not None and plan.model == self.model:
+                backend = self._pinned(plan.model)  # None: the pinned backend cannot take it now
             if backend is None:
                 try:
                     # any route other than the client's own choice is a fallback target
@@ -249,6 +252,27 @@ class RequestActor(VariantMixin, RecoveryMixin):
                        failure: Failure, **extra: Any) -> None:
         self.trace.add("route_changed", backend=to_backend, model=to_model, from_backend=from_backend,
                        from_model=from_model, reason=failure.kind.value, **extra)
+
+    def _pinned(self, model: str) -> BackendConfig | None:
+        """The ``x-backend`` pin for the first attempt.
+
+        A pin to a backend that does not exist, is not public or does not
+        serve the model is the client's mistake (400). A pinned backend that
+        cannot take calls right now (unhealthy, circuit open) gives the pin up:
+        the call is routed as usual rather than failed.
+        """
+        rt, call = self.runtime, self.call
+        serving = {b.name: b for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)}
+        backend = serving.get(call.pin or "")
+        if backend is None:
+            raise InvalidRequest(f"The backend '{call.pin}' named by x-backend does not serve the model "
+                                 f"'{call.model}'", param="x-backend", code="invalid_backend_pin")
+        if not rt.health.view.admits(backend.name, model, trio.current_time()):
+            self.trace.add("pin_unavailable", backend=backend.name, model=model)
+            return None
+        self.trace.add("pinned", backend=backend.name, model=model)
+        self._variant_applied = False  # a pinned attempt is not ranked
+        return backend
 
     def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
         """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""

@@ -35,7 +35,12 @@ from protocol.errors import (
     Unavailable,
 )
 from protocol.metrics import CONTENT_TYPE, exposition
-from protocol.openai import model_list, model_list_extended, model_object_extended, parse_chat
+from protocol.openai import (
+    model_list,
+    model_list_extended,
+    model_object_extended,
+    parse_chat,
+)
 from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")

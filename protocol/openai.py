@@ -9,6 +9,7 @@ backend untouched; it is the authority on its own parameters.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 from actors.messages import Call
@@ -17,6 +18,7 @@ from config.metadata import ModelMetadata
 from config.schema import Snapshot
 from protocol.errors import InvalidRequest
 
+_BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
@@ -67,8 +69,14 @@ def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes], 
         raise InvalidRequest(f"'user' must be a string, got {_type(user)}", param="user", code="invalid_type")
     header = headers.get(snapshot.consistent_hash.key_header.encode())
     hash_key = header.decode("latin-1") if header else user
+    pin = headers.get(b"x-backend")
+    if pin is not None:
+        pin_text = pin.decode("latin-1").strip()
+        if not _BACKEND_NAME.fullmatch(pin_text):
+            raise InvalidRequest("The 'x-backend' header must name a backend: 1-64 letters, digits, '.', '_' "
+                                 "or '-'", param="x-backend", code="invalid_value")
     return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key,
-                request_id=request_id)
+                request_id=request_id, pin=pin_text if pin is not None else None)
 
 
 def _check_message(msg: Any, path: str) -> None:

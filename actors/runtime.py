@@ -134,7 +134,7 @@ class Runtime:
         Callers run this in a task of their own; it returns early when the
         last call finishes.
         """
-        self.draining = True
+        self.draining = True   # already set by whoever began the drain; set here too for direct callers
         log.info("draining: %d call(s) in flight, %gs to finish", len(self.calls), window)
         with trio.move_on_after(window):
             while self.calls:

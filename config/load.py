@@ -17,14 +17,7 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import load_operations, load_resilience, metadata, rules
-from config.metadata import (
-    LayerEntry,
-    MetadataFileError,
-    ModelCatalogue,
-    ModelMetadata,
-    Source,
-)
+from config import load_metadata, load_operations, load_resilience, rules
 from config.rules import Invalid, Problems, Reader, child
 from config.schema import (
     BackendConfig,
@@ -32,7 +25,6 @@ from config.schema import (
     ConsistentHashConfig,
     Discovery,
     HealthChecks,
-    ModelConfig,
     PrefixRouting,
     Proxy,
     ServerConfig,
@@ -89,7 +81,7 @@ def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | N
     snapshot = build_snapshot(raw, problems, base_dir=Path(base_dir) if base_dir is not None else Path.cwd())
     if problems.errors:
         raise ConfigError(source, problems.errors, problems.warnings)
-    revision = content_revision(text + _files_digest(snapshot.models.files))
+    revision = content_revision(text + load_metadata.files_digest(snapshot.models.files))
     return Loaded(attrs.evolve(snapshot, revision=revision, source=source), tuple(problems.warnings))
 
 
@@ -166,7 +158,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     top = Reader(raw, "", problems)
     metadata_file = top.get("model_metadata_file", rules.string(), None)
     metadata_dirs = top.get("model_metadata_dirs", rules.string_list(rules.string()), ())
-    models = _model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
+    models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
     server = _server(top.section("server"))
     backends = _backends(top, problems)
     strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
@@ -262,9 +254,10 @@ def _backend(r: Reader) -> BackendConfig | None:
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = r.get("replay", load_resilience.replay, True)
-    entries = _model_configs(r)
+    entries = load_metadata.model_configs(r, chain_model_name=load_resilience.chain_model_name,
+                                          model_name=model_name)
     model_metadata = {e.id: e.metadata for e in entries}
-    model_configs = {e.id: routing_view(e.metadata) for e in entries}
+    model_configs = {e.id: load_metadata.routing_view(e.metadata) for e in entries}
     model_aliases = {e.id: e.aliases for e in entries if e.aliases}
     upstream_ids = {e.id: e.upstream_id for e in entries if e.upstream_id}
     simulation = None
@@ -282,111 +275,6 @@ def _backend(r: Reader) -> BackendConfig | None:
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids)
-
-
-def routing_view(meta: ModelMetadata) -> ModelConfig:
-    """The part of a model's metadata that routing decisions read."""
-    limits = meta.limits
-    return ModelConfig(
-        capabilities=frozenset(meta.capabilities) if meta.capabilities is not None else None,
-        context_window=limits.context_window if limits is not None else None,
-        max_output=limits.max_output if limits is not None else None,
-        supports_assistant_prefill=meta.supports_assistant_prefill,
-    )
-
-
-# --- model metadata layers ---------------------------------------------------------
-
-def _model_catalogue(metadata_file: str | None, metadata_dirs: tuple[str, ...], base_dir: Path,
-                     problems: Problems) -> ModelCatalogue:
-    """The file layers, lowest first: model_metadata_file, model-metadata.d/, model_metadata_dirs."""
-    layers: list[tuple[str, Path, str]] = []        # (layer name, file, config path for errors)
-    watch: list[str] = []
-    if metadata_file is not None:
-        path = base_dir / metadata_file
-        watch.append(str(path))
-        if not path.is_file():
-            problems.error("model_metadata_file", f"no such file: {path}")
-        else:
-            layers.append(("model_metadata_file", path, "model_metadata_file"))
-    drop_in = base_dir / metadata.DROP_IN_DIR
-    watch.append(str(drop_in))   # watched even while absent: creating it is a change
-    directories = [(metadata.DROP_IN_DIR, drop_in, metadata.DROP_IN_DIR)] if drop_in.is_dir() else []
-    for i, name in enumerate(metadata_dirs):
-        path = base_dir / name
-        watch.append(str(path))
-        if not path.is_dir():
-            problems.error(child("model_metadata_dirs", i), f"no such directory: {path}")
-        else:
-            directories.append((f"model_metadata_dirs[{i}]", path, child("model_metadata_dirs", i)))
-    for layer, directory, where in directories:
-        try:
-            files = metadata.directory_files(directory)
-        except OSError as exc:
-            problems.error(where, f"cannot list {directory}: {exc.strerror or exc}")
-            continue
-        for path in files:
-            watch.append(str(path))
-            layers.append((layer, path, where))
-    entries: list[LayerEntry] = []
-    for layer, path, where in layers:
-        try:
-            entries.extend(metadata.read_file(path, Source(layer, str(path)), problems))
-        except MetadataFileError as exc:
-            problems.error(where, str(exc))
-    return metadata.assemble(entries, problems, files=tuple(str(p) for _, p, _ in layers), watch=tuple(watch))
-
-
-def _files_digest(files: tuple[str, ...]) -> str:
-    """What the metadata files add to the revision: a changed file is a new revision."""
-    parts = []
-    for name in files:
-        try:
-            parts.append(f"\0{name}\0{Path(name).read_text(encoding='utf-8', errors='replace')}")
-        except OSError:
-            parts.append(f"\0{name}\0<unreadable>")
-    return "".join(parts)
-
-
-@attrs.frozen
-class _ModelConfigEntry:
-    id: str
-    aliases: tuple[str, ...]
-    upstream_id: str | None
-    metadata: ModelMetadata
-
-
-def _model_configs(r: Reader) -> list[_ModelConfigEntry]:
-    """``model_configs``: the spec's list of ``{id, aliases, upstream_id, metadata}``.
-
-    Strict like the rest of config.yaml (unknown keys and wrong types are
-    errors); metadata ranges only warn, as the spec says for runtime loads.
-    """
-    out: list[_ModelConfigEntry] = []
-    ids: dict[str, str] = {}
-    for item in r.items("model_configs"):
-        if not item.has("id"):
-            item.problems.error(child(item.path, "id"), "is required")
-        model = item.get("id", load_resilience.chain_model_name, "")
-        aliases = item.get("aliases", rules.string_list(model_name), ())
-        upstream_id = item.get("upstream_id", rules.string(), None)
-        raw = item.section("metadata")
-        meta = ModelMetadata.from_dict(metadata.validate_metadata(raw.raw, raw.path, model, r.problems, strict=True))
-        item.finish()
-        if not model:
-            continue
-        if model in ids:
-            r.problems.error(child(item.path, "id"), f"duplicate model id {model!r} (also {ids[model]})")
-            continue
-        ids[model] = item.path
-        out.append(_ModelConfigEntry(model, aliases, upstream_id, meta))
-    # An upstream id is only ever sent upstream; if it named another public id
-    # of this backend, two routing names would collide on one wire name.
-    for e in out:
-        if e.upstream_id and e.upstream_id in ids and e.upstream_id != e.id:
-            r.problems.error(child(ids[e.id], "upstream_id"),
-                             f"{e.upstream_id!r} is another model_configs id of this backend")
-    return out
 
 
 def _status(value: Any) -> int:

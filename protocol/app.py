@@ -392,6 +392,7 @@ class App:
         if runtime is None or nursery is None or runtime.draining:
             return 0.0
         window = runtime.snapshot.server.shutdown_drain_timeout
+        runtime.draining = True   # now, not when the drain task first runs: /ready must say so at once
         nursery.start_soon(runtime.drain, window)
         return window
 

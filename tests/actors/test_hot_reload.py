@@ -175,8 +175,9 @@ async def test_admin_reload_and_status(autojump_clock, tmp_path):
 
 
 async def test_admin_token_never_echoed_in_config_errors(tmp_path):
-    from config.load import ConfigError, load_text
     import pytest
+
+    from config.load import ConfigError, load_text
 
     with pytest.raises(ConfigError) as info:
         load_text("admin: {token: short-secret}\nbackends: [{name: a, type: simulated}]\n", env={})

@@ -1,6 +1,13 @@
 """The backend health state machine, transition by transition."""
 
-from actors.routing.health import BackendHealth, HealthState, Outcome, Thresholds, next_check_delay, observe
+from actors.routing.health import (
+    BackendHealth,
+    HealthState,
+    Outcome,
+    Thresholds,
+    next_check_delay,
+    observe,
+)
 
 T = Thresholds(unhealthy=3, healthy=2)
 U, W, H, X = HealthState.UNKNOWN, HealthState.WARMING, HealthState.HEALTHY, HealthState.UNHEALTHY

@@ -7,7 +7,13 @@ import pytest
 from actors.routing.listing import describe, find, list_models
 from config.load import load_text
 from config.names import Stage
-from protocol.openai import model_list, model_list_extended, model_object, model_object_extended, short_metadata
+from protocol.openai import (
+    model_list,
+    model_list_extended,
+    model_object,
+    model_object_extended,
+    short_metadata,
+)
 
 METADATA = """
 models:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.routing.stream_state import DEFAULT_CAP_BYTES, Aligner, StreamAccumulator, classify
+from actors.routing.stream_state import (
+    DEFAULT_CAP_BYTES,
+    Aligner,
+    StreamAccumulator,
+    classify,
+)
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, index: int = 0, **extra) -> dict:

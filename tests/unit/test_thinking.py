@@ -1,5 +1,6 @@
 """Thinking patterns: the pure splitter and classifier, and the chunk-level rewriting."""
 
+import itertools
 import json
 
 from hypothesis import assume, given, settings
@@ -9,7 +10,6 @@ from actors.routing.thinking import Classifier, Splitter, active, buffered
 from actors.thinking import ThinkingStream
 from config.load import load_text
 from config.metadata import Thinking
-import itertools
 
 MARKER = "</think>"
 

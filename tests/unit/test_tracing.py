@@ -7,7 +7,12 @@ import pytest
 
 from config.operations import Tracing, TracingHeaders
 from protocol.errors import InvalidRequest
-from protocol.tracing import TraceContext, outbound_headers, response_request_id, trace_context
+from protocol.tracing import (
+    TraceContext,
+    outbound_headers,
+    response_request_id,
+    trace_context,
+)
 
 TID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"

@@ -12,7 +12,8 @@ still a pre-stream failure. Once committed, a failure ends the stream with an
 in-band error event and no ``[DONE]``: a truncated answer is never presented
 as complete.
 
-Variant suffixes live in ``actors/variant_call.py`` and mid-stream
+What the model name and pin mean (variant suffixes, alias dispatch, the
+``x-backend`` pin) lives in ``actors/model_choice.py`` and mid-stream
 recovery in ``actors/recovery.py``, both mixed into the RequestActor.
 """
 
@@ -29,10 +30,10 @@ import trio
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace
 from actors.messages import Call
+from actors.model_choice import ModelChoiceMixin
 from actors.recovery import RecoveryMixin, can_resume
 from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
 from actors.routing import variants
-from actors.routing.aliases import dispatch_target
 from actors.routing.capabilities import Needs, missing, needs_of
 from actors.routing.failover import (
     Failure,
@@ -46,12 +47,10 @@ from actors.routing.failover import (
 from actors.routing.stream_state import StreamAccumulator
 from actors.routing.thinking import active as thinking_active
 from actors.thinking import ThinkingStream
-from actors.variant_call import VariantMixin
 from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
     GatewayError,
-    InvalidRequest,
     ModelNotFound,
     NoHealthyBackend,
     RouteCapabilityUnavailable,
@@ -75,7 +74,7 @@ log = logging.getLogger("switchyard.route")
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class RequestActor(VariantMixin, RecoveryMixin):
+class RequestActor(ModelChoiceMixin, RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call, sink: ResponseSink,
                  disconnected: Callable[[], Awaitable[None]]) -> None:
         self.runtime = runtime
@@ -103,19 +102,6 @@ class RequestActor(VariantMixin, RecoveryMixin):
         # What the client has been sent is kept only when a broken stream may be continued.
         self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call, self.model) else None,
                            call.snapshot.fallback.empty_reply_retry.enabled)
-
-    def _dispatch(self, name: str) -> str:
-        call = self.call
-        canonical = dispatch_target(name, call.snapshot, self.runtime.discovery.view)
-        if canonical is None:
-            return name
-        log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
-                 name, canonical, extra={"requested_model": name, "canonical_model": canonical})
-        self.trace.add("alias_dispatched", model=canonical, requested_model=name)
-        if call.snapshot.fallback.fallback_chains.get(name):
-            log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
-                        "canonical id %r; key the chain by it", name, canonical)
-        return canonical
 
     async def run(self) -> None:
         trace = self.trace
@@ -252,27 +238,6 @@ class RequestActor(VariantMixin, RecoveryMixin):
                        failure: Failure, **extra: Any) -> None:
         self.trace.add("route_changed", backend=to_backend, model=to_model, from_backend=from_backend,
                        from_model=from_model, reason=failure.kind.value, **extra)
-
-    def _pinned(self, model: str) -> BackendConfig | None:
-        """The ``x-backend`` pin for the first attempt.
-
-        A pin to a backend that does not exist, is not public or does not
-        serve the model is the client's mistake (400). A pinned backend that
-        cannot take calls right now (unhealthy, circuit open) gives the pin up:
-        the call is routed as usual rather than failed.
-        """
-        rt, call = self.runtime, self.call
-        serving = {b.name: b for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)}
-        backend = serving.get(call.pin or "")
-        if backend is None:
-            raise InvalidRequest(f"The backend '{call.pin}' named by x-backend does not serve the model "
-                                 f"'{call.model}'", param="x-backend", code="invalid_backend_pin")
-        if not rt.health.view.admits(backend.name, model, trio.current_time()):
-            self.trace.add("pin_unavailable", backend=backend.name, model=model)
-            return None
-        self.trace.add("pinned", backend=backend.name, model=model)
-        self._variant_applied = False  # a pinned attempt is not ranked
-        return backend
 
     def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
         """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""

@@ -1,6 +1,8 @@
-"""Model variant suffixes on a call: ``base:nitro``, ``:floor``, ``:thinking``, ``:online``.
+"""What a call's model name and pin mean: variant suffixes, alias dispatch, ``x-backend``.
 
-Part of the RequestActor (mixed in). With ``proxy.variant_suffixes`` on, a
+Part of the RequestActor (mixed in). An exact alias no backend serves
+literally is routed as its canonical id (``actors/routing/aliases.py``); an
+``x-backend`` pin sends the first attempt to that backend. With ``proxy.variant_suffixes`` on, a
 ``base:variant`` name the router does not resolve as itself is routed as
 ``base`` (``actors/routing/variants.py``): ``:nitro``/``:floor`` narrow this
 model's admitted candidates in ``_pick``, ``:thinking`` sets the reasoning
@@ -11,15 +13,18 @@ selection; the answer carries the requested name and the
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Callable
 
 import trio
 
 from actors.routing import variants
-from actors.routing.aliases import alias_owner, serves_literally
+from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from actors.routing.candidates import public_backends
 from config.schema import BackendConfig
-from protocol.errors import GatewayError, UnsupportedModelVariant
+from protocol.errors import GatewayError, InvalidRequest, UnsupportedModelVariant
+
+log = logging.getLogger("switchyard.route")
 
 if TYPE_CHECKING:
     from actors.request import RequestActor
@@ -29,7 +34,7 @@ else:
     _Base = object
 
 
-class VariantMixin(_Base):
+class ModelChoiceMixin(_Base):
     def _variant(self) -> variants.Variant | None:
         call = self.call
         if not call.snapshot.proxy.variant_suffixes.enabled:
@@ -112,3 +117,37 @@ class VariantMixin(_Base):
         self._variant_reported = applied
         return [(b"x-continuum-model-variant", v.variant.encode()),
                 (b"x-continuum-model-variant-applied", b"true" if applied else b"false")]
+
+    def _dispatch(self, name: str) -> str:
+        call = self.call
+        canonical = dispatch_target(name, call.snapshot, self.runtime.discovery.view)
+        if canonical is None:
+            return name
+        log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
+                 name, canonical, extra={"requested_model": name, "canonical_model": canonical})
+        self.trace.add("alias_dispatched", model=canonical, requested_model=name)
+        if call.snapshot.fallback.fallback_chains.get(name):
+            log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
+                        "canonical id %r; key the chain by it", name, canonical)
+        return canonical
+
+    def _pinned(self, model: str) -> BackendConfig | None:
+        """The ``x-backend`` pin for the first attempt.
+
+        A pin to a backend that does not exist, is not public or does not
+        serve the model is the client's mistake (400). A pinned backend that
+        cannot take calls right now (unhealthy, circuit open) gives the pin up:
+        the call is routed as usual rather than failed.
+        """
+        rt, call = self.runtime, self.call
+        serving = {b.name: b for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)}
+        backend = serving.get(call.pin or "")
+        if backend is None:
+            raise InvalidRequest(f"The backend '{call.pin}' named by x-backend does not serve the model "
+                                 f"'{call.model}'", param="x-backend", code="invalid_backend_pin")
+        if not rt.health.view.admits(backend.name, model, trio.current_time()):
+            self.trace.add("pin_unavailable", backend=backend.name, model=model)
+            return None
+        self.trace.add("pinned", backend=backend.name, model=model)
+        self._variant_applied = False  # a pinned attempt is not ranked
+        return backend

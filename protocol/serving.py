@@ -28,7 +28,8 @@ log = logging.getLogger("switchyard")
 HARD_LIMIT_MARGIN = 2.0  # seconds hypercorn waits beyond our own drain window
 
 
-async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None) -> None:
+async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None,
+                      stop_requested: Any = None) -> None:
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import wrap_app
 
@@ -52,6 +53,10 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
                 hc.graceful_timeout = window + HARD_LIMIT_MARGIN
                 shutdown.set()
 
+        if stop_requested is not None and stop_requested.is_set():
+            # The parent was told to stop before this worker could hear signals
+            # (they are ignored until the receiver above exists): stop at once.
+            shutdown.set()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(on_signals)
             await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
@@ -65,13 +70,13 @@ def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
 
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
-                    log_format: str) -> None:
+                    log_format: str, stop_requested: Any) -> None:
     from protocol.cli import configure_logging
 
     configure_logging(log_level, log_format)
     for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
         sock.listen(hc.backlog)
-    trio.run(worker_main, config_path, hc, watch, sockets)
+    trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
 
 
 def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_level: str,
@@ -79,7 +84,9 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
     """Start ``workers`` processes sharing one set of sockets; forward signals; wait."""
     sockets = hc.create_sockets()
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_worker_process, args=(config_path, hc, watch, sockets, log_level, log_format),
+    stop_requested = ctx.Event()  # for workers still starting when a stop signal comes
+    procs = [ctx.Process(target=_worker_process,
+                         args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested),
                          daemon=False) for _ in range(workers)]
     # Workers inherit "ignore" for the signals they handle themselves, so a
     # signal to the whole process group reaches each of them once, by us.
@@ -88,6 +95,8 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
         p.start()
 
     def forward(signum: int, _frame: Any) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            stop_requested.set()
         for p in procs:
             if p.is_alive() and p.pid is not None:
                 try:

@@ -238,10 +238,10 @@ class Relay:
         return True
 
     async def _flush(self) -> None:
-        if self._send_lock is not None:
-            async with self._send_lock:   # the thinking timer may send too: one write at a time, in order
-                await self._send_pending()
-        elif self._pending:
+        if self._send_lock is None:
+            await self._send_pending()
+            return
+        async with self._send_lock:   # the thinking timer may send too: one write at a time, in order
             await self._send_pending()
 
     async def _send_pending(self) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 from typing import Any, Awaitable, Callable
 
@@ -421,12 +420,3 @@ def create_app(config_path: str | None = None, watch: bool = True) -> App:
     if config_path:
         return App(lambda: load_file(config_path).snapshot, config_path=config_path, watch=watch)
     return App(lambda: load_demo().snapshot)
-
-
-def app_from_env() -> App:
-    """Factory for hypercorn worker processes: the CLI passes the path in the environment."""
-    from protocol.cli import configure_logging
-
-    configure_logging(os.environ.get("SWITCHYARD_LOG_LEVEL") or "info",
-                      os.environ.get("SWITCHYARD_LOG_FORMAT") or "json")
-    return create_app(os.environ.get("SWITCHYARD_CONFIG") or None)

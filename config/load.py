@@ -17,12 +17,22 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import load_metadata, load_operations, load_resilience, rules
+from config import (
+    load_access,
+    load_extensions,
+    load_metadata,
+    load_operations,
+    load_params,
+    load_prompts,
+    load_resilience,
+    rules,
+)
 from config.rules import Invalid, Problems, Reader, child
 from config.schema import (
     BackendConfig,
     BackendType,
     ConsistentHashConfig,
+    Dedup,
     Discovery,
     HealthChecks,
     PrefixRouting,
@@ -174,6 +184,11 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     logging_ = load_operations.logging_(top.section("logging"))
     admin = load_operations.admin(top.section("admin"))
     proxy = _proxy(top.section("proxy"))
+    api_keys = load_access.api_keys(top)
+    request_params = load_params.request_params(top.section("request_params"))
+    request_presets = load_params.request_presets(top.section("request_presets"))
+    global_prompts = load_prompts.global_prompts(top.section("global_prompts"), base_dir or Path.cwd())
+    dedup = _dedup(top.section("dedup"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -192,10 +207,13 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                           "no models listed and discovery off: this backend serves nothing")
     if not problems.errors:  # with errors, backends and chains may be incomplete
         load_resilience.check_chain_models(fallback, backends, problems)
+        load_access.check_backends(api_keys, {b.name for b in backends}, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
+                    api_keys=api_keys, request_params=request_params, request_presets=request_presets,
+                    global_prompts=global_prompts, dedup=dedup,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
@@ -260,6 +278,7 @@ def _backend(r: Reader) -> BackendConfig | None:
     model_configs = {e.id: load_metadata.routing_view(e.metadata) for e in entries}
     model_aliases = {e.id: e.aliases for e in entries if e.aliases}
     upstream_ids = {e.id: e.upstream_id for e in entries if e.upstream_id}
+    extensions = load_extensions.request_extensions(r.section("request_extensions"))
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     if btype is BackendType.SIMULATED:
@@ -274,7 +293,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
-                         model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids)
+                         model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
+                         request_extensions=extensions)
 
 
 def _status(value: Any) -> int:
@@ -351,8 +371,17 @@ def _proxy(r: Reader) -> Proxy:
     v = r.section("variant_suffixes")
     suffixes = VariantSuffixes(enabled=v.get("enabled", rules.boolean, VariantSuffixes().enabled))
     v.finish()
+    preferences = r.get("client_provider_preferences", rules.boolean, Proxy().client_provider_preferences)
     r.finish()
-    return Proxy(variant_suffixes=suffixes)
+    return Proxy(variant_suffixes=suffixes, client_provider_preferences=preferences)
+
+
+def _dedup(r: Reader) -> Dedup:
+    d = Dedup()
+    out = Dedup(enabled=r.get("enabled", rules.boolean, d.enabled),
+                max_entries=r.get("max_entries", rules.integer(1, 1_000_000), d.max_entries))
+    r.finish()
+    return out
 
 
 def _consistent_hash(r: Reader) -> ConsistentHashConfig:

@@ -19,7 +19,10 @@ from config.metadata import (
     Source,
     with_backend_layer,
 )
+from config.access import Access
 from config.operations import Admin, Logging, Tracing
+from config.params import ParamPolicy, Preset
+from config.prompts import GlobalPrompts
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
 
 
@@ -127,6 +130,7 @@ class BackendConfig:
     model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
     model_aliases: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)   # model_configs[].aliases
     upstream_ids: Mapping[str, str] = attrs.field(factory=dict)                # model_configs[].upstream_id
+    request_extensions: "BodyExtensions" = attrs.field(factory=lambda: BodyExtensions())
 
     @property
     def exact_models(self) -> tuple[str, ...]:
@@ -135,6 +139,21 @@ class BackendConfig:
     @property
     def model_globs(self) -> tuple[str, ...]:
         return tuple(m for m in self.models if is_glob(m))
+
+
+@frozen
+class BodyExtensions:
+    """``backends[].request_extensions.body``: merged leaf by leaf into every body sent to this backend.
+
+    ``defaults`` fill keys the body lacks; ``overrides`` replace whatever is there.
+    """
+
+    defaults: Mapping[str, object] = attrs.field(factory=dict)
+    overrides: Mapping[str, object] = attrs.field(factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.defaults and not self.overrides
 
 
 def is_glob(pattern: str) -> bool:
@@ -184,6 +203,15 @@ class Proxy:
     """Request-shaping features of the proxy itself (``proxy:``)."""
 
     variant_suffixes: VariantSuffixes = VariantSuffixes()
+    client_provider_preferences: bool = False   # interpret the client's `provider` object
+
+
+@frozen
+class Dedup:
+    """``dedup``: identical calls in flight together share one upstream call."""
+
+    enabled: bool = False
+    max_entries: int = 10_000    # in-flight keys tracked at once; beyond it calls run on their own
 
 
 @frozen
@@ -205,6 +233,11 @@ class Snapshot:
     logging: Logging = Logging()
     admin: Admin = Admin()
     proxy: Proxy = Proxy()
+    api_keys: Access = Access()
+    request_params: ParamPolicy = ParamPolicy()
+    request_presets: Mapping[str, Preset] = attrs.field(factory=dict)
+    global_prompts: GlobalPrompts = GlobalPrompts()
+    dedup: Dedup = Dedup()
     model_metadata_file: str | None = None
     model_metadata_dirs: tuple[str, ...] = ()
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

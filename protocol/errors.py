@@ -9,6 +9,8 @@ envelope that matches the ingress.
      ├── ClientError                    the caller's request is at fault (4xx)
      │    ├── InvalidRequest            400  malformed JSON, wrong field types
      │    ├── AuthenticationError       401  missing or wrong credentials
+     │    ├── PermissionDenied          403  the API key may not use this model or backend
+     │    ├── UnsupportedRequestParameter 400 a policy-managed field the route cannot carry
      │    ├── BodyTooLarge              413
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
@@ -95,6 +97,18 @@ class AuthenticationError(ClientError):
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         return super().headers() + [(b"www-authenticate", b'Bearer realm="switchyard"')]
+
+
+class PermissionDenied(ClientError):
+    status = 403
+    type = "permission_error"
+    code = "permission_denied"
+
+
+class UnsupportedRequestParameter(ClientError):
+    """Refused before any upstream I/O: never a silently dropped field."""
+
+    code = "unsupported_request_parameter"
 
 
 class BodyTooLarge(ClientError):

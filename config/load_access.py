@@ -1,0 +1,88 @@
+"""Validation of ``api_keys``: the client keys of the data plane.
+
+A key's secret comes from the environment (``key: ${TEAM_A_KEY}``); errors
+name its path, never its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config import rules
+from config.access import Access, ApiKey
+from config.rules import Invalid, Reader, child
+
+_ID = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
+MIN_KEY_LENGTH = 16
+
+
+def _secret(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {rules.type_name(value)}")
+    if not value:
+        raise Invalid("must not be empty (is its environment variable set?)")
+    if value != value.strip() or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+        raise Invalid("must be printable, without spaces or control characters")
+    return value
+
+
+def _label(value: Any) -> str:
+    text = rules.string()(value)
+    if len(text) > 256 or text != text.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        raise Invalid("must be 1-256 characters without control characters or outer spaces")
+    return text
+
+
+def _names(item: rules.Rule[str], what: str) -> rules.Rule[tuple[str, ...]]:
+    listed = rules.list_of(item, what)
+
+    def rule(value: Any) -> tuple[str, ...]:
+        out = listed(value)
+        if not out:
+            raise Invalid("must not be empty; leave the key out to allow every one")
+        return tuple(dict.fromkeys(out))
+    return rule
+
+
+def api_keys(top: Reader) -> Access:
+    keys: list[ApiKey] = []
+    ids: dict[str, str] = {}
+    secrets: dict[str, str] = {}
+    for r in top.items("api_keys"):
+        errors_before = len(r.problems.errors)
+        for required in ("id", "key"):
+            if not r.has(required):
+                r.problems.error(child(r.path, required), "is required")
+        key_id = r.get("id", rules.string(_ID, "1-128 letters, digits, '.', '_', ':', '@' or '-'"), "")
+        secret = r.get("key", _secret, "")
+        key = ApiKey(
+            id=key_id,
+            key=secret,
+            organization_id=r.get("organization_id", _label, None),
+            allowed_models=r.get("allowed_models", _names(rules.string(), "model names or globs"), None),
+            allowed_backends=r.get("allowed_backends", _names(rules.string(), "backend names"), None),
+            tier=r.get("tier", _label, None),
+        )
+        r.finish()
+        if key_id in ids:
+            r.problems.error(child(r.path, "id"), f"duplicate key id {key_id!r} (also {ids[key_id]})")
+        elif key_id:
+            ids[key_id] = r.path
+        if secret in secrets:
+            r.problems.error(child(r.path, "key"), f"the same secret as {secrets[secret]}; every key must differ")
+        elif secret:
+            secrets[secret] = r.path
+            if len(secret) < MIN_KEY_LENGTH:
+                r.problems.warn(child(r.path, "key"), f"is shorter than {MIN_KEY_LENGTH} characters; "
+                                                      "use a long random secret")
+        if len(r.problems.errors) == errors_before:
+            keys.append(key)
+    return Access.of(tuple(keys))
+
+
+def check_backends(access: Access, backend_names: set[str], problems: rules.Problems) -> None:
+    """A key may only name backends the config has (a typo would lock the key out silently)."""
+    for i, key in enumerate(access.keys):
+        for j, name in enumerate(key.allowed_backends or ()):
+            if name not in backend_names:
+                problems.error(f"api_keys[{i}].allowed_backends[{j}]", f"no backend is named {name!r}")

@@ -147,12 +147,6 @@ def http_url(value: Any) -> str:
     return text.rstrip("/")
 
 
-def optional_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise Invalid(f"must be a string, got {rules.type_name(value)}")
-    return value
-
-
 def http_path(value: Any) -> str:
     return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
 
@@ -208,6 +202,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     if not problems.errors:  # with errors, backends and chains may be incomplete
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
+        load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
@@ -263,7 +258,7 @@ def _backend(r: Reader) -> BackendConfig | None:
         elif not r.has("url"):
             r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
     # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
-    api_key = r.get("api_key", optional_string, None) or None
+    api_key = r.get("api_key", rules.any_string, None) or None
     models = r.get("models", rules.string_list(model_name), ())
     weight = r.get("weight", rules.integer(1, 10_000), 1)
     enabled = r.get("enabled", rules.boolean, True)

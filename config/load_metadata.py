@@ -48,12 +48,6 @@ def _integer(value: Any) -> int:
     return value
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise Invalid(f"must be a string, got {rules.type_name(value)}")
-    return value
-
-
 def _strings(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise Invalid("must be a list of non-empty strings")
@@ -136,8 +130,8 @@ THINKING: dict[str, Any] = {
     "reasoning_timeout": _Field(rules.duration(maximum=3600)),
 }
 METADATA: dict[str, Any] = {
-    "display_name": _Field(_text),
-    "summary": _Field(_text),
+    "display_name": _Field(rules.any_string),
+    "summary": _Field(rules.any_string),
     "capabilities": "capabilities",
     "knowledge_cutoff": _Field(_cutoff),
     "pricing": PRICING,

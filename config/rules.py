@@ -154,6 +154,13 @@ def string(pattern: str | None = None, what: str | None = None) -> Rule[str]:
     return rule
 
 
+def any_string(value: Any) -> str:
+    """Any string, the empty one included (for values where empty means something)."""
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {type_name(value)}")
+    return value
+
+
 def one_of(choices: Mapping[str, T]) -> Rule[T]:
     def rule(value: Any) -> T:
         if not isinstance(value, str) or value not in choices:

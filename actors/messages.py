@@ -10,6 +10,8 @@ from attrs import frozen
 from config.schema import Snapshot
 
 if TYPE_CHECKING:
+    from config.access import ApiKey
+    from protocol.provider_prefs import ProviderPrefs
     from protocol.tracing import TraceContext
 
 
@@ -31,3 +33,7 @@ class Call:
     pin: str | None = None       # x-backend: the backend the first attempt goes to
     # Tracing identifiers read at ingress; None when tracing is off. The same for every attempt.
     trace: "TraceContext | None" = attrs.field(default=None, eq=False)
+    key: "ApiKey | None" = attrs.field(default=None, eq=False)              # the verified API key, if keys are on
+    prefs: "ProviderPrefs | None" = attrs.field(default=None, eq=False)     # the client's `provider` object, read
+    param_tokens: tuple[str, ...] = ()           # what request_params changed, for x-continuum-request-params
+    managed_params: frozenset[str] = frozenset()  # fields request_params wrote or limited: kept on every hop

@@ -22,7 +22,12 @@ from actors.routing import variants
 from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from actors.routing.candidates import public_backends
 from config.schema import BackendConfig
-from protocol.errors import GatewayError, InvalidRequest, UnsupportedModelVariant
+from protocol.errors import (
+    GatewayError,
+    InvalidRequest,
+    PermissionDenied,
+    UnsupportedModelVariant,
+)
 
 log = logging.getLogger("switchyard.route")
 
@@ -135,11 +140,15 @@ class ModelChoiceMixin(_Base):
         """The ``x-backend`` pin for the first attempt.
 
         A pin to a backend that does not exist, is not public or does not
-        serve the model is the client's mistake (400). A pinned backend that
+        serve the model is the client's mistake (400); one the API key may not
+        use is refused (403). The pin wins over the client's provider filters. A pinned backend that
         cannot take calls right now (unhealthy, circuit open) gives the pin up:
         the call is routed as usual rather than failed.
         """
         rt, call = self.runtime, self.call
+        if call.key is not None and not call.key.allows_backend(call.pin or ""):
+            raise PermissionDenied(f"The API key '{call.key.id}' may not use the backend '{call.pin}' named by "
+                                   f"x-backend", param="x-backend", code="backend_not_allowed")
         serving = {b.name: b for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)}
         backend = serving.get(call.pin or "")
         if backend is None:

@@ -68,12 +68,16 @@ class BackendPool:
 
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
                now: float, exclude: frozenset[str] = frozenset(),
-               prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None) -> BackendConfig:
-        """A backend for ``model``: visible, serving it, healthy, circuit closed, not excluded.
+               prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None,
+               allowed: frozenset[str] | None = None) -> BackendConfig:
+        """A backend for ``model``: visible, serving it, allowed, healthy, circuit closed, not excluded.
 
-        ``prefer`` (a variant's ranking) may narrow the admitted set before the strategy picks;
-        it runs after health, so it never brings back a backend health ruled out."""
+        ``allowed`` (the API key's and the client's reach; None: everything) narrows first.
+        ``prefer`` (a variant's or the client's ranking) may narrow the admitted set before the
+        strategy picks; it runs after health, so it never brings back a backend health ruled out."""
         candidates = self.serving(model, discovered, call.snapshot)
+        if allowed is not None:
+            candidates = [b for b in candidates if b.name in allowed]
         if not candidates:
             raise ModelNotFound(f"The model '{model}' does not exist or no backend serves it", param="model")
         healthy = [b for b in candidates if b.name not in exclude and health.admits(b.name, model, now)]

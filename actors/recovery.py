@@ -96,8 +96,9 @@ class RecoveryMixin(_Base):
         assert self.relay.acc is not None
         call = self.call
         # The wire id: this backend's upstream_id for the model, if it has one.
-        payload = resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
-                                 call.snapshot.streaming.mid_stream_fallback, backend.type)
+        payload = self._for_backend(
+            resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
+                           call.snapshot.streaming.mid_stream_fallback, backend.type), model, backend)
         if mode is ResumeMode.RESTART:
             marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
                       "model": self.relay.acc.model, "choices": [],

@@ -27,6 +27,8 @@ import attrs
 import httpx
 import trio
 
+from actors.admission import AdmissionMixin
+from actors.attempt_body import AttemptBodyMixin
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace
 from actors.messages import Call
@@ -74,13 +76,10 @@ log = logging.getLogger("switchyard.route")
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class RequestActor(ModelChoiceMixin, RecoveryMixin):
-    def __init__(self, runtime: "Runtime", call: Call, sink: ResponseSink,
-                 disconnected: Callable[[], Awaitable[None]]) -> None:
+class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryMixin):
+    def __init__(self, runtime: "Runtime", call: Call) -> None:
         self.runtime = runtime
         self.call = call
-        self.sink = sink
-        self.disconnected = disconnected
         self.attempts = 0
         tc = call.trace
         self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
@@ -99,19 +98,31 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         # of an alias no backend serves literally. Decided once, before the first selection.
         self.model = self._dispatch(self.variant.base if self.variant is not None else call.model)
         self._last_route: tuple[str | None, str | None] = (None, self.model)
-        # What the client has been sent is kept only when a broken stream may be continued.
-        self.relay = Relay(sink, StreamAccumulator() if call.stream and can_resume(call, self.model) else None,
-                           call.snapshot.fallback.empty_reply_retry.enabled)
+        self._allowed: dict[str, frozenset[str]] = {}   # model -> backends the key and the client allow
 
-    async def run(self) -> None:
+    def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
+        self.sink = sink
+        self.disconnected = disconnected
+        # What the client has been sent is kept only when a broken stream may be continued.
+        self.relay = Relay(sink, StreamAccumulator() if self.call.stream and can_resume(self.call, self.model)
+                           else None, self.call.snapshot.fallback.empty_reply_retry.enabled)
+
+    async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
+        """End the call before any selection with ``err`` (an admission refusal), recorded like any end."""
+        self._bind(sink, _never)
+        self.runtime.calls.add(self)
+        try:
+            await self._end_with(err)
+        finally:
+            self._close()
+
+    async def run(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
+        """Serve the admitted call into ``sink``; ``disconnected`` returns when nobody waits for it any more."""
+        self._bind(sink, disconnected)
         trace = self.trace
         calls = self.runtime.calls
         calls.add(self)
         try:
-            refusal = self._variant_refusal()
-            if refusal is not None:   # before any selection, and before any byte of a stream
-                await self._end_with(refusal)
-                return
             async with trio.open_nursery() as nursery:
                 self.relay.nursery = nursery   # a buffered-thinking decision timer runs here
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
@@ -126,20 +137,26 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
                         "The server is shutting down and its drain window ended before this call finished"))
                 nursery.cancel_scope.cancel()
         finally:
-            calls.discard(self)
-            if self.variant is not None:
-                key = (self.variant.variant, "true" if self._variant_reported else "false")
-                counts = self.runtime.variant_requests
-                counts[key] = counts.get(key, 0) + 1
-            if trace.terminal is None:
-                trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
-            self.runtime.traces.store(trace)
+            self._close()
+
+    def _close(self) -> None:
+        """The call's bookkeeping, however it ended."""
+        self.runtime.calls.discard(self)
+        if self.variant is not None:
+            key = (self.variant.variant, "true" if self._variant_reported else "false")
+            counts = self.runtime.variant_requests
+            counts[key] = counts.get(key, 0) + 1
+        if self.trace.terminal is None:
+            self.trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
+        self.runtime.traces.store(self.trace)
 
     def shut_down(self) -> None:
         """End this call now with a clean error (its upstream attempts are cancelled)."""
         self._serve_scope.cancel()
 
     async def _end_with(self, err: GatewayError) -> None:
+        if isinstance(err, UpstreamStatusError) and self.call.param_tokens:
+            err.extra_headers = [*err.extra_headers, *self._param_headers()]  # the backend saw the shaped body
         self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],
                        status=err.status, code=err.code, error=err.message, committed=self.sink.started)
         await self.sink.fail(err)
@@ -256,11 +273,18 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         try:
             return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude), prefer=self._prefer(model))
+                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != self.call.model and model == self.model:
                 raise _naming(err, model, self.call.model) from None  # the client's name, not ours
             raise
+
+    def _ranking(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
+        """The client's provider ranking, then a variant's narrowing inside its best group."""
+        client, variant = self._provider_rank(model), self._prefer(model)
+        if client is None or variant is None:
+            return client or variant
+        return lambda candidates: variant(client(candidates))
 
     def _fail_closed(self, cause: GatewayError) -> GatewayError:
         """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
@@ -269,20 +293,6 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         return RouteCapabilityUnavailable(
             "No fallback route has what this request needs; refusing a degraded answer",
             details={"skipped": self._skipped, "cause": _error_object(cause)})
-
-    def _body_for(self, model: str, backend: BackendConfig) -> bytes:
-        """The body for ``model`` on ``backend``: the client's own bytes when they already say
-        what this backend is to get; otherwise a re-serialized copy carrying the wire id (the
-        backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain model."""
-        wire = backend.upstream_ids.get(model, model)
-        primary = model == self.model
-        if primary and wire == self.call.model:
-            return self.call.body
-        payload: dict[str, Any] = dict(self.call.payload)
-        if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
-            payload = {k: v for k, v in payload.items() if k in ESSENTIAL_FIELDS}
-        payload["model"] = wire
-        return json.dumps(payload).encode()
 
     # --- one attempt ------------------------------------------------------------
 
@@ -400,20 +410,14 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         # error answers can be fast; only successes say how quick a backend is
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
-                   *self._fallback_headers(plan), *self._variant_headers(plan.model)]
+                   *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers()]
         if self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:
             await self.relay.buffered(backend.name, response, attempt, headers)
 
-    def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
-        if plan.hops == 0:
-            return []
-        settings = self.call.snapshot.fallback.model_settings.get(self.model)
-        if settings is not None and not settings.notify_on_fallback:
-            return []
-        return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
-                (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
+async def _never() -> None:
+    await trio.sleep_forever()
 
 
 def _naming(err: GatewayError, routed: str, requested: str) -> GatewayError:
@@ -428,10 +432,6 @@ def _error_object(err: GatewayError) -> Any:
         return json.loads(err.body()).get("error")
     except (ValueError, AttributeError):
         return err.envelope()["error"]
-
-
-ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
-                              "response_format", "user"})
 
 
 def _backend_fault(failure: Failure) -> bool:

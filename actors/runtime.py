@@ -19,10 +19,12 @@ import attrs
 import trio
 
 from actors.config_watcher import ConfigWatcher
+from actors.dedup import DedupCoordinator
 from actors.discovery import ModelDiscoveryActor
 from actors.events import TraceLog
 from actors.health import BackendHealthActor
 from actors.pool import BackendPool
+from actors.prompts import PromptStore
 from actors.routing.variants import ThroughputView
 from actors.supervisor import Supervisor
 from config.load import ConfigError, load_file
@@ -60,6 +62,9 @@ class Runtime:
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.pool = BackendPool(snapshot)
+        self.prompts = PromptStore(snapshot.global_prompts)
+        self.dedup = DedupCoordinator(snapshot.dedup)
+        self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
         # Engine stats for `:nitro` (backend -> ThroughputSample); the poller is a later issue: empty today.
@@ -73,9 +78,11 @@ class Runtime:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
+                self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
+                await self.supervisor.start(self.prompts)
                 if self.watcher is not None:
                     await self.supervisor.start(self.watcher)
                 task_status.started(self)
@@ -120,6 +127,8 @@ class Runtime:
         self.health.reconfigure(snapshot)
         self.discovery.reconfigure(snapshot)
         self.pool.reconfigure(snapshot)
+        self.prompts.reconfigure(snapshot.global_prompts)
+        self.dedup.reconfigure(snapshot.dedup)
         self.snapshot = snapshot
         self.reload_status.revision = snapshot.revision
         self.reload_status.pending_restart = applied.pending_restart

@@ -12,6 +12,7 @@ from typing import Mapping
 import attrs
 from attrs import frozen
 
+from config.access import Access
 from config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -19,7 +20,6 @@ from config.metadata import (
     Source,
     with_backend_layer,
 )
-from config.access import Access
 from config.operations import Admin, Logging, Tracing
 from config.params import ParamPolicy, Preset
 from config.prompts import GlobalPrompts

@@ -17,6 +17,8 @@ import attrs
 import trio
 
 from actors.routing.circuit import CircuitState
+from protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
+from protocol.admin_prompts import PromptsAdmin
 from protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
@@ -40,6 +42,8 @@ class AdminApi:
             "/admin/config/reload": {"POST": self.reload},
             "/admin/config/hot-reload-status": {"GET": self.reload_status},
         }
+        self.prompts = PromptsAdmin(respond)
+        self.routes.update(self.prompts.routes)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
@@ -53,6 +57,9 @@ class AdminApi:
             if handler is None:
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
             await handler(runtime, scope, receive, send)
+            return
+        if path.startswith(PROMPTS_PREFIX):
+            await self.prompts.file(runtime, scope, receive, send)
             return
         if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)

@@ -15,13 +15,16 @@ from typing import Any, Awaitable, Callable
 import attrs
 import trio
 
+from actors.dedup import Role, dedup_key
 from actors.request import RequestActor
 from actors.routing.listing import ListedModel, find, list_models
 from actors.runtime import Runtime
+from config.access import ApiKey
 from config.load import load_demo, load_file
 from config.schema import Snapshot
 from protocol import limits, logs
 from protocol.admin import AdminApi
+from protocol.auth import DATA_PLANE_PREFIXES, authenticate
 from protocol.errors import (
     BodyTooLarge,
     GatewayError,
@@ -38,8 +41,11 @@ from protocol.openai import (
     model_list,
     model_list_extended,
     model_object_extended,
-    parse_chat,
+    parse_chat_payload,
+    parse_json_object,
 )
+from protocol.params import apply_preset
+from protocol.provider_prefs import parse_provider
 from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
@@ -218,6 +224,12 @@ class App:
             if path.startswith("/admin/"):
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
+            if path.startswith(DATA_PLANE_PREFIXES) and self.runtime is not None:
+                # Asked before the path is looked at, like the admin token: no route map for strangers.
+                key = authenticate(scope["headers"], self.runtime.snapshot.api_keys)
+                scope["switchyard.key"] = key
+                if key is not None:
+                    logs.bind(key_id=key.id)
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route
@@ -269,12 +281,51 @@ class App:
         runtime = self._runtime()
         snapshot = runtime.snapshot
         body = await read_body(scope, receive, snapshot.server.max_body_bytes)
-        call = parse_chat(body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
-        trace = scope.get("switchyard.trace")
-        if trace is not None:
-            call = attrs.evolve(call, trace=trace)
+        payload = parse_json_object(body)
+        shaped = apply_preset(payload, snapshot.request_presets)
+        prefs = None
+        if snapshot.proxy.client_provider_preferences and "provider" in shaped:
+            # Consumed here, so no backend ever sees it; an operator forwards one with
+            # request_extensions.body.overrides.provider.
+            if shaped["provider"] is not None:
+                prefs = parse_provider(shaped["provider"])
+            shaped = {k: v for k, v in shaped.items() if k != "provider"}
+        if shaped is not payload:
+            body = json.dumps(shaped).encode()
+        call = parse_chat_payload(shaped, body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
+        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=scope.get("switchyard.key"), prefs=prefs)
         sink = AsgiSink(send, call.stream)
-        await RequestActor(runtime, call, sink, disconnect_waiter(receive)).run()
+        actor = RequestActor(runtime, call)
+        try:
+            actor.admit()
+        except GatewayError as err:
+            if err.status == 403:
+                log.info("refused: %s", err.message)   # the key's id is on the line; never the key
+            await actor.refuse(sink, err)
+            return
+        await self._dispatch(runtime, actor, sink, receive)
+
+    @staticmethod
+    async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:
+        """Run the admitted call, shared with identical calls in flight when ``dedup`` is on."""
+        call = actor.call   # admitted: the body as dispatched
+        if not call.snapshot.dedup.enabled or runtime.nursery is None:
+            await actor.run(sink, disconnect_waiter(receive))
+            return
+        # A call with provider preferences never shares: its preferences are gone from the body.
+        shares = call.prefs is None or call.prefs.empty
+        key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
+        served = await runtime.dedup.serve(key, sink, disconnect_waiter(receive), actor.run, runtime.nursery,
+                                           flight_id=call.request_id)
+        if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
+            trace = actor.trace
+            trace.add("deduplicated", leader_request_id=served.leader)
+            if served.error is not None:
+                trace.add("failed", status=served.error.status, code=served.error.code,
+                          error=served.error.message, committed=sink.started)
+            else:
+                trace.add("completed" if served.delivered else "client_disconnected")
+            runtime.traces.store(trace)
 
     def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
                 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
@@ -343,17 +394,34 @@ class App:
                     "circuit": circuit.state.value}
         return status
 
+    @staticmethod
+    def _visible(rows: tuple[ListedModel, ...], key: ApiKey | None) -> tuple[ListedModel, ...]:
+        """The rows an API key may use: its model globs, and only the backends it may reach."""
+        if key is None or (key.allowed_models is None and key.allowed_backends is None):
+            return rows
+        out = []
+        for row in rows:
+            backends = tuple(b for b in row.backends if key.allows_backend(b))
+            if backends and key.allows_model(row.id):
+                out.append(attrs.evolve(row, backends=backends) if backends != row.backends else row)
+        return tuple(out)
+
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
         self._models_limit(scope, runtime, now)
-        await respond(send, 200, self._model_list(runtime, now))
+        key = scope.get("switchyard.key")
+        if key is None or (key.allowed_models is None and key.allowed_backends is None):
+            await respond(send, 200, self._model_list(runtime, now))
+            return
+        rows = self._visible(self._listing(runtime, now).rows, key)
+        await respond(send, 200, json.dumps(model_list(rows), ensure_ascii=False).encode())
 
     async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
         self._models_limit(scope, runtime, now)
-        rows = self._listing(runtime, now).rows
+        rows = self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key"))
         body = model_list_extended(rows, self._backend_status(runtime))
         await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
 
@@ -362,7 +430,7 @@ class App:
         now = trio.current_time()
         self._models_limit(scope, runtime, now)
         model_id = scope["path"][len(MODEL_PREFIX):]
-        row = find(self._listing(runtime, now).rows, model_id)
+        row = find(self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key")), model_id)
         if row is None:
             raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
         body = model_object_extended(row, self._backend_status(runtime))
@@ -371,9 +439,10 @@ class App:
     async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Drop the cached model list, ask every backend again, answer the fresh list."""
         runtime = self._runtime()
-        # Client API keys are not verified yet, so there is no verified key to
-        # pass: every caller shares the one global refresh bucket until they are.
-        self._rate_limit(self.refresh_limiter, limits.refresh_client(None), trio.current_time())
+        # A verified API key has a bucket of its own; without keys every caller shares one.
+        key = scope.get("switchyard.key")
+        self._rate_limit(self.refresh_limiter, limits.refresh_client(key.id if key is not None else None),
+                         trio.current_time())
         self.models_cache.clear()
         await runtime.discovery.refresh_all()
         await respond(send, 200, self._model_list(runtime, trio.current_time()))

@@ -170,6 +170,12 @@ def serve_command(args: argparse.Namespace) -> int:
     except Invalid as exc:
         print(f"--bind: {exc}", file=sys.stderr)
         return 2
+    from protocol.auth import open_beyond_loopback
+
+    if open_beyond_loopback(bind, loaded.snapshot.api_keys):
+        logging.getLogger("switchyard.config").warning(
+            "no api_keys configured and listening on %s: anyone who can reach this address may call every "
+            "model; configure api_keys or bind to 127.0.0.1", bind)
     workers = args.workers if args.workers is not None else server.workers
     if workers < 1:
         print("--workers: must be at least 1", file=sys.stderr)

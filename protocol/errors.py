@@ -60,6 +60,7 @@ class GatewayError(Exception):
         if code is not None:
             self.code = code
         self.details = details
+        self.extra_headers: list[tuple[bytes, bytes]] = []   # set by whoever knows more about the call
 
     def envelope(self) -> dict[str, Any]:
         """The OpenAI-shaped error object."""
@@ -77,7 +78,7 @@ class GatewayError(Exception):
         return json.dumps(self.envelope()).encode()
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"content-type", b"application/json")]
+        return [(b"content-type", b"application/json"), *self.extra_headers]
 
 
 class ClientError(GatewayError):

@@ -190,8 +190,8 @@ def bearer(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
 def models_client(headers: Iterable[tuple[bytes, bytes]], ip: str) -> str:
     """``GET /v1/models``: the first 16 characters of the bearer value, else the client IP.
 
-    The bearer value is not checked (there are no client keys yet), so a
-    caller can mint identities by sending made-up keys; the limiter bounds
+    With ``api_keys`` configured only a verified key gets this far; without
+    them the bearer value is not checked, so a caller can mint identities by sending made-up keys; the limiter bounds
     how many it remembers, and the refresh route, the expensive one, does
     not trust this identity at all.
     """
@@ -204,9 +204,9 @@ def models_client(headers: Iterable[tuple[bytes, bytes]], ip: str) -> str:
 def refresh_client(verified_key: str | None) -> str:
     """``POST /v1/models/refresh``: a verified API key gets its own bucket; everyone else shares one.
 
-    Client API keys are not verified yet (that lands with client
-    authentication), so the app passes None and every caller shares the
-    ``GLOBAL`` bucket: a forged header cannot buy a fresh quota.
+    The app passes the verified key's id (``api_keys``); without keys it passes
+    None and every caller shares the ``GLOBAL`` bucket: a forged header
+    cannot buy a fresh quota.
     """
     if verified_key is None:
         return GLOBAL

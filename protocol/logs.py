@@ -1,6 +1,7 @@
 """Log lines: one JSON object per record, or plain text; request fields from a contextvar.
 
-``App.http`` binds the request's identifiers (``request_id``, and with
+``App.http`` binds the request's identifiers (``request_id``, the API key's
+``key_id`` (never the key), and with
 tracing on ``trace_id``, ``x_request_id``, ``client_ref``) in a contextvar
 for the length of the request; each attempt adds ``backend`` and ``model``.
 Trio copies the context into tasks started from the request, so every line
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from typing import IO, Any, Mapping
 
 # Fields a line may carry besides the standard ones, in output order.
-FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "backend", "model")
+FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "key_id", "backend", "model")
 FORMATS = ("json", "text")
 
 _bound: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("switchyard_log_fields",

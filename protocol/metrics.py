@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from actors.dedup import Role
 from actors.routing.variants import VARIANTS
 from protocol.tracing import CLIENT_REF_REASONS
 
@@ -58,6 +59,12 @@ class RuntimeCollector(Collector):
             for applied in ("true", "false"):
                 variant.add_metric([name, applied], rt.variant_requests.get((name, applied), 0))
         yield variant
+        dedup = CounterMetricFamily(
+            "dedup_requests", "Chat calls under dedup.enabled, by role: led a shared upstream call, followed one, "
+            "or ran alone (no key, or the key table full)", labels=["role"])
+        for role in Role:
+            dedup.add_metric([role.name.lower()], rt.dedup.counts.get(role, 0))
+        yield dedup
 
 
 def exposition(runtime: "Runtime") -> bytes:

@@ -40,7 +40,12 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
 
 def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
-    payload = parse_json_object(body)
+    return parse_chat_payload(parse_json_object(body), body, snapshot, headers, request_id)
+
+
+def parse_chat_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
+                       request_id: str = "") -> Call:
+    """The Call for ``payload`` (already parsed; ``body`` is its serialized form, sent as is when nothing changes)."""
     model = payload.get("model")
     if model is None:
         raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")

@@ -67,9 +67,9 @@ async def request(app: App, method: str, path: str, body: bytes | dict | None = 
 
 
 @contextlib.asynccontextmanager
-async def gateway(config_yaml: str) -> AsyncIterator[App]:
-    """A running Runtime behind an App, torn down on exit."""
-    snapshot = load_text(config_yaml).snapshot
+async def gateway(config_yaml: str, base_dir: Any = None) -> AsyncIterator[App]:
+    """A running Runtime behind an App, torn down on exit; relative paths resolve under ``base_dir``."""
+    snapshot = load_text(config_yaml, base_dir=base_dir).snapshot
     async with trio.open_nursery() as nursery:
         runtime = await nursery.start(Runtime(snapshot).run)
         yield App(lambda: snapshot, runtime=runtime)

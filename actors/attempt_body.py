@@ -1,0 +1,71 @@
+"""What each attempt sends and what its answer says: the body for one backend, and our headers.
+
+Part of the RequestActor (mixed in). The client's bytes go out untouched
+whenever nothing has to change them; otherwise a copy is built for the
+attempt's backend: its wire id, a fallback hop's trimmed parameters (the
+request_params policy's fields always travel), the global prompt for that
+model and backend, and the backend's ``request_extensions.body``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from actors.routing.body_merge import merge_body
+from actors.routing.failover import RoutePlan
+from config.schema import BackendConfig
+from protocol.params import HEADER, header_value
+
+if TYPE_CHECKING:
+    from actors.request import RequestActor
+
+    _Base = RequestActor
+else:
+    _Base = object
+
+
+class AttemptBodyMixin(_Base):
+    def _body_for(self, model: str, backend: BackendConfig) -> bytes:
+        """The body for ``model`` on ``backend``: the client's own bytes when they already say
+        what this backend is to get; otherwise a re-serialized copy carrying the wire id (the
+        backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain model,
+        with the global prompt and the backend's body extensions."""
+        wire = backend.upstream_ids.get(model, model)
+        primary = model == self.model
+        prompted = self.runtime.prompts.prompt_for(model, backend.name) is not None
+        if primary and wire == self.call.model and not prompted and backend.request_extensions.empty:
+            return self.call.body
+        payload: dict[str, Any] = dict(self.call.payload)
+        if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
+            keep = ESSENTIAL_FIELDS | self.call.managed_params   # what the policy wrote travels on every hop
+            payload = {k: v for k, v in payload.items() if k in keep}
+        payload["model"] = wire
+        return json.dumps(self._for_backend(payload, model, backend)).encode()
+
+    def _for_backend(self, payload: dict[str, Any], model: str, backend: BackendConfig) -> dict[str, Any]:
+        """``payload`` with the global prompt for ``model`` on ``backend`` and that backend's extensions.
+
+        The prompt store applies its own (live) strategy and text together, so a
+        reload never pairs one revision's text with another's strategy."""
+        return merge_body(self.runtime.prompts.merge_into(payload, model, backend.name), backend.request_extensions)
+
+    def _param_headers(self) -> list[tuple[bytes, bytes]]:
+        """``x-continuum-request-params``: which request_params actions changed the call (never values)."""
+        value = header_value(self.call.param_tokens)
+        return [(HEADER, value)] if value is not None else []
+
+    def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
+        if plan.hops == 0:
+            return []
+        settings = self.call.snapshot.fallback.model_settings.get(self.model)
+        if settings is not None and not settings.notify_on_fallback:
+            return []
+        return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
+                (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
+
+
+ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
+                              "response_format", "user"})
+
+

@@ -18,7 +18,7 @@ from attrs import frozen
 @frozen
 class ApiKey:
     id: str
-    key: str = attrs.field(repr=False)
+    key: str = attrs.field(repr=False, metadata={"secret": True})
     organization_id: str | None = None
     allowed_models: tuple[str, ...] | None = None     # globs on the requested name; None: every model
     allowed_backends: tuple[str, ...] | None = None   # backend names; None: every public backend
@@ -43,7 +43,7 @@ class Access:
     """Every configured key, by digest. No keys: the data plane is open."""
 
     keys: tuple[ApiKey, ...] = ()
-    by_digest: Mapping[bytes, ApiKey] = attrs.field(factory=dict, repr=False)
+    by_digest: Mapping[bytes, ApiKey] = attrs.field(factory=dict, repr=False, metadata={"internal": True})
 
     @classmethod
     def of(cls, keys: tuple[ApiKey, ...]) -> "Access":

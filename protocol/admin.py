@@ -149,15 +149,19 @@ def public(value: Any, field: str | None = None) -> Any:
     attrs classes become objects field by field, enums their values,
     frozensets sorted lists, tuples lists in their order (order means
     something in ``models`` and fallback chains). Every field named
-    ``api_key`` or ``token``, wherever it sits, is the mask when set, and
-    a ``url`` loses its password.
+    ``api_key`` or ``token``, wherever it sits, and every field marked
+    ``metadata={"secret": True}`` (a client API key) is the mask when set;
+    fields marked ``internal`` (lookup tables) are left out; a ``url``
+    loses its password.
     """
     if field in SECRET_FIELDS and value is not None:
         return MASK
     if field == "url" and isinstance(value, str):
         return mask_url(value)
     if attrs.has(type(value)):
-        return {f.name: public(getattr(value, f.name), f.name) for f in attrs.fields(type(value))}
+        return {f.name: MASK if f.metadata.get("secret") and getattr(value, f.name) is not None
+                else public(getattr(value, f.name), f.name)
+                for f in attrs.fields(type(value)) if not f.metadata.get("internal")}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Mapping):

@@ -217,3 +217,15 @@ def test_a_key_from_an_unset_environment_variable_is_an_error_naming_its_path():
 def test_a_short_key_is_a_warning():
     loaded = load_text("api_keys: [{id: a, key: short}]\nbackends: [{name: a, type: simulated, models: [m]}]")
     assert any(w.startswith("api_keys[0].key:") for w in loaded.warnings)
+
+
+async def test_admin_config_masks_client_keys_and_shows_no_digest(autojump_clock):
+    async with gateway(CONFIG + "admin: {token: admin-token-0123456789}\n") as app:
+        reply = await request(app, "GET", "/admin/config",
+                              headers=[(b"authorization", b"Bearer admin-token-0123456789")])
+        assert reply.status == 200
+        keys = reply.json()["api_keys"]
+        assert [k["id"] for k in keys["keys"]] == ["team-a", "team-b", "open"]
+        assert {k["key"] for k in keys["keys"]} == {"***"}
+        assert "by_digest" not in keys
+        assert b"sk-" not in reply.body

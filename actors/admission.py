@@ -22,16 +22,20 @@ client's ``order``/``sort`` rank what is left on every attempt.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Callable
 
 import attrs
 import trio
 
 from actors.routing import provider_rank, variants
+from config.access import ApiKey
 from config.schema import BackendConfig
-from protocol.errors import PermissionDenied
+from protocol.errors import PermissionDenied, UnsupportedRequestParameter
 from protocol.params import apply_policy, check_carriable
 from protocol.provider_prefs import unsatisfiable
+
+log = logging.getLogger("switchyard.route")
 
 if TYPE_CHECKING:
     from actors.request import RequestActor
@@ -46,21 +50,49 @@ class AdmissionMixin(_Base):
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
         call = self.call
         key = call.key
-        if key is not None and not key.allows_model(call.model):
-            raise PermissionDenied(f"The API key '{key.id}' may not use the model '{call.model}'",
-                                   param="model", code="model_not_allowed")
+        if key is not None:
+            self._check_models(key)
         refusal = self._variant_refusal()
         if refusal is not None:
             raise refusal
         self._reach(self.model, primary=True)
         applied = apply_policy(call.payload, call.snapshot.request_params, self.model)
         if applied.managed:
-            check_carriable(applied.managed, self._route_backends())
+            try:
+                check_carriable(applied.managed, self._route_backends())
+            except UnsupportedRequestParameter as err:
+                self._policy_outcome("rejected", applied.tokens, err.message)
+                raise
         if applied.tokens:
-            self.trace.add("request_params_applied", model=self.model, actions=list(applied.tokens))
+            self._policy_outcome("applied", applied.tokens)
         if applied.payload is not call.payload:
             self.call = attrs.evolve(call, payload=applied.payload, body=json.dumps(applied.payload).encode(),
                                      param_tokens=applied.tokens, managed_params=applied.managed)
+
+    def _check_models(self, key: ApiKey) -> None:
+        """The key's ``allowed_models``: the requested name (a variant's base, since that is what is
+        routed), and every name of a ``models`` list an aggregator backend would fall back to."""
+        call = self.call
+        name = self.variant.base if self.variant is not None else call.model
+        if not key.allows_model(name):
+            raise PermissionDenied(f"The API key '{key.id}' may not use the model '{call.model}'",
+                                   param="model", code="model_not_allowed")
+        listed = call.payload.get("models")
+        if isinstance(listed, list):
+            for i, other in enumerate(listed):
+                if not isinstance(other, str) or not key.allows_model(other):
+                    raise PermissionDenied(f"The API key '{key.id}' may not use the model {other!r} listed in "
+                                           f"'models'", param=f"models[{i}]", code="model_not_allowed")
+
+    def _policy_outcome(self, outcome: str, tokens: tuple[str, ...], why: str = "") -> None:
+        """request_params' applied/rejected outcome, alike in the trace, the log and the metric."""
+        counts = self.runtime.request_params_outcomes
+        counts[outcome] = counts.get(outcome, 0) + 1
+        self.trace.add(f"request_params_{outcome}", model=self.model, actions=list(tokens))
+        if outcome == "rejected":
+            log.info("request_params rejected for model %r: %s", self.model, why)
+        else:
+            log.debug("request_params applied for model %r: %s", self.model, ",".join(tokens))
 
     def _reach(self, model: str, primary: bool = False) -> frozenset[str] | None:
         """The backends this call may use for ``model`` (None: no narrowing), computed once per model.
@@ -106,6 +138,10 @@ class AdmissionMixin(_Base):
         if snap.fallback.enabled:
             models += [m for m in snap.fallback.fallback_chains.get(self.model, ()) if m != self.model]
         out: list[BackendConfig] = []
+        if call.pin is not None:   # the pin wins over the client's filters, so its backend is reachable too
+            pinned = snap.backend(call.pin)
+            if pinned is not None and pinned in rt.pool.serving(self.model, rt.discovery.view, snap):
+                out.append(pinned)
         for model in models:
             reach = self._reach(model, primary=model == self.model)
             for b in rt.pool.serving(model, rt.discovery.view, snap):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.routing.body_merge import merge_body
 from actors.routing.failover import RoutePlan
+from config.params import SPELLINGS
 from config.schema import BackendConfig
 from protocol.params import HEADER, header_value
 
@@ -38,7 +39,8 @@ class AttemptBodyMixin(_Base):
             return self.call.body
         payload: dict[str, Any] = dict(self.call.payload)
         if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
-            keep = ESSENTIAL_FIELDS | self.call.managed_params   # what the policy wrote travels on every hop
+            # what the policy wrote travels on every hop, in whichever spelling it was written
+            keep = ESSENTIAL_FIELDS.union(*(SPELLINGS.get(f, (f,)) for f in self.call.managed_params))
             payload = {k: v for k, v in payload.items() if k in keep}
         payload["model"] = wire
         return json.dumps(self._for_backend(payload, model, backend)).encode()

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 import trio
@@ -235,7 +235,15 @@ class PromptStore:
             raise PromptFileError("not_configured", "global_prompts is not configured: the prompt file routes "
                                                     "are off until the config has a global_prompts section")
         name = self.sandbox.from_admin(path)
-        if name not in self.config.files() and not name.lower().endswith(ADMIN_SUFFIXES):
+        if name in self.config.files():
+            return name
+        if PurePosixPath(self.config.prompts_dir or ".") == PurePosixPath("."):
+            # The sandbox is the config directory itself: only the configured prompt files, so
+            # the admin API can never read or write the config or anything next to it.
+            raise PromptFileError("admin_file_type", "is not a configured prompt file; other files can be "
+                                                     "read or created only when global_prompts.prompts_dir "
+                                                     "is a directory of its own")
+        if not name.lower().endswith(ADMIN_SUFFIXES):
             raise PromptFileError("admin_file_type", "is neither a configured prompt file nor a "
                                                      f"{', '.join(ADMIN_SUFFIXES)} file")
         return name

@@ -55,6 +55,7 @@ from protocol.errors import (
     GatewayError,
     ModelNotFound,
     NoHealthyBackend,
+    PermissionDenied,
     RouteCapabilityUnavailable,
     ShuttingDown,
     UpstreamConnectError,
@@ -155,6 +156,9 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self._serve_scope.cancel()
 
     async def _end_with(self, err: GatewayError) -> None:
+        if isinstance(err, PermissionDenied):
+            # The key's id is bound to the line; never the key. The client's text goes in quoted.
+            log.info("refused: %r", err.message)
         if isinstance(err, UpstreamStatusError) and self.call.param_tokens:
             err.extra_headers = [*err.extra_headers, *self._param_headers()]  # the backend saw the shaped body
         self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],

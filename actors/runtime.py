@@ -71,6 +71,7 @@ class Runtime:
         self.throughput: ThroughputView = MappingProxyType({})
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
         self.variant_requests: dict[tuple[str, str], int] = {}
+        self.request_params_outcomes: dict[str, int] = {}   # applied | rejected, for request_params_total
         self.calls: set[Any] = set()        # RequestActors in flight, for the drain
         self.draining = False
         self.supervisor: Supervisor | None = None

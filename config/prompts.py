@@ -32,7 +32,7 @@ class PromptSource:
     here", so a model or backend can opt out of the default.
     """
 
-    prompt: str | None = None
+    prompt: str | None = attrs.field(default=None, metadata={"secret": True})   # never shown by admin views
     prompt_file: str | None = None      # relative to prompts_dir, as written
 
 

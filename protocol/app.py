@@ -279,8 +279,11 @@ class App:
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
+        body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+        # The revision the call runs on is the one current once its body is in; a key
+        # revoked or narrowed while a slow body was uploading is judged by it too.
         snapshot = runtime.snapshot
-        body = await read_body(scope, receive, snapshot.server.max_body_bytes)
+        key = authenticate(scope["headers"], snapshot.api_keys)
         payload = parse_json_object(body)
         shaped = apply_preset(payload, snapshot.request_presets)
         prefs = None
@@ -293,14 +296,12 @@ class App:
         if shaped is not payload:
             body = json.dumps(shaped).encode()
         call = parse_chat_payload(shaped, body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
-        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=scope.get("switchyard.key"), prefs=prefs)
+        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs)
         sink = AsgiSink(send, call.stream)
         actor = RequestActor(runtime, call)
         try:
             actor.admit()
         except GatewayError as err:
-            if err.status == 403:
-                log.info("refused: %s", err.message)   # the key's id is on the line; never the key
             await actor.refuse(sink, err)
             return
         await self._dispatch(runtime, actor, sink, receive)
@@ -379,6 +380,10 @@ class App:
 
     def _models_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
         """The built-in /v1/models limit; /v1/models/extended and /v1/models/{model} share its buckets."""
+        key = scope.get("switchyard.key")
+        if key is not None:   # a verified key: its own bucket, whatever header carried it
+            self._rate_limit(self.models_limiter, "verified-key " + key.id, now)
+            return
         ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
         self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
 
@@ -410,7 +415,11 @@ class App:
         runtime = self._runtime()
         now = trio.current_time()
         self._models_limit(scope, runtime, now)
-        key = scope.get("switchyard.key")
+        await self._answer_models(send, runtime, scope.get("switchyard.key"))
+
+    async def _answer_models(self, send: Send, runtime: Runtime, key: ApiKey | None) -> None:
+        """The /v1/models body, as the key may see it."""
+        now = trio.current_time()
         if key is None or (key.allowed_models is None and key.allowed_backends is None):
             await respond(send, 200, self._model_list(runtime, now))
             return
@@ -445,7 +454,7 @@ class App:
                          trio.current_time())
         self.models_cache.clear()
         await runtime.discovery.refresh_all()
-        await respond(send, 200, self._model_list(runtime, trio.current_time()))
+        await self._answer_models(send, runtime, key)
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])

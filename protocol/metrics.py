@@ -59,6 +59,12 @@ class RuntimeCollector(Collector):
             for applied in ("true", "false"):
                 variant.add_metric([name, applied], rt.variant_requests.get((name, applied), 0))
         yield variant
+        policy = CounterMetricFamily(
+            "request_params", "Chat calls whose request_params policy changed a field (applied) or was refused "
+            "because a reachable backend cannot carry one (rejected)", labels=["outcome"])
+        for outcome in ("applied", "rejected"):
+            policy.add_metric([outcome], rt.request_params_outcomes.get(outcome, 0))
+        yield policy
         dedup = CounterMetricFamily(
             "dedup_requests", "Chat calls under dedup.enabled, by role: led a shared upstream call, followed one, "
             "or ran alone (no key, or the key table full)", labels=["role"])

@@ -128,18 +128,87 @@ async def test_x_backend_pin_must_be_a_backend_the_key_may_use(autojump_clock):
 
 
 async def test_fallback_chain_never_reaches_a_model_the_key_may_not_use(autojump_clock):
-    config = CONFIG.replace("models: [demo, demo-2, other], simulation: {latency: 10ms, chunks: 2}",
-                            "models: [demo, demo-2, other], simulation: {latency: 10ms, chunks: 2, "
-                            "failure: {status: 503}}")
+    config = """
+health_checks: {interval: 1h}
+api_keys:
+  - {id: narrow, key: sk-narrow-0123456789abcdef, allowed_models: [demo], allowed_backends: [a, c]}
+  - {id: wide, key: sk-wide-0123456789abcdef, allowed_backends: [a, c]}
+backends:
+  - {name: a, type: simulated, models: [demo], simulation: {latency: 10ms, failure: {status: 503}}}
+  - {name: c, type: simulated, models: [other], simulation: {latency: 10ms, chunks: 2}}
+fallback: {enabled: true, fallback_chains: {demo: [other]}}
+"""
     async with gateway(config) as app:
-        # team-a may use demo-2 but not `other`, its chain model: the backend's own 503 comes back
-        reply = await request(app, "POST", "/v1/chat/completions", chat("demo-2"), headers=bearer(TEAM_A))
+        # `other` sits on a backend the key may use, but the key may not ask for `other`
+        reply = await request(app, "POST", "/v1/chat/completions", chat(),
+                              headers=bearer(b"sk-narrow-0123456789abcdef"))
         assert reply.status == 503
-        assert not [r for r in app.runtime.upstream.simulated["b.simulated"].requests
+        assert not [r for r in app.runtime.upstream.simulated["c.simulated"].requests
                     if r.url.path.endswith("/chat/completions")]
         # a key that may use both gets the chain's answer
-        reply = await request(app, "POST", "/v1/chat/completions", chat("demo-2"), headers=bearer(OPEN))
+        reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=bearer(b"sk-wide-0123456789abcdef"))
         assert reply.status == 200 and reply.headers[b"x-fallback-model"] == b"other"
+
+
+async def test_a_models_list_for_aggregators_is_judged_like_model(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(models=["demo-2", "other"]),
+                              headers=bearer(TEAM_A))
+        assert reply.status == 403
+        assert (reply.json()["error"]["code"], reply.json()["error"]["param"]) == ("model_not_allowed", "models[1]")
+
+
+async def test_a_variant_is_judged_by_its_base_model(autojump_clock):
+    config = CONFIG.replace("allowed_models: [\"demo*\"]", "allowed_models: [\"*o\"]") + \
+        "proxy: {variant_suffixes: {enabled: true}}\n"
+    async with gateway(config) as app:
+        # `other:nitro` matches the glob `*o` as written, but routes as `other`, which does not
+        reply = await request(app, "POST", "/v1/chat/completions", chat("other:nitro"), headers=bearer(TEAM_A))
+        assert reply.status == 403 and reply.json()["error"]["code"] == "model_not_allowed"
+        reply = await request(app, "POST", "/v1/chat/completions", chat("demo:nitro"), headers=bearer(TEAM_A))
+        assert reply.status == 200
+
+
+async def test_a_preset_model_is_judged_like_a_requested_one(autojump_clock):
+    config = CONFIG + "request_presets: {sneaky: {model: other}}\n"
+    async with gateway(config) as app:
+        body = {"preset": "sneaky", "messages": [{"role": "user", "content": "hi"}]}
+        reply = await request(app, "POST", "/v1/chat/completions", body, headers=bearer(TEAM_A))
+        assert reply.status == 403 and reply.json()["error"]["code"] == "model_not_allowed"
+
+
+async def test_a_key_revoked_while_the_body_uploads_is_refused(autojump_clock):
+    import trio
+
+    from config.load import load_text as load
+
+    async with gateway(CONFIG) as app:
+        revoked = load(CONFIG.replace("allowed_models: [\"demo*\"]", "allowed_models: [\"nothing\"]")).snapshot
+        reply_status = []
+
+        async def slow_upload():
+            sent = False
+
+            async def receive():
+                nonlocal sent
+                if not sent:
+                    await trio.sleep(5)          # the body arrives after the reload
+                    sent = True
+                    return {"type": "http.request", "body": json.dumps(chat()).encode(), "more_body": False}
+                await trio.sleep_forever()
+
+            async def send(message):
+                if message["type"] == "http.response.start":
+                    reply_status.append(message["status"])
+
+            scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": bearer(TEAM_A)}
+            await app(scope, receive, send)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow_upload)
+            await trio.sleep(1)
+            app.runtime.apply(revoked)
+        assert reply_status == [403]
 
 
 async def test_model_list_shows_only_what_the_key_may_use(autojump_clock):
@@ -151,6 +220,8 @@ async def test_model_list_shows_only_what_the_key_may_use(autojump_clock):
         extended = (await request(app, "GET", "/v1/models/extended", headers=bearer(TEAM_B))).json()["data"]
         assert {m["id"] for m in extended} == {"demo", "demo-2", "other"}
         assert (await request(app, "GET", "/v1/models/bee", headers=bearer(TEAM_B))).status == 404
+        refreshed = await request(app, "POST", "/v1/models/refresh", headers=bearer(TEAM_A))
+        assert {m["id"]: m["backends"] for m in refreshed.json()["data"]} == {"demo": ["a"], "demo-2": ["a"]}
 
 
 async def test_logs_carry_the_key_id_never_the_key(autojump_clock):

@@ -15,6 +15,8 @@ backends:
 FAILING_A = BASE.replace("simulation: {latency: 10ms, chunks: 2}}\n  - {name: b",
                          "simulation: {latency: 10ms, chunks: 2, failure: {status: 503}}}\n  - {name: b")
 CHAIN = "fallback: {enabled: true, fallback_chains: {demo: [spare]}}\n"
+TRIMMING_CHAIN = "fallback: {enabled: true, fallback_chains: {demo: [spare]}, " \
+                 "fallback_policy: {preserve_parameters: false}}\n"
 
 
 def bodies(app, backend):
@@ -55,17 +57,19 @@ async def test_the_header_rides_on_a_relayed_backend_error(autojump_clock):
 
 
 async def test_scope_is_fixed_before_selection_and_kept_on_fallback_hops(autojump_clock):
-    config = FAILING_A + CHAIN + """request_params:
+    config = FAILING_A + TRIMMING_CHAIN + """request_params:
   models:
-    demo: {overrides: {temperature: 0.1}}
+    demo: {overrides: {temperature: 0.1}, limits: {max_tokens: {max: 100}}}
     spare: {overrides: {temperature: 0.9}}
 """
     async with gateway(config) as app:
-        reply = await post(app, chat())
+        reply = await post(app, chat(max_completion_tokens=100000, top_p=0.3))
         assert reply.status == 200 and reply.headers[b"x-fallback-model"] == b"spare"
-        # the hop keeps the scope of the model the client asked for, and its policy field
-        # travels even though the hop trims parameters (preserve_parameters is off)
-        assert bodies(app, "b")[0]["temperature"] == 0.1
+        # the hop keeps the scope of the model the client asked for, and the policy's fields
+        # travel in the spelling they were written in, though the hop trims the rest
+        sent = bodies(app, "b")[0]
+        assert (sent["temperature"], sent["max_completion_tokens"]) == (0.1, 100)
+        assert "top_p" not in sent and "max_tokens" not in sent
 
 
 async def test_a_managed_field_the_route_cannot_carry_is_refused_before_any_io(autojump_clock):
@@ -78,6 +82,19 @@ request_params: {overrides: {top_k: 40}}
         err = reply.json()["error"]
         assert (err["code"], err["param"]) == ("unsupported_request_parameter", "top_k")
         assert "cloud" in err["message"] and b"x-continuum-request-params" not in reply.headers
+        assert bodies(app, "a") == []
+
+
+async def test_a_pinned_backend_is_checked_for_what_it_can_carry(autojump_clock):
+    config = BASE.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + """\
+  - {name: cloud, type: openai, url: "https://api.example.invalid", models: [demo], discovery: false}
+request_params: {overrides: {top_k: 40}}
+proxy: {client_provider_preferences: true}
+"""
+    async with gateway(config) as app:
+        # the client's filter leaves only `a`, but the pin still sends the first attempt to `cloud`
+        reply = await post(app, chat(provider={"ignore": ["cloud"]}), headers=[(b"x-backend", b"cloud")])
+        assert reply.status == 400 and reply.json()["error"]["code"] == "unsupported_request_parameter"
         assert bodies(app, "a") == []
 
 

@@ -223,3 +223,26 @@ async def test_hot_reload_of_the_config_reconfigures_the_store(tmp_path, autojum
         assert app.runtime.reload_from_file("test")["result"] == "applied"
         assert app.runtime.prompts.prompt_for("gpt-4", "openai") == "shadowed"
         assert app.runtime.prompts.config.merge_strategy.value == "replace"
+
+
+async def test_with_the_config_directory_as_sandbox_only_configured_files_are_reachable(tmp_path, autojump_clock):
+    (tmp_path / "system.md").write_text("Be safe.")
+    (tmp_path / "gpt4.md").write_text("GPT-4 rules")
+    (tmp_path / "notes.txt").write_text("secret notes")
+    config = CONFIG.replace("  prompts_dir: ./prompts\n", "")
+    async with gateway(tmp_path, config) as app:
+        assert (await request(app, "GET", BASE + "/system.md", headers=AUTH)).status == 200
+        assert error(await request(app, "GET", BASE + "/notes.txt", headers=AUTH))[:2] == \
+            (400, "prompt_path_not_allowed")
+        assert error(await request(app, "PUT", BASE + "/README.md", {"content": "x"}, headers=AUTH))[:2] == \
+            (400, "prompt_path_not_allowed")
+        assert not (tmp_path / "README.md").exists()
+
+
+async def test_admin_config_never_shows_inline_prompt_texts(tmp_path, autojump_clock):
+    files(tmp_path)
+    async with gateway(tmp_path) as app:
+        reply = await request(app, "GET", "/admin/config", headers=AUTH)
+        assert reply.status == 200
+        assert b"inline for openai" not in reply.body and b"shadowed" not in reply.body
+        assert reply.json()["global_prompts"]["backends"]["openai"]["prompt"] == "***"

@@ -129,10 +129,12 @@ async def test_a_filter_that_empties_the_set_is_400_without_upstream_io(autojump
 
 
 async def test_refusal_is_never_a_fallback_trigger_streaming_too(autojump_clock):
-    config = ON + "fallback: {enabled: true, fallback_chains: {demo: [spare]}}\n"
+    # demo is served by a, b and c; the chain model `spare` by c alone, which the filter leaves
+    config = ON.replace("models: [demo, spare]", "models: [spare]") + \
+        "fallback: {enabled: true, fallback_chains: {demo: [spare]}}\n"
     async with gateway(config) as app:
         for stream in (False, True):
-            reply = await call(app, {"ignore": ["a", "b", "c"]}, stream=stream)
+            reply = await call(app, {"ignore": ["a", "b"]}, stream=stream)
             assert reply.status == 400 and reply.json()["error"]["code"] == "provider_preferences_unsatisfiable"
         assert dialed(app) == 0
 
@@ -182,3 +184,20 @@ async def test_calls_with_preferences_never_join_anothers_dispatch(autojump_cloc
         assert preferring == [200, 200] and dialed(app) == 3   # same body once `provider` is gone, yet two calls
         metrics = (await request(app, "GET", "/metrics")).body.decode()
         assert 'dedup_requests_total{role="followed"} 1.0' in metrics
+
+
+async def test_dedup_never_shares_an_answer_across_api_keys(autojump_clock):
+    import trio
+
+    config = ON.replace("chunks: 2}", "chunks: 2, latency: 1s}").replace("latency: 10ms, ", "") + """
+dedup: {enabled: true}
+api_keys:
+  - {id: one, key: sk-one-0123456789abcdef}
+  - {id: two, key: sk-two-0123456789abcdef}
+"""
+    async with gateway(config) as app:
+        async with trio.open_nursery() as nursery:
+            for secret in (b"sk-one-0123456789abcdef", b"sk-two-0123456789abcdef", b"sk-one-0123456789abcdef"):
+                nursery.start_soon(lambda s=secret: request(app, "POST", "/v1/chat/completions", chat(),
+                                                            headers=[(b"authorization", b"Bearer " + s)]))
+        assert dialed(app) == 2   # the two calls of key `one` shared; key `two` got its own

@@ -29,6 +29,7 @@ import attrs
 import trio
 
 from actors.routing import provider_rank, variants
+from actors.signals import engine_window
 from config.access import ApiKey
 from config.schema import BackendConfig
 from protocol.errors import PermissionDenied, UnsupportedRequestParameter
@@ -173,7 +174,7 @@ class AdmissionMixin(_Base):
                 p = price(b)
                 return variants.price_per_million(*p) if p is not None else None
             if prefs.sort == "throughput":
-                return variants.fresh_throughput(rt.throughput, b.name, now)
+                return variants.fresh_throughput(rt.throughput, b.name, now, engine_window(self.call.snapshot))
             if prefs.sort == "latency":
                 return rt.pool.latency.get(b.name)
             return None

@@ -9,6 +9,11 @@ trace id and the client's x-request-id and client reference (null when off
 or not sent), and each ``selected`` event the span id sent upstream in that
 attempt's ``traceparent``. The finished trace is logged as one JSON line
 and kept in a bounded in-memory log for ``GET /admin/requests/{id}/events``.
+
+When the answer's first byte goes to the client, the trace notes the
+instant and the backend (``first_byte``; ``FirstByteSink`` does it), and a
+listener on the TraceLog turns each finished trace into metrics: the
+request path itself keeps no counters for them.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
+
+if TYPE_CHECKING:
+    from actors.relay import Relay, ResponseSink
 
 log = logging.getLogger("switchyard.route")
 
@@ -27,12 +35,14 @@ TERMINAL = ("completed", "failed", "client_disconnected")
 
 class CallTrace:
     __slots__ = ("request_id", "revision", "started", "events", "attempt", "terminal", "trace_id", "x_request_id",
-                 "client_ref")
+                 "client_ref", "route", "first_byte", "first_byte_backend", "ended")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
-                 x_request_id: str | None = None, client_ref: str | None = None) -> None:
+                 x_request_id: str | None = None, client_ref: str | None = None,
+                 route: str = "/v1/chat/completions") -> None:
         self.request_id = request_id
         self.revision = revision
+        self.route = route   # the client-facing route, a metric label
         # Tracing identifiers (None with tracing off): on every event and on the log line.
         self.trace_id = trace_id
         self.x_request_id = x_request_id
@@ -41,6 +51,12 @@ class CallTrace:
         self.events: list[dict[str, Any]] = []
         self.attempt = 0
         self.terminal: str | None = None
+        # Seconds since accepted: the answer's first byte went out (from which backend), the call ended.
+        # Not events, so event sequences stay as documented; the metrics read them (the admin view
+        # and the log line show first_byte_ms).
+        self.first_byte: float | None = None
+        self.first_byte_backend: str | None = None
+        self.ended: float | None = None
 
     def add(self, event: str, *, backend: str | None = None, model: str | None = None, **detail: Any) -> None:
         entry: dict[str, Any] = {
@@ -58,10 +74,17 @@ class CallTrace:
         }
         if event in TERMINAL:
             self.terminal = event
+            self.ended = trio.current_time() - self.started
             entry["terminal_status"] = event
         if detail:
             entry["detail"] = detail
         self.events.append(entry)
+
+    def answered(self, backend: str | None) -> None:
+        """The first byte of the answer went to the client now, from ``backend``; later calls change nothing."""
+        if self.first_byte is None:
+            self.first_byte = trio.current_time() - self.started
+            self.first_byte_backend = backend
 
     @property
     def eventful(self) -> bool:
@@ -75,7 +98,9 @@ class CallTrace:
     def as_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "trace_id": self.trace_id, "x_request_id": self.x_request_id,
                 "client_ref": self.client_ref, "route_revision": self.revision,
-                "terminal_status": self.terminal, "attempts": self.attempt, "events": self.events}
+                "terminal_status": self.terminal, "attempts": self.attempt,
+                "first_byte_ms": None if self.first_byte is None else round(self.first_byte * 1000, 3),
+                "events": self.events}
 
     def log_fields(self) -> dict[str, Any]:
         """The structured-log fields of this call's line (see protocol/logs.py)."""
@@ -84,12 +109,54 @@ class CallTrace:
                 "client_ref": self.client_ref, "backend": last.get("backend"), "model": last.get("model")}
 
 
+class FirstByteSink:
+    """The relay's sink until the answer starts: notes the first byte on the trace, then steps aside.
+
+    On ``start`` it gives the relay the client's own sink back, so the
+    chunks that follow pay nothing for the measurement.
+    """
+
+    __slots__ = ("sink", "trace", "backend", "relay")
+
+    def __init__(self, sink: "ResponseSink", trace: CallTrace, backend: Callable[[], str | None]) -> None:
+        self.sink = sink
+        self.trace = trace
+        self.backend = backend          # the backend of the attempt now relaying
+        self.relay: "Relay | None" = None
+
+    @property
+    def started(self) -> bool:
+        return self.sink.started
+
+    @property
+    def finished(self) -> bool:
+        return self.sink.finished
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        if self.relay is not None and self.relay.sink is self:
+            self.relay.sink = self.sink
+        backend = self.backend()
+        await self.sink.start(status, headers)
+        self.trace.answered(backend)
+
+    async def send(self, chunk: bytes) -> None:
+        await self.sink.send(chunk)
+
+    async def finish(self) -> None:
+        await self.sink.finish()
+
+    async def fail(self, error: Any) -> None:
+        await self.sink.fail(error)
+
+
 class TraceLog:
     """The last ``capacity`` call traces, by request id."""
 
     def __init__(self, capacity: int = 1000) -> None:
         self.capacity = capacity
         self._traces: OrderedDict[str, CallTrace] = OrderedDict()
+        # Called with every finished trace (the Runtime's metrics); it must not raise or block.
+        self.listener: Callable[[CallTrace], None] | None = None
 
     def store(self, trace: CallTrace) -> None:
         self._traces[trace.request_id] = trace
@@ -99,6 +166,11 @@ class TraceLog:
         level = logging.INFO if trace.eventful else logging.DEBUG
         if log.isEnabledFor(level):
             log.log(level, "%s", json.dumps(trace.as_dict(), separators=(",", ":")), extra=trace.log_fields())
+        if self.listener is not None:
+            try:
+                self.listener(trace)
+            except Exception:   # telemetry must never fail a call that is already over
+                log.exception("trace listener failed on request %s", trace.request_id)
 
     def get(self, request_id: str) -> CallTrace | None:
         return self._traces.get(request_id)

@@ -21,6 +21,7 @@ import trio
 from actors.routing import variants
 from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from actors.routing.candidates import public_backends
+from actors.signals import engine_window
 from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
@@ -95,7 +96,8 @@ class ModelChoiceMixin(_Base):
 
         def score(b: BackendConfig) -> float | None:
             if v.variant == variants.NITRO:
-                return variants.fresh_throughput(self.runtime.throughput, b.name, now)
+                return variants.fresh_throughput(self.runtime.throughput, b.name, now,
+                                                 engine_window(self.call.snapshot))
             entry = snap.model_entry(model, b.name)
             pricing = entry.metadata.pricing if entry is not None else None
             return variants.price_per_million(pricing.input_tokens, pricing.output_tokens) if pricing else None

@@ -18,6 +18,7 @@ from actors.health import HealthView
 from actors.messages import Call
 from actors.routing.candidates import serving
 from actors.routing.strategies import PickContext, make_picker, prompt_prefix
+from actors.signals import Signals, SignalTerms
 from config.schema import BackendConfig, Snapshot, Strategy
 from protocol.errors import ModelNotFound, NoHealthyBackend
 
@@ -36,6 +37,11 @@ class BackendPool:
         self.dial_saturated: defaultdict[str, int] = defaultdict(int)  # fallback_dial_bound_saturated_total
         self.no_prefill: set[tuple[str, str]] = set()   # (backend, model) pairs that refused a prefill
         self._serving_source: object = None
+        self.signals = SignalTerms(snapshot)   # engine load, usage weight, quota: the live-signal terms
+        # (backend, reason) -> picks, for routing_*_decisions_total
+        self.engine_load_decisions = self.signals.engine_load_decisions
+        self.usage_weight_decisions = self.signals.usage_weight_decisions
+        self.quota_decisions = self.signals.quota_decisions
 
     def reconfigure(self, snapshot: Snapshot) -> None:
         """A new revision: in-flight counts and latency averages stay; the strategy is
@@ -50,6 +56,7 @@ class BackendPool:
                 snapshot.fallback.fallback_policy.max_concurrent_dials_per_backend:
             self._dials = {}  # dials holding old permits finish on the old semaphores
         self._serving_source = None
+        self.signals.reconfigure(snapshot)
 
     def serving(self, model: str, discovered: Mapping[str, frozenset[str]],
                 snapshot: Snapshot | None = None) -> list[BackendConfig]:
@@ -69,12 +76,13 @@ class BackendPool:
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
                now: float, exclude: frozenset[str] = frozenset(),
                prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None,
-               allowed: frozenset[str] | None = None) -> BackendConfig:
+               allowed: frozenset[str] | None = None, signals: Signals = Signals()) -> BackendConfig:
         """A backend for ``model``: visible, serving it, allowed, healthy, circuit closed, not excluded.
 
         ``allowed`` (the API key's and the client's reach; None: everything) narrows first.
         ``prefer`` (a variant's or the client's ranking) may narrow the admitted set before the
-        strategy picks; it runs after health, so it never brings back a backend health ruled out."""
+        strategy picks; it runs after health, so it never brings back a backend health ruled out.
+        The live-signal terms (``actors/signals.py``) come last, over what is left."""
         candidates = self.serving(model, discovered, call.snapshot)
         if allowed is not None:
             candidates = [b for b in candidates if b.name in allowed]
@@ -84,8 +92,12 @@ class BackendPool:
         if not healthy:
             names = ", ".join(b.name for b in candidates)
             raise NoHealthyBackend(f"No healthy backend for model '{model}' (checked: {names})")
+        self.signals.admit(call.snapshot, model, healthy, signals, now)
         if prefer is not None:
             healthy = prefer(healthy) or healthy
+        healthy, decided = self.signals.rank(call.snapshot, healthy, signals, now)
+        if decided is not None:
+            return decided
         prefix = None
         cfg = self.snapshot.prefix_routing
         if self.snapshot.selection_strategy is Strategy.PREFIX_AWARE_HASH and cfg.enabled:

@@ -122,6 +122,20 @@ class Rename:
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
+def total_tokens(payload: Any) -> int | None:
+    """``usage.total_tokens`` of an answer or chunk (prompt + completion when only those are given)."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    total = usage.get("total_tokens")
+    if not isinstance(total, int) or isinstance(total, bool):
+        parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            return None
+        total = sum(parts)
+    return total if total >= 0 else None
+
+
 class AttemptFailed(Exception):
     """One attempt's end: what kind of failure, and the error the client would see."""
 
@@ -144,6 +158,7 @@ class Relay:
         self._timer: trio.CancelScope | None = None
         self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
+        self.usage_tokens: int | None = None          # the last attempt's reported usage.total_tokens
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
         # Events bound for the client, sent once per upstream chunk: one write
@@ -165,6 +180,7 @@ class Relay:
             # An error with a success status: the backend's error object, with a status that says so.
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
                 backend, 502, body, b"application/json"))
+        self.usage_tokens = total_tokens(payload)
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
@@ -283,6 +299,8 @@ class Relay:
         attempt.got_data()
         if not self.sink.started:
             await self.sink.start(200, headers)
+        if isinstance(obj, dict) and obj.get("usage"):   # the last chunk, with stream_options.include_usage
+            self.usage_tokens = total_tokens(obj)
         if _finish_reason(obj):
             state.finished = True
         raw = event.raw if self.rename is None else self.rename.event(obj, event.raw)

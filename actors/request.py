@@ -30,7 +30,7 @@ import trio
 from actors.admission import AdmissionMixin
 from actors.attempt_body import AttemptBodyMixin
 from actors.budgets import AttemptBudget, CallBudget, limits_for
-from actors.events import CallTrace
+from actors.events import CallTrace, FirstByteSink
 from actors.messages import Call
 from actors.model_choice import ModelChoiceMixin
 from actors.recovery import RecoveryMixin, can_resume
@@ -48,6 +48,7 @@ from actors.routing.failover import (
 )
 from actors.routing.stream_state import StreamAccumulator
 from actors.routing.thinking import active as thinking_active
+from actors.signals import Signals
 from actors.thinking import ThinkingStream
 from config.schema import BackendConfig
 from protocol import logs
@@ -104,9 +105,12 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
         self.sink = sink
         self.disconnected = disconnected
+        # The relay's first start notes the time to first byte on the trace (for the metrics).
+        first = FirstByteSink(sink, self.trace, lambda: self._last_route[0])
         # What the client has been sent is kept only when a broken stream may be continued.
-        self.relay = Relay(sink, StreamAccumulator() if self.call.stream and can_resume(self.call, self.model)
-                           else None, self.call.snapshot.fallback.empty_reply_retry.enabled)
+        self.relay = first.relay = Relay(
+            first, StreamAccumulator() if self.call.stream and can_resume(self.call, self.model) else None,
+            self.call.snapshot.fallback.empty_reply_retry.enabled)
 
     async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
         """End the call before any selection with ``err`` (an admission refusal), recorded like any end."""
@@ -277,7 +281,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         try:
             return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model))
+                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model),
+                                  signals=Signals(rt.engine_stats.view, rt.quota.view))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != self.call.model and model == self.model:
                 raise _naming(err, model, self.call.model) from None  # the client's name, not ours
@@ -324,6 +329,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
             headers=headers, content=body if body is not None else self._body_for(model, backend))
         # This backend answers with the id it was sent; the client sees the public one.
         wire = backend.upstream_ids.get(model)
+        self.relay.usage_tokens = None
         self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
         if self.variant is not None and model == self.model:
             self.relay.rename = Rename(None, self.call.model)   # the requested name, suffix and all
@@ -346,6 +352,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                         finally:
                             if permit is not None:
                                 permit.release()   # held from dial to response headers only
+                        # An answer arrived (whatever its status): its rate-limit headers describe the key.
+                        rt.quota.observe(backend.name, response.headers, trio.current_time())
                         try:
                             await self._answer(backend, plan, response, attempt, began)
                         finally:
@@ -375,6 +383,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
+        if self.relay.usage_tokens is not None:   # for usage_weight's local metering
+            rt.pool.signals.record_usage(backend.name, self.relay.usage_tokens, trio.current_time())
 
     def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
         """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -21,15 +20,18 @@ import trio
 from actors.config_watcher import ConfigWatcher
 from actors.dedup import DedupCoordinator
 from actors.discovery import ModelDiscoveryActor
+from actors.engine_stats import EngineStatsPoller
 from actors.events import TraceLog
 from actors.health import BackendHealthActor
 from actors.pool import BackendPool
 from actors.prompts import PromptStore
+from actors.quota import QuotaObserver
 from actors.routing.variants import ThroughputView
 from actors.supervisor import Supervisor
 from config.load import ConfigError, load_file
 from config.schema import Snapshot
 from config.watch import Applied, apply_live
+from protocol.call_metrics import GatewayMetrics
 from protocol.upstream import Upstream
 
 log = logging.getLogger("switchyard.config")
@@ -61,14 +63,18 @@ class Runtime:
         self.upstream = upstream or Upstream(snapshot)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
+        self.engine_stats = EngineStatsPoller(snapshot, self.upstream)
+        self.quota = QuotaObserver(snapshot)
         self.pool = BackendPool(snapshot)
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
+        # This Runtime's own registry; every finished call's trace feeds its per-call metrics.
+        self.metrics = GatewayMetrics(self)
+        self.traces.listener = self.metrics.observe
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
-        # Engine stats for `:nitro` (backend -> ThroughputSample); the poller is a later issue: empty today.
-        self.throughput: ThroughputView = MappingProxyType({})
+        self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
         self.variant_requests: dict[tuple[str, str], int] = {}
         self.request_params_outcomes: dict[str, int] = {}   # applied | rejected, for request_params_total
@@ -83,6 +89,8 @@ class Runtime:
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
+                await self.supervisor.start(self.engine_stats)
+                await self.supervisor.start(self.quota)
                 await self.supervisor.start(self.prompts)
                 if self.watcher is not None:
                     await self.supervisor.start(self.watcher)
@@ -90,6 +98,20 @@ class Runtime:
         finally:
             with trio.CancelScope(shield=True):
                 await self.upstream.aclose()
+
+    @property
+    def throughput(self) -> ThroughputView:
+        """Backend -> latest throughput sample, what `:nitro` and `sort: throughput` rank by.
+
+        The engine-stats poller's current view (it replaces the mapping on
+        every change, so this is read afresh each time); a view assigned
+        here instead (tests) takes its place.
+        """
+        return self._throughput if self._throughput is not None else self.engine_stats.throughput
+
+    @throughput.setter
+    def throughput(self, view: ThroughputView) -> None:
+        self._throughput = view
 
     # --- hot reload -------------------------------------------------------------
 
@@ -127,6 +149,8 @@ class Runtime:
         self.upstream.sync_simulated(snapshot)
         self.health.reconfigure(snapshot)
         self.discovery.reconfigure(snapshot)
+        self.engine_stats.reconfigure(snapshot)
+        self.quota.reconfigure(snapshot)
         self.pool.reconfigure(snapshot)
         self.prompts.reconfigure(snapshot.global_prompts)
         self.dedup.reconfigure(snapshot.dedup)

@@ -25,6 +25,7 @@ from config import (
     load_params,
     load_prompts,
     load_resilience,
+    load_telemetry,
     rules,
 )
 from config.rules import Invalid, Problems, Reader, child
@@ -38,6 +39,7 @@ from config.schema import (
     PrefixRouting,
     Proxy,
     ServerConfig,
+    SimulatedEngine,
     SimulatedFailure,
     Simulation,
     Snapshot,
@@ -183,6 +185,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     request_presets = load_params.request_presets(top.section("request_presets"))
     global_prompts = load_prompts.global_prompts(top.section("global_prompts"), base_dir or Path.cwd())
     dedup = _dedup(top.section("dedup"))
+    engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
+    routing = load_telemetry.routing(top.section("routing"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -203,12 +207,13 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
+    load_telemetry.check(engine_stats, routing, backends, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
-                    global_prompts=global_prompts, dedup=dedup,
+                    global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
@@ -274,6 +279,7 @@ def _backend(r: Reader) -> BackendConfig | None:
     model_aliases = {e.id: e.aliases for e in entries if e.aliases}
     upstream_ids = {e.id: e.upstream_id for e in entries if e.upstream_id}
     extensions = load_extensions.request_extensions(r.section("request_extensions"))
+    declared = load_telemetry.backend_fields(r)
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     if btype is BackendType.SIMULATED:
@@ -289,7 +295,21 @@ def _backend(r: Reader) -> BackendConfig | None:
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
-                         request_extensions=extensions)
+                         request_extensions=extensions, **declared)
+
+
+def _header_map(value: Any) -> dict[str, str]:
+    """Header name -> value, both strings (numbers are written as they are)."""
+    if not isinstance(value, dict):
+        raise Invalid(f"must be a mapping of header names to values, got {rules.type_name(value)}")
+    out = {}
+    for name, v in value.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name):
+            raise Invalid(f"has {name!r}, which is not an HTTP header name")
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise Invalid(f"[{name}] must be a string or number, got {rules.type_name(v)}")
+        out[name.lower()] = str(v)
+    return out
 
 
 def _status(value: Any) -> int:
@@ -330,6 +350,7 @@ def _simulation(r: Reader) -> Simulation:
     if failure.empty_reply and failure.tool_call:
         f.problems.error(child(f.path, "tool_call"), "cannot be combined with empty_reply")
     f.finish()
+    engine = r.section("engine")   # read even when null, so `engine:` alone is no unknown key
     out = Simulation(
         latency=r.get("latency", rules.duration(maximum=3600, allow_zero=True), d.latency),
         tokens_per_second=r.get("tokens_per_second", rules.number(0, 1_000_000), d.tokens_per_second),
@@ -338,7 +359,27 @@ def _simulation(r: Reader) -> Simulation:
         failure=failure,
         text=r.get("text", rules.string(), d.text),
         supports_prefill=r.get("supports_prefill", rules.boolean, d.supports_prefill),
+        response_headers=r.get("response_headers", _header_map, {}),
+        engine=_simulated_engine(engine) if r.has("engine") else None,
     )
+    r.finish()
+    return out
+
+
+def _simulated_engine(r: Reader) -> SimulatedEngine:
+    d = SimulatedEngine()
+    out = SimulatedEngine(
+        kind=r.get("kind", rules.one_of({"vllm": "vllm", "sglang": "sglang"}), d.kind),
+        waiting=r.get("waiting", rules.integer(0, 1_000_000), d.waiting),
+        running=r.get("running", rules.integer(0, 1_000_000), d.running),
+        kv_cache_usage=r.get("kv_cache_usage", rules.number(0, 1), d.kv_cache_usage),
+        total_slots=r.get("total_slots", rules.integer(1, 1_000_000), d.total_slots),
+        background_tokens_per_second=r.get("background_tokens_per_second", rules.number(0, 10_000_000),
+                                           d.background_tokens_per_second),
+    )
+    if out.total_slots is not None and out.kind != "sglang":
+        r.problems.error(child(r.path, "total_slots"),
+                         "only an sglang engine reports it (vLLM exports no such metric)")
     r.finish()
     return out
 

@@ -24,6 +24,7 @@ from config.operations import Admin, Logging, Tracing
 from config.params import ParamPolicy, Preset
 from config.prompts import GlobalPrompts
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+from config.telemetry import EngineStatsConfig, RoutingConfig
 
 
 class BackendType(str, Enum):
@@ -86,6 +87,22 @@ class SimulatedFailure:
 
 
 @frozen
+class SimulatedEngine:
+    """``simulation.engine``: the backend also answers ``GET .../metrics`` as a vLLM or SGLang engine would.
+
+    The generation counter grows with the tokens the simulator streams plus
+    ``background_tokens_per_second`` (what the engine generates for others).
+    """
+
+    kind: str = "vllm"                         # vllm | sglang: whose metric names the page uses
+    waiting: int = 0                           # requests in the engine's queue
+    running: int = 0                           # running requests besides the ones this simulator streams now
+    kv_cache_usage: float = 0.0                # 0..1
+    total_slots: int | None = None             # sglang:max_running_requests (vLLM reports no cap)
+    background_tokens_per_second: float = 0.0
+
+
+@frozen
 class Simulation:
     latency: float = 0.05
     tokens_per_second: float = 0.0
@@ -94,6 +111,8 @@ class Simulation:
     failure: SimulatedFailure = SimulatedFailure()
     text: str | None = None            # the reply, split into `chunks` pieces; None: "Hello from NAME. ..."
     supports_prefill: bool = True      # continue a trailing assistant message (else answer 400)
+    engine: SimulatedEngine | None = None  # an engine Prometheus page on GET .../metrics
+    response_headers: Mapping[str, str] = attrs.field(factory=dict)   # added to every chat answer (rate limits)
 
 
 @frozen
@@ -131,6 +150,9 @@ class BackendConfig:
     model_aliases: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)   # model_configs[].aliases
     upstream_ids: Mapping[str, str] = attrs.field(factory=dict)                # model_configs[].upstream_id
     request_extensions: "BodyExtensions" = attrs.field(factory=lambda: BodyExtensions())
+    provider_tpm: int | None = None          # the provider's tokens per minute for this key (declared)
+    provider_rpm: int | None = None          # the provider's requests per minute (declared)
+    engine_stats_url: str | None = None      # where the engine's Prometheus page is, if not url + engine_stats.path
 
     @property
     def exact_models(self) -> tuple[str, ...]:
@@ -238,6 +260,8 @@ class Snapshot:
     request_presets: Mapping[str, Preset] = attrs.field(factory=dict)
     global_prompts: GlobalPrompts = GlobalPrompts()
     dedup: Dedup = Dedup()
+    engine_stats: EngineStatsConfig = EngineStatsConfig()
+    routing: RoutingConfig = RoutingConfig()
     model_metadata_file: str | None = None
     model_metadata_dirs: tuple[str, ...] = ()
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

@@ -19,6 +19,7 @@ import trio
 from actors.routing.circuit import CircuitState
 from protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
 from protocol.admin_prompts import PromptsAdmin
+from protocol.admin_stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
 from protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class AdminApi:
         }
         self.prompts = PromptsAdmin(respond)
         self.routes.update(self.prompts.routes)
+        self.stats = StatsAdmin(respond)
+        self.routes.update(self.stats.routes)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
@@ -60,6 +63,9 @@ class AdminApi:
             return
         if path.startswith(PROMPTS_PREFIX):
             await self.prompts.file(runtime, scope, receive, send)
+            return
+        if path.startswith(ENGINE_PREFIX) and path.endswith(ENGINE_SUFFIX) and scope["method"] == "GET":
+            await self.stats.one_engine(runtime, path[len(ENGINE_PREFIX):-len(ENGINE_SUFFIX)], send)
             return
         if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)

@@ -17,30 +17,33 @@ import trio
 
 from actors.dedup import Role, dedup_key
 from actors.request import RequestActor
-from actors.routing.listing import ListedModel, find, list_models
 from actors.runtime import Runtime
-from config.access import ApiKey
 from config.load import load_demo, load_file
 from config.schema import Snapshot
 from protocol import limits, logs
 from protocol.admin import AdminApi
+from protocol.asgi import (
+    AsgiSink,
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    disconnect_waiter,
+    read_body,
+    respond,
+)
 from protocol.auth import DATA_PLANE_PREFIXES, authenticate
 from protocol.errors import (
-    BodyTooLarge,
     GatewayError,
     MethodNotAllowed,
-    ModelNotFound,
-    RateLimited,
     RouteNotFound,
     ShuttingDown,
     TooManyConcurrentRequests,
     Unavailable,
 )
 from protocol.metrics import CONTENT_TYPE, exposition
+from protocol.model_routes import MODEL_PREFIX, ModelRoutes
 from protocol.openai import (
-    model_list,
-    model_list_extended,
-    model_object_extended,
     parse_chat_payload,
     parse_json_object,
 )
@@ -50,106 +53,11 @@ from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-JSON = [(b"content-type", b"application/json")]
-
-
 def new_request_id() -> str:
     return "req_" + secrets.token_hex(16)
 
 
-MODEL_PREFIX = "/v1/models/"   # GET /v1/models/{model}; the id may hold '/' (HuggingFace ids)
-
-
-@attrs.define
-class CachedListing:
-    """What ``App.models_cache`` holds: the rows, and the ``/v1/models`` body once rendered."""
-
-    rows: tuple[ListedModel, ...]
-    body: bytes | None = None
-
-
-SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-
-
-class AsgiSink:
-    """A ResponseSink over ASGI ``send``; knows how to fail before and after start."""
-
-    __slots__ = ("_send", "streaming", "started", "finished", "status")
-
-    def __init__(self, send: Send, streaming: bool) -> None:
-        self._send = send
-        self.streaming = streaming
-        self.started = False
-        self.finished = False
-        self.status = 0
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self.started = True
-        self.status = status
-        if self.streaming:
-            headers = headers + SSE_HEADERS
-        await self._send({"type": "http.response.start", "status": status, "headers": headers})
-
-    async def send(self, chunk: bytes) -> None:
-        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    async def finish(self) -> None:
-        self.finished = True
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def fail(self, error: GatewayError) -> None:
-        if not self.started:
-            await respond(self._send, error.status, error.body(), error.headers())
-            self.status = error.status
-            return
-        if self.streaming:
-            # Mid-stream: the status line is gone; an SSE error event is what
-            # OpenAI SDKs raise on. No [DONE] follows, so nobody mistakes the
-            # stream for complete.
-            await self.send(b"data: " + error.body() + b"\n\n")
-        await self.finish()
-
-
-async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] = JSON) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    for name, value in scope["headers"]:
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
-            raise BodyTooLarge(f"Request body is {int(value)} bytes; the limit is {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _ClientGone()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-class _ClientGone(Exception):
-    """The client left before its request body arrived; nobody to answer."""
-
-
-def disconnect_waiter(receive: Receive) -> Callable[[], Awaitable[None]]:
-    async def wait() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-    return wait
-
-
-class App:
+class App(ModelRoutes):
     def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
                  config_path: str | None = None, watch: bool = True) -> None:
         self._load = load
@@ -209,15 +117,19 @@ class App:
         # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
         id_headers = [(b"x-continuum-request-id", request_id.encode())]
         started = False
+        status: int | None = None   # what the client got, for the metrics
 
         async def send_with_id(message: dict[str, Any]) -> None:
-            nonlocal started
+            nonlocal started, status
             if message["type"] == "http.response.start":
-                started = True
+                started, status = True, message["status"]
                 message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
             await send(message)
 
         log_fields = logs.bind(request_id=request_id)
+        metrics = self.runtime.metrics if self.runtime is not None else None   # none while starting
+        if metrics is not None:
+            metrics.http_began()
         try:
             scope["switchyard.trace"] = self._trace(scope, request_id, id_headers)
             path = scope["path"]
@@ -241,7 +153,7 @@ class App:
             await handler(scope, receive, send_with_id)
         except GatewayError as err:
             await respond(send_with_id, err.status, err.body(), err.headers())
-        except _ClientGone:
+        except ClientGone:
             pass
         except Exception:
             # A bug must still answer in our envelope, and be loud in the log.
@@ -251,6 +163,8 @@ class App:
                 await respond(send_with_id, err.status, err.body(), err.headers())
         finally:
             logs.unbind(log_fields)
+            if metrics is not None:
+                metrics.http_ended(scope["path"], scope["method"], status, self.routes)
 
     def _trace(self, scope: Scope, request_id: str, id_headers: list[tuple[bytes, bytes]]) -> TraceContext | None:
         """The request's TraceContext (None with tracing off or no config yet); sets the x-request-id echo.
@@ -345,116 +259,6 @@ class App:
             finally:
                 self.active_requests -= 1
         return capped
-
-    def _rate_limit(self, limiter: limits.Limiter, client: str, now: float) -> None:
-        refused = limiter.check(client, now)
-        if refused is None:
-            return
-        route, rate = limiter.limit.route, refused.rate
-        # One warning per client per refused streak; the repeats go to debug so a
-        # client hammering a closed bucket cannot flood the log.
-        log.log(logging.WARNING if refused.first else logging.DEBUG, "rate limited %s: %s limit (%s) for client %s",
-                route, refused.which, rate.describe(), client)
-        raise RateLimited(f"Rate limit exceeded on {route}: the {refused.which} limit of {rate.describe()} "
-                          f"was reached; retry after {refused.retry_after_header}s",
-                          retry_after=refused.retry_after_header)
-
-    def _listing(self, runtime: Runtime, now: float) -> CachedListing:
-        """The model rows, from the cache while its TTL lasts (an empty list only briefly).
-
-        One cache serves all three list routes, so they agree with each other; health
-        (``backend_status``) is not cached but read at answer time.
-        """
-        cached = self.models_cache.get(runtime.snapshot, now)
-        if cached is None:
-            cached = CachedListing(list_models(runtime.snapshot, runtime.discovery.view))
-            self.models_cache.put(runtime.snapshot, cached, not cached.rows, now)
-        return cached
-
-    def _model_list(self, runtime: Runtime, now: float) -> bytes:
-        """The /v1/models body (rendered once per cached listing)."""
-        cached = self._listing(runtime, now)
-        if cached.body is None:
-            cached.body = json.dumps(model_list(cached.rows), ensure_ascii=False).encode()
-        return cached.body
-
-    def _models_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
-        """The built-in /v1/models limit; /v1/models/extended and /v1/models/{model} share its buckets."""
-        key = scope.get("switchyard.key")
-        if key is not None:   # a verified key: its own bucket, whatever header carried it
-            self._rate_limit(self.models_limiter, "verified-key " + key.id, now)
-            return
-        ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
-        self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
-
-    @staticmethod
-    def _backend_status(runtime: Runtime) -> Callable[[str, str], dict[str, Any]]:
-        view, now = runtime.health.view, trio.current_time()
-
-        def status(backend: str, model: str) -> dict[str, Any]:
-            h = view.backends.get(backend)
-            circuit = view.circuit(backend, model)
-            return {"state": h.state.value if h is not None else "unknown",
-                    "routable": view.routable(backend) and circuit.admits(now),
-                    "circuit": circuit.state.value}
-        return status
-
-    @staticmethod
-    def _visible(rows: tuple[ListedModel, ...], key: ApiKey | None) -> tuple[ListedModel, ...]:
-        """The rows an API key may use: its model globs, and only the backends it may reach."""
-        if key is None or (key.allowed_models is None and key.allowed_backends is None):
-            return rows
-        out = []
-        for row in rows:
-            backends = tuple(b for b in row.backends if key.allows_backend(b))
-            if backends and key.allows_model(row.id):
-                out.append(attrs.evolve(row, backends=backends) if backends != row.backends else row)
-        return tuple(out)
-
-    async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
-        now = trio.current_time()
-        self._models_limit(scope, runtime, now)
-        await self._answer_models(send, runtime, scope.get("switchyard.key"))
-
-    async def _answer_models(self, send: Send, runtime: Runtime, key: ApiKey | None) -> None:
-        """The /v1/models body, as the key may see it."""
-        now = trio.current_time()
-        if key is None or (key.allowed_models is None and key.allowed_backends is None):
-            await respond(send, 200, self._model_list(runtime, now))
-            return
-        rows = self._visible(self._listing(runtime, now).rows, key)
-        await respond(send, 200, json.dumps(model_list(rows), ensure_ascii=False).encode())
-
-    async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
-        now = trio.current_time()
-        self._models_limit(scope, runtime, now)
-        rows = self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key"))
-        body = model_list_extended(rows, self._backend_status(runtime))
-        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
-
-    async def model(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
-        now = trio.current_time()
-        self._models_limit(scope, runtime, now)
-        model_id = scope["path"][len(MODEL_PREFIX):]
-        row = find(self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key")), model_id)
-        if row is None:
-            raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
-        body = model_object_extended(row, self._backend_status(runtime))
-        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
-
-    async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Drop the cached model list, ask every backend again, answer the fresh list."""
-        runtime = self._runtime()
-        # A verified API key has a bucket of its own; without keys every caller shares one.
-        key = scope.get("switchyard.key")
-        self._rate_limit(self.refresh_limiter, limits.refresh_client(key.id if key is not None else None),
-                         trio.current_time())
-        self.models_cache.clear()
-        await runtime.discovery.refresh_all()
-        await self._answer_models(send, runtime, key)
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])

@@ -1,19 +1,25 @@
 """``GET /metrics``: Prometheus text exposition of the gateway's counters.
 
 Counters live where the hot path already keeps them (plain dicts on the
-pool); a collector reads them at scrape time, so a request pays nothing for
-being measured. prometheus-client does the exposition format.
+pool, the actors' mailboxes and poll status); a collector reads them at
+scrape time, so a request pays nothing for being measured. Per-call and
+per-HTTP-request metrics are prometheus-client types fed after the fact
+(``protocol/call_metrics.py``); both share the Runtime's own registry.
+prometheus-client does the exposition format. Every metric is listed in
+docs/metrics.md.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
+import trio
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from actors.dedup import Role
+from actors.mailbox import Mailbox
 from actors.routing.variants import VARIANTS
 from protocol.tracing import CLIENT_REF_REASONS
 
@@ -21,6 +27,16 @@ if TYPE_CHECKING:
     from actors.runtime import Runtime
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+# The pool's decision counters ((backend, reason) -> picks) and the metric each becomes.
+ROUTING_DECISIONS = (
+    ("engine_load_decisions", "routing_engine_load_decisions",
+     "routing.engine_load verdicts, one per candidate per pick, by backend and reason"),
+    ("usage_weight_decisions", "routing_usage_weight_decisions",
+     "routing.usage_weight verdicts, one per candidate per pick, by backend and reason"),
+    ("quota_decisions", "routing_quota_aware_decisions",
+     "routing.quota_aware verdicts, one per candidate per pick, by backend and reason"),
+)
 
 
 class RuntimeCollector(Collector):
@@ -71,9 +87,52 @@ class RuntimeCollector(Collector):
         for role in Role:
             dedup.add_metric([role.name.lower()], rt.dedup.counts.get(role, 0))
         yield dedup
+        yield from self._telemetry(rt)
+
+    def _telemetry(self, rt: "Runtime") -> Iterator[Metric]:
+        """Mailbox drops, engine-page polling, and the load-aware routing terms' verdicts."""
+        dropped = CounterMetricFamily(
+            "actor_mailbox_dropped", "Messages an actor's full inbox dropped (the sender never waits), by actor",
+            labels=["actor"])
+        for name, count in sorted(_mailbox_drops(rt).items()):
+            dropped.add_metric([name], count)
+        yield dropped
+        stats = rt.engine_stats
+        failures = CounterMetricFamily(
+            "engine_stats_poll_failures",
+            "Engine stats polls that failed (the last snapshot stays and ages), by backend", labels=["backend"])
+        for backend, status in sorted(stats.status.items()):
+            failures.add_metric([backend], status.failures)
+        yield failures
+        age = GaugeMetricFamily("engine_stats_age_seconds", "Seconds since the backend's engine snapshot was taken",
+                                labels=["backend"])
+        try:
+            now: float | None = trio.current_time()
+        except RuntimeError:   # scraped outside Trio (a test's direct call): no clock, no ages
+            now = None
+        if now is not None:
+            for backend, snap in sorted(stats.view.items()):
+                age.add_metric([backend], snap.age(now))
+        yield age
+        for attr, name, doc in ROUTING_DECISIONS:
+            family = CounterMetricFamily(name, doc, labels=["backend", "reason"])
+            counts: dict[tuple[str, str], int] = getattr(rt.pool, attr, None) or {}
+            for (backend, reason), count in sorted(counts.items()):
+                family.add_metric([backend, reason], count)
+            yield family
+
+
+def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
+    """Each actor mailbox's drop count, by the mailbox's name; every actor that has one, from the start."""
+    out: dict[str, int] = {}
+    actors: tuple[Any, ...] = (getattr(rt, "quota", None), rt.health, rt.discovery, rt.engine_stats, rt.prompts,
+                               rt.watcher)
+    for actor in actors:
+        mailbox = getattr(actor, "mailbox", None)
+        if isinstance(mailbox, Mailbox):
+            out[mailbox.name] = out.get(mailbox.name, 0) + mailbox.dropped
+    return out
 
 
 def exposition(runtime: "Runtime") -> bytes:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(RuntimeCollector(runtime))
-    return generate_latest(registry)
+    return generate_latest(runtime.metrics.registry)

@@ -3,8 +3,8 @@
 It is an httpx transport, so it runs under Trio's MockClock with no sockets:
 every chunk is paced with ``trio.sleep`` and arrives at an exact virtual
 instant. The demo config uses it; tests script it per request through
-``script`` (chat behaviours) and ``health_script`` (health statuses), and read
-back what it saw in ``events``.
+``script`` (chat behaviours), ``health_script`` (health statuses) and
+``metrics_script`` (engine pages), and read back what it saw in ``events``.
 
 The reply is ``Simulation.text`` split into at most ``chunks`` word-ish
 pieces, or by default ``Hello from NAME.`` followed by words of a fixed
@@ -19,6 +19,13 @@ byte; stall after chunk k; reset the connection after chunk k; send chunk k
 malformed; send an in-band error event after chunk k; end the stream cleanly
 after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
 empty content; reply with a tool call.
+
+With ``Simulation.engine`` set, ``GET`` on a path ending in ``/metrics``
+answers the Prometheus page a vLLM or SGLang engine would serve (its own
+metric names, rendered by prometheus-client): the configured queue depth and
+KV usage, running requests plus the streams open now, and a generation
+counter that grows with every token streamed plus the engine's background
+rate. Every other ``GET`` is the health route.
 """
 
 from __future__ import annotations
@@ -32,8 +39,11 @@ from typing import Any, AsyncIterator
 
 import httpx
 import trio
+from attrs import frozen
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from config.schema import Simulation
+from config.schema import SimulatedEngine, Simulation
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -48,6 +58,15 @@ PREFILL_UNSUPPORTED = {"error": {"message": "assistant prefill is not supported"
                                  "code": "prefill_unsupported"}}
 
 _WORDISH = re.compile(r"\s*\S+|\s+")
+
+
+@frozen
+class MetricsReply:
+    """One scripted answer of the engine page: a status, a raw body, a delay (``math.inf`` stalls)."""
+
+    status: int = 200
+    body: str | None = None      # None: the configured engine page (empty for a non-2xx status)
+    delay: float = 0.0
 
 
 def split_words(text: str, n: int) -> list[str]:
@@ -99,16 +118,24 @@ class SimulatedStream(httpx.AsyncByteStream):
         self.owner = owner
         self.chunks = chunks
         self.finished = False
+        self.released = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.chunks:
             yield chunk
         self.finished = True
+        self._release()
 
     async def aclose(self) -> None:
         if not self.finished:
             self.owner.record("cancelled")
             self.finished = True
+        self._release()
+
+    def _release(self) -> None:
+        if not self.released:   # the request stops counting as running on the engine page
+            self.released = True
+            self.owner.in_flight -= 1
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):
@@ -118,8 +145,13 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self.models = tuple(m for m in models if not any(c in m for c in "*?["))
         self.script: deque[Simulation] = deque()
         self.health_script: deque[int] = deque()
+        self.metrics_script: deque[SimulatedEngine | MetricsReply] = deque()
         self.events: list[tuple[float, str]] = []
         self.requests: list[httpx.Request] = []
+        self.in_flight = 0             # chat requests not yet answered in full
+        self.generated = 0             # tokens streamed so far, for the engine's generation counter
+        self.background = 0.0          # tokens generated "for other clients" up to the last engine page
+        self.engine_at: float | None = None      # when the last engine page was rendered
 
     def record(self, kind: str) -> None:
         self.events.append((trio.current_time(), kind))
@@ -133,6 +165,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record("models")
             return httpx.Response(200, json={"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": self.name} for m in self.models]})
+        if request.method == "GET" and path.endswith("/metrics") and (self.simulation.engine or self.metrics_script):
+            return await self._metrics()
         if request.method == "GET":  # any other GET is the health route, whatever health_checks.path says
             status = self.health_script.popleft() if self.health_script else self.simulation.health_status
             self.record(f"health:{status}")
@@ -142,7 +176,69 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",
                                                    "param": None, "code": None}})
 
+    async def _metrics(self) -> httpx.Response:
+        entry = self.metrics_script.popleft() if self.metrics_script else MetricsReply()
+        reply = entry if isinstance(entry, MetricsReply) else MetricsReply()
+        engine = entry if isinstance(entry, SimulatedEngine) else self.simulation.engine
+        self.record(f"metrics:{reply.status}")   # on arrival, so a stalled poll shows when it came
+        if reply.delay:
+            await trio.sleep(reply.delay)
+        body = reply.body
+        if body is None:
+            body = self.engine_page(engine) if reply.status < 300 and engine is not None else ""
+        return httpx.Response(reply.status, headers={"content-type": "text/plain; version=0.0.4; charset=utf-8"},
+                              content=body.encode())
+
+    def engine_page(self, engine: SimulatedEngine) -> str:
+        """The Prometheus text page of ``engine`` now, in its own metric names."""
+        now = trio.current_time()
+        if self.engine_at is not None:   # accumulated, so a reloaded rate never makes the counter go back
+            self.background += engine.background_tokens_per_second * (now - self.engine_at)
+        self.engine_at = now
+        tokens = self.generated + self.background
+        running = engine.running + self.in_flight
+        model = self.models[0] if self.models else self.name
+        if engine.kind == "sglang":
+            labels = {"model_name": model}
+            families = [
+                _gauge("sglang:num_running_reqs", "The number of running requests.", labels, running),
+                _gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels,
+                       engine.waiting),
+                _gauge("sglang:token_usage", "The token usage.", labels, engine.kv_cache_usage),
+                _gauge("sglang:gen_throughput", "The generation throughput (token/s).", labels,
+                       engine.background_tokens_per_second),
+                _counter("sglang:generation_tokens", "Number of generation tokens processed.", labels, tokens),
+            ]
+            if engine.total_slots is not None:
+                families.append(_gauge("sglang:max_running_requests", "Maximum running requests", labels,
+                                       engine.total_slots))
+        else:
+            labels = {"engine": "0", "model_name": model}
+            families = [
+                _gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels,
+                       running),
+                _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
+                       engine.waiting),
+                _gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
+                       engine.kv_cache_usage),
+                _counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, tokens),
+            ]
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families(families))
+        return generate_latest(registry).decode()
+
     async def _chat(self, request: httpx.Request) -> httpx.Response:
+        self.in_flight += 1
+        try:
+            response = await self._reply(request)
+        except BaseException:
+            self.in_flight -= 1
+            raise
+        if not isinstance(response.stream, SimulatedStream):
+            self.in_flight -= 1       # an error answer: nothing left running
+        return response
+
+    async def _reply(self, request: httpx.Request) -> httpx.Response:
         sim = self.script.popleft() if self.script else self.simulation
         self.requests.append(request)
         self.record("request")
@@ -159,7 +255,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             raise
         if fail.status is not None:
             self.record(f"status:{fail.status}")
-            headers = {"retry-after": str(fail.retry_after)} if fail.retry_after is not None else None
+            headers = dict(sim.response_headers)
+            if fail.retry_after is not None:
+                headers["retry-after"] = str(fail.retry_after)
             return httpx.Response(fail.status, headers=headers, json={"error": {
                 "message": f"simulated failure from {self.name}", "type": "server_error" if fail.status >= 500
                 else "invalid_request_error", "param": None,
@@ -169,9 +267,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
         completion_id = f"chatcmpl-sim-{len(self.requests)}"
         if stream:
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+            return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
                                   stream=SimulatedStream(self, self._sse(sim, completion_id, model, body)))
-        return httpx.Response(200, headers={"content-type": "application/json"},
+        return httpx.Response(200, headers={**sim.response_headers, "content-type": "application/json"},
                               stream=SimulatedStream(self, self._buffered(sim, completion_id, model, body)))
 
     def _tokens(self, sim: Simulation) -> list[str]:
@@ -205,6 +303,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         for k, token in enumerate(pieces, start=1):
             if k > 1 and gap:
                 await trio.sleep(gap)
+            self.generated += 1 if token else 0
             yield k, token
             if fail.stall_after_chunk == k:
                 self.record(f"stall_after:{k}")
@@ -300,6 +399,28 @@ def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
             return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"tool_calls": [call]}
     return {"role": "assistant", "content": token} if k == 1 else {"content": token}
+
+
+class _Families:
+    """A collector that hands prometheus-client ready-made families, so the page is rendered as engines do."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def _gauge(name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
+    family = GaugeMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
+
+
+def _counter(name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
 
 
 def _event(payload: dict) -> bytes:

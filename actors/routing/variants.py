@@ -26,8 +26,6 @@ NITRO, FLOOR, THINKING, ONLINE = "nitro", "floor", "thinking", "online"
 VARIANTS = (NITRO, FLOOR, THINKING, ONLINE)
 RANKED = frozenset({NITRO, FLOOR})     # preferences over candidates; the others change the request
 
-# An engine-stats sample older than this says nothing about a backend's throughput now.
-THROUGHPUT_MAX_AGE = 30.0
 # What ``:thinking`` asks for when the client set no reasoning effort of its own.
 THINKING_EFFORT = "high"
 
@@ -80,8 +78,7 @@ class ThroughputView(Protocol):
     def get(self, backend: str, /) -> ThroughputSample | None: ...
 
 
-def fresh_throughput(view: ThroughputView, backend: str, now: float,
-                     max_age: float = THROUGHPUT_MAX_AGE) -> float | None:
+def fresh_throughput(view: ThroughputView, backend: str, now: float, max_age: float) -> float | None:
     sample = view.get(backend)
     if sample is None or now - sample.observed_at > max_age or sample.tokens_per_second <= 0:
         return None

@@ -14,7 +14,8 @@ import trio
 from actors.dedup import DedupCoordinator, Role, Served, dedup_key
 from actors.request import RequestActor
 from config.schema import Dedup
-from protocol.app import AsgiSink, disconnect_waiter, new_request_id
+from protocol.app import new_request_id
+from protocol.asgi import AsgiSink, disconnect_waiter
 from protocol.errors import GatewayError, InvalidRequest, Unavailable
 from protocol.openai import parse_chat
 from tests.harness import Reply, chat, gateway

@@ -77,6 +77,22 @@ async def test_streaming_chunks_concatenate_to_the_content_and_end_cleanly(start
     assert gw.sim("sim-a").count("completed") == 1
 
 
+async def test_metrics_count_a_call_served_over_a_real_socket(start_gateway):
+    gw = await start_gateway(gateway_config(backend("sim-a")))
+    with sdk(gw) as client:
+        await in_thread(client.chat.completions.create, **CHAT)
+    labels = {"route": "/v1/chat/completions", "model": "demo", "backend": "sim-a"}
+    registry = gw.app.runtime.metrics.registry
+    # the call's trace is stored just after its last byte: the client may see [DONE] first
+    assert await wait_until(lambda: registry.get_sample_value(
+        "switchyard_requests_total", {**labels, "status": "200"}) == 1, within=2.0)
+    async with httpx.AsyncClient(base_url=gw.url, timeout=5) as http:
+        scraped = (await http.get("/metrics")).text
+    assert 'switchyard_time_to_first_token_seconds_count{backend="sim-a",model="demo",' \
+           'route="/v1/chat/completions"} 1.0' in scraped
+    assert 'switchyard_http_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1.0' in scraped
+
+
 async def test_round_robin_alternates_between_two_backends(start_gateway):
     gw = await start_gateway(gateway_config(backend("sim-a"), backend("sim-b")))
 
@@ -332,7 +348,7 @@ async def test_drain_finishes_the_stream_refuses_new_connections_and_says_not_re
                                     ready = (await keep.get("/ready")).status_code
                                 except httpx.TransportError:
                                     ready = "closed"
-                        assert ready in (503, "closed")  # not ready once draining
+                        assert ready in (503, "closed"), log_path.read_text()  # not ready once draining
                         with pytest.raises(httpx.ConnectError):
                             async with httpx.AsyncClient(timeout=2) as fresh:
                                 await fresh.get(url + "/health")

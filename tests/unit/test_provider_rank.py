@@ -170,7 +170,7 @@ def test_sort_throughput_descending():
     now = 100.0
     view = {"a": ThroughputSample(50.0, now - 1), "b": ThroughputSample(80.0, now - 2),
             "c": ThroughputSample(500.0, now - 60)}                     # c's sample is stale
-    signal = lambda c: fresh_throughput(view, c.name, now)
+    signal = lambda c: fresh_throughput(view, c.name, now, 45.0)
     assert groups(rank_groups(ProviderPrefs(sort="throughput"), FLEET, signal)) == [["b"], ["a"], ["c", "d"]]
 
 

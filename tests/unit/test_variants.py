@@ -79,11 +79,12 @@ def test_price_needs_both_sides():
 
 def test_throughput_is_fresh_or_nothing():
     view = {"a": ThroughputSample(120.0, 100.0), "z": ThroughputSample(0.0, 100.0)}
-    assert fresh_throughput(view, "a", 110.0) == 120.0
-    assert fresh_throughput(view, "a", 131.0) is None      # older than THROUGHPUT_MAX_AGE
-    assert fresh_throughput(view, "b", 110.0) is None
-    assert fresh_throughput(view, "z", 110.0) is None      # no throughput is no data
-    assert fresh_throughput({}, "a", 0.0) is None          # today's view: empty
+    assert fresh_throughput(view, "a", 110.0, 30.0) == 120.0
+    assert fresh_throughput(view, "a", 130.0, 30.0) == 120.0   # the boundary instant is still fresh
+    assert fresh_throughput(view, "a", 131.0, 30.0) is None    # older than the window
+    assert fresh_throughput(view, "b", 110.0, 30.0) is None
+    assert fresh_throughput(view, "z", 110.0, 30.0) is None    # no throughput is no data
+    assert fresh_throughput({}, "a", 0.0, 30.0) is None        # engine stats off: an empty view
 
 
 def test_thinking_effort_keeps_the_clients_own():

@@ -1,0 +1,96 @@
+"""``GET /admin/stats/backends`` and ``GET /admin/backends/{name}/engine-stats``: what the
+live-signal terms see, per backend, with every age measured against the window that decides
+whether it still counts."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import attrs
+import trio
+
+from actors.routing import engine_load
+from actors.routing import quota as quota_rules
+from protocol.errors import RouteNotFound
+
+if TYPE_CHECKING:
+    from actors.runtime import Runtime
+
+Respond = Callable[..., Awaitable[None]]
+
+ENGINE_PREFIX, ENGINE_SUFFIX = "/admin/backends/", "/engine-stats"
+
+
+def engine_stats(runtime: "Runtime", backend: str, now: float) -> dict[str, Any] | None:
+    """The engine snapshot of ``backend`` with its age and freshness; None when it is not polled."""
+    poller, snap = runtime.engine_stats, runtime.snapshot
+    status = poller.status.get(backend)
+    sample = poller.view.get(backend)
+    if status is None and sample is None:
+        return None
+    window = engine_load.max_age(snap.engine_stats.interval, snap.routing.engine_load.max_staleness_intervals)
+    out: dict[str, Any] = {"poll": attrs.asdict(status) if status is not None else None,
+                           "freshness_window": window, "snapshot": None}
+    if sample is not None:
+        age = sample.age(now)
+        out["snapshot"] = {**attrs.asdict(sample), "age": age, "fresh": age <= window}
+    throughput = poller.throughput.get(backend)
+    out["throughput_tokens_per_second"] = throughput.tokens_per_second if throughput is not None else None
+    return out
+
+
+def quota(runtime: "Runtime", backend: str, now: float) -> dict[str, Any] | None:
+    """The latest quota observation of ``backend`` against the configured TTL; None when none."""
+    observed = runtime.quota.view.get(backend)
+    if observed is None:
+        return None
+    ttl = runtime.snapshot.routing.quota_aware.ttl
+    age = quota_rules.age(observed, now)
+    return {"observed_at": observed.observed_at, "age": age, "ttl": ttl,
+            "fresh": quota_rules.is_fresh(observed, now, ttl),
+            "usable": observed.usable, "requests_ratio": observed.requests_ratio,
+            "tokens_ratio": observed.tokens_ratio,
+            "axes": {family: attrs.asdict(source) for family, source in sorted(observed.sources.items())},
+            "headers": dict(observed.raw)}
+
+
+def backend_stats(runtime: "Runtime", name: str, now: float) -> dict[str, Any]:
+    health = runtime.health.view.backends.get(name)
+    used = runtime.pool.signals.meter.used(name, now)
+    b = runtime.snapshot.backend(name)
+    return {"name": name,
+            "health": None if health is None else {"state": health.state.value, "since": health.since,
+                                                   "failures": health.failures},
+            "in_flight": runtime.pool.in_flight.get(name, 0),
+            "latency_avg": runtime.pool.latency.get(name),
+            "engine_stats": engine_stats(runtime, name, now),
+            "quota": quota(runtime, name, now),
+            "usage_window": {"tokens": used.tokens, "requests": used.requests,
+                             "window_seconds": runtime.pool.signals.meter.interval,
+                             "provider_tpm": b.provider_tpm if b is not None else None,
+                             "provider_rpm": b.provider_rpm if b is not None else None}}
+
+
+class StatsAdmin:
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        self.routes = {"/admin/stats/backends": {"GET": self.all_backends}}
+
+    async def all_backends(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
+        now = trio.current_time()
+        body = {"now": now, "engine_stats_enabled": runtime.snapshot.engine_stats.enabled,
+                "backends": [backend_stats(runtime, b.name, now) for b in runtime.snapshot.backends]}
+        await self.respond(send, 200, _json(body))
+
+    async def one_engine(self, runtime: "Runtime", name: str, send: Any) -> None:
+        if runtime.snapshot.backend(name) is None:
+            raise RouteNotFound(f"No backend named '{name}'", code="backend_not_found")
+        now = trio.current_time()
+        body = {"name": name, "now": now, "engine_stats": engine_stats(runtime, name, now),
+                "quota": quota(runtime, name, now)}
+        await self.respond(send, 200, _json(body))
+
+
+def _json(body: Any) -> bytes:
+    return json.dumps(body, default=str).encode()

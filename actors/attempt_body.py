@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from actors.routing.body_merge import merge_body
 from actors.routing.failover import RoutePlan
 from config.params import SPELLINGS
-from config.schema import BackendConfig
+from config.schema import BackendConfig, BackendType
 from protocol.params import HEADER, header_value
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ class AttemptBodyMixin(_Base):
         wire = backend.upstream_ids.get(model, model)
         primary = model == self.model
         prompted = self.runtime.prompts.prompt_for(model, backend.name) is not None
-        if primary and wire == self.call.model and not prompted and backend.request_extensions.empty:
+        self.relay.hide_usage = self._asks_usage(backend)
+        if primary and wire == self.call.model and not prompted and backend.request_extensions.empty \
+                and not self.relay.hide_usage:
             return self.call.body
         payload: dict[str, Any] = dict(self.call.payload)
         if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
@@ -50,7 +52,25 @@ class AttemptBodyMixin(_Base):
 
         The prompt store applies its own (live) strategy and text together, so a
         reload never pairs one revision's text with another's strategy."""
-        return merge_body(self.runtime.prompts.merge_into(payload, model, backend.name), backend.request_extensions)
+        payload = merge_body(self.runtime.prompts.merge_into(payload, model, backend.name), backend.request_extensions)
+        self.relay.hide_usage = self._asks_usage(backend)
+        if self.relay.hide_usage:
+            payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
+        return payload
+
+    def _asks_usage(self, backend: BackendConfig) -> bool:
+        """Whether this attempt asks the backend for a stream's usage the client did not ask for.
+
+        usage_weight meters the tokens each backend spent; a stream reports them
+        only with ``stream_options.include_usage``. The usage chunk that brings
+        them is not relayed (``Relay.hide_usage``), so the client sees the
+        stream it asked for. Only backend types known to take the option get it.
+        """
+        call = self.call
+        if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES):
+            return False
+        options = call.payload.get("stream_options")
+        return not (isinstance(options, dict) and options.get("include_usage") is True)
 
     def _param_headers(self) -> list[tuple[bytes, bytes]]:
         """``x-continuum-request-params``: which request_params actions changed the call (never values)."""
@@ -66,6 +86,9 @@ class AttemptBodyMixin(_Base):
         return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
                 (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
 
+
+# Backend types whose streaming API takes stream_options.include_usage.
+USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})

@@ -34,6 +34,8 @@ from config.schema import BackendConfig, BackendType, Snapshot
 from config.telemetry import EngineStatsConfig
 from protocol.upstream import Upstream, auth_headers, join_url
 
+MAX_PAGE_BYTES = 16 * 1024 * 1024   # engine pages are hundreds of KB; more is not a metrics page
+
 log = logging.getLogger("switchyard.engine_stats")
 
 ENGINE_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG})
@@ -173,6 +175,8 @@ class EngineStatsPoller:
                 response = await self.upstream.client.get(url, headers=stats_headers(backend, url))
                 if not response.is_success:
                     error = f"HTTP {response.status_code}"
+                elif len(response.content) > MAX_PAGE_BYTES:
+                    error = f"the page is over {MAX_PAGE_BYTES} bytes"
                 else:
                     snap = parse_exposition(response.text, trio.current_time())
                     if snap is None:
@@ -181,6 +185,9 @@ class EngineStatsPoller:
                 error = f"{type(exc).__name__}: {exc}"
             except ValueError as exc:      # a malformed page
                 error = str(exc)
+            except Exception as exc:       # whatever else a page does, it fails this poll, not the poller
+                log.exception("engine page of backend %s could not be read", backend.name)
+                error = f"{type(exc).__name__}: {exc}"
         if snap is None and error is None:
             error = f"no answer within {cfg.timeout:g}s"
         self._record(backend.name, url, snap, error)

@@ -21,7 +21,7 @@ import trio
 from actors.routing import variants
 from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from actors.routing.candidates import public_backends
-from actors.signals import engine_window
+from actors.signals import EnginesSaturated, Signals, engine_window
 from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
@@ -144,7 +144,8 @@ class ModelChoiceMixin(_Base):
         A pin to a backend that does not exist, is not public or does not
         serve the model is the client's mistake (400); one the API key may not
         use is refused (403). The pin wins over the client's provider filters. A pinned backend that
-        cannot take calls right now (unhealthy, circuit open) gives the pin up:
+        cannot take calls right now (unhealthy, circuit open, its engine over the
+        admission gate's KV threshold) gives the pin up:
         the call is routed as usual rather than failed.
         """
         rt, call = self.runtime, self.call
@@ -156,8 +157,14 @@ class ModelChoiceMixin(_Base):
         if backend is None:
             raise InvalidRequest(f"The backend '{call.pin}' named by x-backend does not serve the model "
                                  f"'{call.model}'", param="x-backend", code="invalid_backend_pin")
-        if not rt.health.view.admits(backend.name, model, trio.current_time()):
+        now = trio.current_time()
+        if not rt.health.view.admits(backend.name, model, now):
             self.trace.add("pin_unavailable", backend=backend.name, model=model)
+            return None
+        try:   # the admission gate holds for a pin too: a saturated engine gives the pin up
+            rt.pool.signals.admit(call.snapshot, model, [backend], Signals(rt.engine_stats.view, rt.quota.view), now)
+        except EnginesSaturated:
+            self.trace.add("pin_unavailable", backend=backend.name, model=model, reason="engines_saturated")
             return None
         self.trace.add("pinned", backend=backend.name, model=model)
         self._variant_applied = False  # a pinned attempt is not ranked

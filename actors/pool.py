@@ -18,7 +18,7 @@ from actors.health import HealthView
 from actors.messages import Call
 from actors.routing.candidates import serving
 from actors.routing.strategies import PickContext, make_picker, prompt_prefix
-from actors.signals import Signals, SignalTerms
+from actors.signals import NO_SIGNALS, Signals, SignalTerms
 from config.schema import BackendConfig, Snapshot, Strategy
 from protocol.errors import ModelNotFound, NoHealthyBackend
 
@@ -76,7 +76,7 @@ class BackendPool:
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
                now: float, exclude: frozenset[str] = frozenset(),
                prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None,
-               allowed: frozenset[str] | None = None, signals: Signals = Signals()) -> BackendConfig:
+               allowed: frozenset[str] | None = None, signals: Signals = NO_SIGNALS) -> BackendConfig:
         """A backend for ``model``: visible, serving it, allowed, healthy, circuit closed, not excluded.
 
         ``allowed`` (the API key's and the client's reach; None: everything) narrows first.
@@ -95,7 +95,7 @@ class BackendPool:
         self.signals.admit(call.snapshot, model, healthy, signals, now)
         if prefer is not None:
             healthy = prefer(healthy) or healthy
-        healthy, decided = self.signals.rank(call.snapshot, healthy, signals, now)
+        healthy, decided = self.signals.rank(call.snapshot, healthy, signals, now, self.in_flight)
         if decided is not None:
             return decided
         prefix = None

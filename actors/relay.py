@@ -159,6 +159,7 @@ class Relay:
         self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
         self.usage_tokens: int | None = None          # the last attempt's reported usage.total_tokens
+        self.hide_usage = False                       # the usage-only chunk was asked for by us, not the client
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
         # Events bound for the client, sent once per upstream chunk: one write
@@ -296,11 +297,13 @@ class Relay:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' sent an error event: {_error_message(obj)}",
                 code="upstream_stream_error"))
+        if isinstance(obj, dict) and obj.get("usage"):   # the last chunk, with stream_options.include_usage
+            self.usage_tokens = total_tokens(obj)
+            if self.hide_usage and not obj.get("choices"):
+                return   # asked for by the router, for metering: not part of the client's stream
         attempt.got_data()
         if not self.sink.started:
             await self.sink.start(200, headers)
-        if isinstance(obj, dict) and obj.get("usage"):   # the last chunk, with stream_options.include_usage
-            self.usage_tokens = total_tokens(obj)
         if _finish_reason(obj):
             state.finished = True
         raw = event.raw if self.rename is None else self.rename.event(obj, event.raw)

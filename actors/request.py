@@ -383,7 +383,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
-        if self.relay.usage_tokens is not None:   # for usage_weight's local metering
+        if self.relay.usage_tokens is not None and self.call.snapshot.routing.usage_weight.enabled:
             rt.pool.signals.record_usage(backend.name, self.relay.usage_tokens, trio.current_time())
 
     def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:

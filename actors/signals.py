@@ -48,6 +48,9 @@ class Signals:
     quota: Mapping[str, QuotaSnapshot] = {}
 
 
+NO_SIGNALS = Signals()
+
+
 class SignalTerms:
     """The pool's live-signal state: the usage meter and the decision counts."""
 
@@ -64,6 +67,19 @@ class SignalTerms:
         """One attempt that completed and reported its token usage."""
         self.meter.record(backend, tokens, now)
 
+    def _spent(self, backend: str, now: float, busy: int) -> usage_weight.Used:
+        """What ``backend`` has spent in this window, counting its attempts still in flight.
+
+        The meter learns an attempt's tokens only when it completes; counting the
+        ones in flight (as requests, and at the window's mean tokens per request)
+        keeps a burst from all going to the backend that looked least used
+        before any of it finished."""
+        used = self.meter.used(backend, now)
+        if not busy:
+            return used
+        per_request = used.tokens / used.requests if used.requests else 0.0
+        return usage_weight.Used(used.tokens + round(busy * per_request), used.requests + busy)
+
     def admit(self, snapshot: Snapshot, model: str, healthy: Sequence[BackendConfig], signals: Signals,
               now: float) -> None:
         """The admission gate over every healthy candidate (before any preference narrows them)."""
@@ -77,8 +93,8 @@ class SignalTerms:
                 f"Every backend for model '{model}' reports its KV cache above "
                 f"{load.admission.kv_usage_threshold:g} (checked: {', '.join(names)}); retry shortly")
 
-    def rank(self, snapshot: Snapshot, candidates: list[BackendConfig], signals: Signals,
-             now: float) -> tuple[list[BackendConfig], BackendConfig | None]:
+    def rank(self, snapshot: Snapshot, candidates: list[BackendConfig], signals: Signals, now: float,
+             in_flight: Mapping[str, int] = {}) -> tuple[list[BackendConfig], BackendConfig | None]:
         """The candidates left after engine load, and the backend usage weight chose (None: the strategy picks)."""
         routing = snapshot.routing
         load = routing.engine_load
@@ -98,7 +114,9 @@ class SignalTerms:
             observed, reasons = quota.observe_all((b.name for b in candidates), signals.quota, now,
                                                   routing.quota_aware.ttl)
             _count(self.quota_decisions, reasons)
-        fractions = usage_weight.remaining_fractions(candidates, self.meter, observed, now)
+        fractions = {b.name: usage_weight.remaining_fraction(
+            b.provider_tpm, b.provider_rpm, self._spent(b.name, now, in_flight.get(b.name, 0)), observed.get(b.name),
+            window=self.meter.interval) for b in candidates}
         chosen, reasons = usage_weight.decide([b.name for b in candidates], fractions, usage.weight)
         _count(self.usage_weight_decisions, reasons)
         if chosen is None:

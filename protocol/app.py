@@ -140,6 +140,7 @@ class App(ModelRoutes):
                 # Asked before the path is looked at, like the admin token: no route map for strangers.
                 key = authenticate(scope["headers"], self.runtime.snapshot.api_keys)
                 scope["switchyard.key"] = key
+                scope["switchyard.key_revision"] = self.runtime.snapshot
                 if key is not None:
                     logs.bind(key_id=key.id)
             methods = self.routes.get(path)
@@ -197,7 +198,9 @@ class App(ModelRoutes):
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
         snapshot = runtime.snapshot
-        key = authenticate(scope["headers"], snapshot.api_keys)
+        key = scope.get("switchyard.key")
+        if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
+            key = authenticate(scope["headers"], snapshot.api_keys)
         payload = parse_json_object(body)
         shaped = apply_preset(payload, snapshot.request_presets)
         prefs = None

@@ -93,8 +93,11 @@ class GatewayMetrics:
         self.http_requests = Counter(
             "switchyard_http_requests", "HTTP requests answered, by route, method and status",
             ["route", "method", "status"], registry=r)
+        self.in_flight = 0   # read at scrape time: a request pays an integer increment, not a gauge update
         self.http_in_flight = Gauge(
             "switchyard_http_requests_in_flight", "HTTP requests being served now (streams included)", registry=r)
+        self.http_in_flight.set_function(lambda: self.in_flight)
+        self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)
         self._full_logged = False
@@ -102,13 +105,21 @@ class GatewayMetrics:
     # --- HTTP requests (App.http) ----------------------------------------------------
 
     def http_began(self) -> None:
-        self.http_in_flight.inc()
+        self.in_flight += 1
 
     def http_ended(self, path: str, method: str, status: int | None, routes: Mapping[str, Any]) -> None:
         """One HTTP request over; ``status`` None: no response went out (the client left first)."""
-        self.http_in_flight.dec()
-        self.http_requests.labels(http_route(path, routes), method if method in METHODS else OTHER,
-                                  DISCONNECTED if status is None else str(status)).inc()
+        self.in_flight -= 1
+        self._child(self.http_requests, http_route(path, routes), method if method in METHODS else OTHER,
+                    DISCONNECTED if status is None else str(status)).inc()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, cached: every label value here is bounded, so the cache is too."""
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- finished calls (TraceLog listener) ------------------------------------------
 
@@ -130,13 +141,13 @@ class GatewayMetrics:
             status = str(detail.get("status"))
         else:
             status = DISCONNECTED
-        self.requests.labels(route, model, backend, status).inc()
+        self._child(self.requests, route, model, backend, status).inc()
         if committed_failure:
-            self.stream_errors.labels(route, model, backend).inc()
+            self._child(self.stream_errors, route, model, backend).inc()
         if trace.ended is not None:
-            self.duration.labels(route, model).observe(trace.ended)
+            self._child(self.duration, route, model).observe(trace.ended)
         if trace.first_byte is not None:
-            self.ttft.labels(route, model, trace.first_byte_backend or NONE).observe(trace.first_byte)
+            self._child(self.ttft, route, model, trace.first_byte_backend or NONE).observe(trace.first_byte)
         for e in events:
             kind = e["event"]
             if kind == "attempt_failed":
@@ -155,17 +166,22 @@ class GatewayMetrics:
                     self.streaming_fallbacks.labels(SAME_MODEL if before == after else CHAIN).inc()
 
     def model_label(self, name: str | None, routed: bool) -> str:
-        """``name`` as a label value if the gateway routed it (a backend was dialed for it) or lists it.
+        """``name`` as a label value if the gateway lists it, or routed it (a backend was dialed for it).
 
-        A name becomes a label once and stays one; after ``MODEL_LABEL_LIMIT``
-        of them (a backend serving every name lets clients route any), new
-        names count as ``other``.
+        Listed names (and their variants) are bounded by the configuration and
+        always labels. A routed name that is not listed (a backend serving
+        every name lets clients route any) becomes a label once and stays one,
+        up to ``MODEL_LABEL_LIMIT`` of them; later ones count as ``other``.
         """
         if name is None:
             return NONE
         if name in self._models:
             return name
-        if len(name) > MODEL_NAME_MAX or not (routed or self._listed_name(name)):
+        if len(name) > MODEL_NAME_MAX:
+            return OTHER
+        if self._listed_name(name):
+            return name          # the configuration bounds these: never crowded out by routed names
+        if not routed:
             return OTHER
         if len(self._models) >= MODEL_LABEL_LIMIT:
             if not self._full_logged:

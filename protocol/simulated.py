@@ -340,9 +340,11 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         final = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                  "choices": [{"index": 0, "delta": {},
                               "finish_reason": "tool_calls" if fail.tool_call else "stop"}]}
-        if (body.get("stream_options") or {}).get("include_usage"):
-            final["usage"] = usage
         yield _event(final)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            # as OpenAI-compatible servers do: a chunk of its own, with no choices
+            yield _event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                          "choices": [], "usage": usage})
         self.record("completed")  # the reply is whole once its final chunk is out
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"

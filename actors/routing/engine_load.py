@@ -142,8 +142,12 @@ def rank(candidates: Sequence[str], samples: Mapping[str, EngineLoadSample], now
         return Decision(tuple(candidates), reasons)
     scored = scores(fresh, weight)
     best = min(scored.values())
+    # Engines whose queue is within the dead band of the best one's are not "clearly busier":
+    # they stay, so the strategy spreads the load instead of herding it onto one engine.
+    best_waiting = min(fresh[n].waiting for n, sc in scored.items() if sc == best)
     for name, score in scored.items():
-        reasons[name] = APPLIED if score == best else OUTRANKED
+        close = dead_band([best_waiting, fresh[name].waiting], abs_threshold, rel_threshold)
+        reasons[name] = APPLIED if score == best or close else OUTRANKED
     preferred = tuple(n for n in candidates if reasons[n] != OUTRANKED)
     return Decision(preferred, reasons, ranked=True, scores=scored)
 

@@ -114,17 +114,29 @@ def _relevant(text: str) -> str:
     return "\n".join(keep) + "\n" if keep else ""
 
 
+MAX_COUNT = 1e9   # more queued or running requests than any engine holds: the page is wrong
+
+
+def _count(value: float | None, what: str) -> int | None:
+    """A request count from summed series; a sum no engine could report is a malformed page."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"malformed Prometheus exposition: {what} is {value!r}, not a request count")
+    return round(value)
+
+
 def _snapshot(engine: str, names: EngineNames, values: dict[str, list[float]],
               observed_at: float) -> EngineSnapshot:
     kv = next((_mean(values[n]) for n in names.kv_cache_usage if n in values), None)
-    slots = _total(values, names.total_slots)
+    slots = _count(_total(values, names.total_slots), "total slots")
     return EngineSnapshot(
         engine=engine,
-        waiting=round(sum(values[names.waiting])),
-        running=round(_total(values, names.running) or 0),
+        waiting=_count(sum(values[names.waiting]), "waiting requests") or 0,
+        running=_count(_total(values, names.running) or 0, "running requests") or 0,
         observed_at=observed_at,
-        total_slots=round(slots) if slots else None,    # a cap of 0 says nothing
-        kv_cache_usage=min(1.0, max(0.0, kv)) if kv is not None else None,
+        total_slots=slots or None,    # a cap of 0 says nothing
+        kv_cache_usage=min(1.0, max(0.0, kv)) if kv is not None and math.isfinite(kv) else None,
         generation_tokens_total=_total(values, names.generation_tokens),
         gen_throughput=_total(values, names.gen_throughput),
     )

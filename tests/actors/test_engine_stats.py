@@ -316,3 +316,13 @@ async def test_runtime_apply_reconfigures_the_poller(autojump_clock):
         await trio.sleep(30)
         sim = app.runtime.upstream.simulated["c.simulated"]
         assert [t - t0 for t, k in sim.events if k.startswith("metrics")] == [0, 5]
+
+
+async def test_a_page_with_impossible_counts_fails_that_poll_and_nothing_else(autojump_clock, nursery):
+    t0 = trio.current_time()
+    bad = MetricsReply(body='vllm:num_requests_waiting{a="1"} 1e308\nvllm:num_requests_waiting{a="2"} 1e308\n')
+    poller, upstream = await start(nursery, scripts={"v": [bad] * 10})
+    await trio.sleep(31)
+    assert polls(upstream, "s", t0) == [0, 15, 30]       # the other engine keeps its cadence
+    assert polls(upstream, "v", t0) == [0, 15, 30]
+    assert poller.status["v"].failures == 3 and "malformed" in poller.status["v"].last_error

@@ -1,6 +1,7 @@
 """The live-signal selection terms on the request path, at exact virtual instants: engine load with
 its dead band and freshness, the admission gate, usage weight windows and observed quota."""
 
+import json
 import re
 
 import trio
@@ -180,3 +181,44 @@ async def test_admin_stats_show_engine_snapshots_and_quota_against_their_windows
         assert one.json()["quota"] is None
         missing = await request(app, "GET", "/admin/backends/nope/engine-stats", headers=auth)
         assert missing.status == 404 and missing.json()["error"]["code"] == "backend_not_found"
+
+
+async def test_streams_are_metered_without_showing_the_client_a_usage_chunk_it_did_not_ask_for(autojump_clock):
+    async with gateway(USAGE) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True), headers=[(b"x-backend", b"a")])
+        sent = app.runtime.upstream.simulated["a.simulated"].requests[-1]
+        assert json.loads(sent.content)["stream_options"] == {"include_usage": True}
+        assert not any(b'"usage"' in e for e in reply.events())      # the client's stream, as it asked
+        assert reply.events()[-1] == b"[DONE]"
+        used = app.runtime.pool.signals.meter.used("a", trio.current_time())
+        assert used.requests == 1 and used.tokens > 0
+        # a client that asks for usage gets its chunk, and the same metering
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat(stream=True, stream_options={"include_usage": True}), headers=[(b"x-backend", b"a")])
+        assert any(b'"usage"' in e for e in reply.events())
+        assert app.runtime.pool.signals.meter.used("a", trio.current_time()).requests == 2
+
+
+async def test_a_burst_spreads_because_attempts_in_flight_count_as_spent(autojump_clock):
+    config = USAGE.replace("provider_tpm: 100", "provider_rpm: 10").replace("latency: 10ms", "latency: 1s")
+    async with gateway(config) as app:
+        await request(app, "POST", "/v1/chat/completions", chat(), headers=[(b"x-backend", b"a")])
+        served = []
+
+        async def one():
+            served.append(served_by(await request(app, "POST", "/v1/chat/completions", chat())))
+        async with trio.open_nursery() as nursery:
+            for _ in range(6):
+                nursery.start_soon(one)
+        # without counting the burst's own attempts, all six would go to b (a had spent one request)
+        assert served.count("a") >= 2 and served.count("b") >= 3
+
+
+async def test_a_pin_to_a_saturated_engine_is_given_up_like_an_unhealthy_one(autojump_clock):
+    config = ADMISSION.replace("kv_cache_usage: 0.99}}}", "kv_cache_usage: 0.2}}}")
+    async with gateway(config) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=[(b"x-backend", b"a")])
+        assert reply.status == 200   # a is over the threshold, so the pin is given up; b has room, so no refusal
+        trace = app.runtime.traces.get(reply.headers[b"x-continuum-request-id"].decode())
+        given_up = [e for e in trace.events if e["event"] == "pin_unavailable"]
+        assert given_up and given_up[0]["detail"] == {"reason": "engines_saturated"}

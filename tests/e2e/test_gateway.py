@@ -71,9 +71,9 @@ async def test_streaming_chunks_concatenate_to_the_content_and_end_cleanly(start
         chunks = await in_thread(consume, client)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == five_tokens("sim-a")
-    assert len(chunks) == 6  # five content chunks and the closing one
-    assert chunks[-1].choices[0].finish_reason == "stop"
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
+    assert len(chunks) == 7  # five content chunks, the closing one, and the usage chunk the client asked for
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5
     assert gw.sim("sim-a").count("completed") == 1
 
 

@@ -109,7 +109,7 @@ def test_dead_band_reported_for_fresh_candidates_only():
 def test_gate_is_computed_over_the_live_candidate_set():
     samples = {"a": Sample(0), "b": Sample(30), "c": Sample(500)}
     assert ranked(samples, candidates=["a", "b"]).reasons == {"a": DEAD_BAND, "b": DEAD_BAND}
-    assert ranked(samples, candidates=["a", "b", "c"]).preferred == ("a",)
+    assert ranked(samples, candidates=["a", "b", "c"]).preferred == ("a", "b")   # b is not clearly busier than a
 
 
 # --- normalization ------------------------------------------------------------------------------
@@ -215,3 +215,11 @@ def test_idle_engine_beside_busy_one_passes_any_ratio_threshold():
     # min 0, max > 0: the ratio is infinite, so only the absolute threshold holds traffic back
     assert dead_band([0, 65], 64, 1e300) is False
     assert dead_band([0, 65], 65, 1.0) is True
+
+
+def test_engines_within_the_dead_band_of_the_best_stay_so_load_spreads():
+    samples = {"a": Sample(10), "b": Sample(40), "c": Sample(400), "d": Sample(80)}
+    decision = ranked(samples, candidates=["a", "b", "c", "d"])
+    # b: 30 above a (<= 64) stays; d: 70 above a and 8x its queue is clearly busier; c too
+    assert decision.preferred == ("a", "b")
+    assert decision.reasons == {"a": APPLIED, "b": APPLIED, "c": OUTRANKED, "d": OUTRANKED}

@@ -266,3 +266,13 @@ def test_throughput_of_a_parsed_pair():
     before = parse_exposition(VLLM_V1, 100.0)
     after = parse_exposition(VLLM_V1.replace("} 500000.0", "} 530000.0"), 115.0)
     assert math.isclose(throughput(before, after), 2000.0)
+
+
+@pytest.mark.parametrize("page", [
+    'vllm:num_requests_waiting{a="1"} 1e308\nvllm:num_requests_waiting{a="2"} 1e308\n',   # the sum overflows
+    "vllm:num_requests_waiting -3\n",
+    "vllm:num_requests_waiting 0\nvllm:num_requests_running 5e12\n",
+])
+def test_counts_no_engine_could_report_are_a_malformed_page(page):
+    with pytest.raises(ValueError, match="malformed Prometheus exposition"):
+        parse_exposition(page, 0.0)

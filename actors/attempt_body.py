@@ -1,4 +1,5 @@
-"""What each attempt sends and what its answer says: the body for one backend, and our headers.
+"""What each attempt sends and what its answer says: the body for one backend, the thinking
+splitter its model needs, and our headers.
 
 Part of the RequestActor (mixed in). The client's bytes go out untouched
 whenever nothing has to change them; otherwise a copy is built for the
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from actors.routing.body_merge import merge_body
 from actors.routing.failover import RoutePlan
+from actors.routing.thinking import active as thinking_active
+from actors.thinking import ThinkingStream
 from config.params import SPELLINGS
 from config.schema import BackendConfig, BackendType
 from protocol.params import HEADER, header_value
@@ -71,6 +74,12 @@ class AttemptBodyMixin(_Base):
             return False
         options = call.payload.get("stream_options")
         return not (isinstance(options, dict) and options.get("include_usage") is True)
+
+    def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
+        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""
+        meta = self.call.snapshot.metadata_for(model, backend.name)
+        thinking = meta.thinking if meta is not None else None
+        return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
 
     def _param_headers(self) -> list[tuple[bytes, bytes]]:
         """``x-continuum-request-params``: which request_params actions changed the call (never values)."""

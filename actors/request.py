@@ -47,9 +47,7 @@ from actors.routing.failover import (
     parse_retry_after,
 )
 from actors.routing.stream_state import StreamAccumulator
-from actors.routing.thinking import active as thinking_active
 from actors.signals import Signals
-from actors.thinking import ThinkingStream
 from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
@@ -385,12 +383,6 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         rt.health.call_succeeded(backend.name, model)
         if self.relay.usage_tokens is not None and self.call.snapshot.routing.usage_weight.enabled:
             rt.pool.signals.record_usage(backend.name, self.relay.usage_tokens, trio.current_time())
-
-    def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
-        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""
-        meta = self.call.snapshot.metadata_for(model, backend.name)
-        thinking = meta.thinking if meta is not None else None
-        return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
 
     async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
         """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""

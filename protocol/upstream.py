@@ -1,7 +1,9 @@
 """The one shared httpx client, and how each backend is addressed.
 
 One ``httpx.AsyncClient`` serves every backend so keep-alive connections are
-pooled process-wide (sized by ``server.connection_pool_size``). Simulated
+pooled process-wide (sized by ``server.connection_pool_size``). The pool is
+Switchyard's own transport (``protocol/transport.py``): httpx's default one
+costs more per request the more connections it holds open. Simulated
 backends are reached through the same client: a dispatching transport hands
 requests for their ``*.simulated`` hosts to in-process transports, so the
 request path is identical for real and simulated backends.
@@ -19,6 +21,7 @@ import httpx
 
 from config.schema import BackendConfig, BackendType, Snapshot
 from protocol.simulated import SimulatedTransport
+from protocol.transport import PooledTransport
 
 
 def join_url(base: str, path: str) -> str:
@@ -63,10 +66,8 @@ class DispatchTransport(httpx.AsyncBaseTransport):
 class Upstream:
     def __init__(self, snapshot: Snapshot, simulated: Mapping[str, SimulatedTransport] | None = None) -> None:
         pool = snapshot.server.connection_pool_size
-        network = httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0),
-            retries=0,
-        )
+        network = PooledTransport(
+            httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0))
         if simulated is None:
             simulated = {
                 urlsplit(b.url).hostname or b.name: SimulatedTransport(b.name, b.simulation, b.models)

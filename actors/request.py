@@ -65,7 +65,7 @@ from protocol.errors import (
     map_upstream_exceptions,
 )
 from protocol.tracing import new_span_id, outbound_headers
-from protocol.upstream import auth_headers, join_url
+from protocol.upstream import api_url, auth_headers
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -322,8 +322,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
-        request = rt.upstream.client.build_request(
-            "POST", join_url(backend.url, "/v1/chat/completions"),
+        request = rt.upstream.request(
+            "POST", api_url(backend.url, "/v1/chat/completions"),
             headers=headers, content=body if body is not None else self._body_for(model, backend))
         # This backend answers with the id it was sent; the client sees the public one.
         wire = backend.upstream_ids.get(model)
@@ -346,7 +346,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                 with attempt.scope:
                     with map_upstream_exceptions(backend.name):
                         try:
-                            response = await rt.upstream.client.send(request, stream=True)
+                            response = await rt.upstream.send(request)
                         finally:
                             if permit is not None:
                                 permit.release()   # held from dial to response headers only

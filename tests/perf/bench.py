@@ -1,41 +1,48 @@
-"""Switchyard throughput/latency benchmark against a near-free upstream.
+"""Switchyard side by side with LiteLLM's proxy and a bare pass-through, over a near-free upstream.
 
-Why this exists: to know how much Switchyard costs on top of the stack it is
-built on. One run starts these servers on free 127.0.0.1 ports --
+Why this exists: a router's cost is paid on every request, so we measure
+what Switchyard adds on top of the stack it is built on, and how it compares
+with the proxy most Python users run. One run starts, on free 127.0.0.1
+ports (targets.py builds them):
 
-  direct       nginx answering OpenAI routes from memory (tests/perf/nginx.conf.template)
-  passthrough  tests/perf/passthrough.py: hypercorn(trio) + httpx doing nothing but
-               forwarding -- the ceiling for anything built on that stack
-               (opt-in: passthrough-httpx2, the same on the httpx2 fork)
-  switchyard   `switchyard serve --workers 1` with backends pointing at the nginx
+  direct              nginx answering OpenAI routes from memory: the upstream of every
+                      target below, and the floor of the load generators
+  passthrough         tests/perf/passthrough.py: hypercorn(trio) + httpx forwarding only,
+                      the ceiling for anything on that stack (opt-in: passthrough-httpx2)
+  litellm             LiteLLM's proxy, installed once into its own venv from
+                      litellm.requirements.txt, config litellm_config.yaml (master key sent)
+  switchyard          `switchyard serve --workers 1`, tracing off, no keys or policies
+  switchyard-features the same build with API keys (key sent), a request_params policy,
+                      fallback chains, tracing (trace headers sent) and /metrics scraped 1/s
 
--- and measures them interleaved (round 1: direct, passthrough, switchyard;
-round 2: the same; ...), so slow drift of the machine (thermal, noisy
-neighbours) hits every target alike instead of biasing whichever ran last.
+and measures them interleaved (round 1: every target in turn; round 2: ...),
+so slow drift of the machine hits every target alike. Per target and round:
 
-Per target and round:
-  * wrk POST /v1/chat/completions at 32 and at 128 connections: requests/s,
-    p50/p99 latency (wrk --latency), errors;
-  * server CPU time per request: utime+stime of the server process and all its
-    descendants from /proc, before and after the wrk phase, divided by the
-    number of completed requests;
-  * streaming: 100 concurrent `"stream": true` POSTs (trio + httpx client in
-    this process, connections warmed by one discarded burst first), time to
-    first body chunk and to end of stream, p50/p99;
-  * "other CPU": CPU used by processes outside the benchmark during each wrk
-    phase, so a phase disturbed by e.g. a test run next door is visible (and
-    repeated once).
+  * wrk POST /v1/chat/completions at 32 and 128 connections: requests/s,
+    p50/p99, errors; server CPU per request (utime+stime of the server's
+    process tree from /proc, over the phase, per completed request);
+  * streams: bursts of 100 and of 500 simultaneous `"stream": true` requests
+    (20 chunks + [DONE]) on connections opened beforehand: time to first
+    chunk and to the end, p50/p99; streams/s; server CPU per stream;
+  * peak RSS: VmHWM of the server's process tree;
+  * "other CPU": CPU of processes outside the benchmark during each phase;
+    a wrk phase above --disturbed-pct is repeated once.
 
-Then it prints medians over rounds, the Switchyard/pass-through ratios, and
-writes a markdown summary (--out) and raw numbers (--json).
+After the rounds, Switchyard holds 1,000 streams open at once against
+paced_upstream.py (20 chunks over ~10 s) and its RSS is read meanwhile.
+It prints one table of medians over rounds with the ratios
+Switchyard/LiteLLM, Switchyard/pass-through and features-on/features-off,
+the issue's targets met or missed, and per-round figures; --out writes it
+as markdown, --json the raw numbers.
 
-    /tmp/probe/bin/python tests/perf/bench.py --rounds 3 --duration 10 --out /tmp/bench.md
-    ... --targets direct,passthrough          # without Switchyard
-    ... --profile                             # plus one py-spy profiled load phase
+    /tmp/probe/bin/python tests/perf/bench.py --out /tmp/bench.md --json /tmp/bench.json
+    ... --targets direct,passthrough,switchyard   # without LiteLLM (no install)
+    ... --profile                                 # plus one py-spy profiled wrk phase
 
-Needs: nginx (Debian nginx-light) and wrk on PATH; trio, httpx, hypercorn in
-the running interpreter; py-spy for --profile. Everything started here is
-stopped in `finally` blocks and the whole run is bounded by a watchdog alarm.
+Needs nginx and wrk on PATH; trio, httpx, hypercorn in this interpreter;
+PyPI access on the first run (LiteLLM's venv, cached under --cache-dir);
+py-spy for --profile. Everything started here is stopped in `finally`
+blocks and the whole run is bounded by a watchdog alarm.
 """
 from __future__ import annotations
 
@@ -43,13 +50,10 @@ import argparse
 import json
 import math
 import os
-import platform
 import re
 import shlex
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,347 +64,165 @@ from pathlib import Path
 import httpx
 import trio
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-# Interleaving order. passthrough-httpx2 (same proxy on the httpx2 fork) is opt-in via --targets.
-ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "switchyard")
-DEFAULT_TARGETS = "direct,passthrough,switchyard"
-CONNECTION_LEVELS = (32, 128)
-MESSAGES = [{"role": "user", "content": "hi"}]
-CHAT_REQUEST = {"model": "bench", "messages": MESSAGES}
-STREAM_EVENTS = 20
+from loadgen import Scraper, hold_streams, measure_streams, raise_fd_limit, run_wrk, write_wrk_lua
+from report import CONNECTION_LEVELS, machine_info, render_markdown
+from targets import (CHAT_REQUEST, FEATURES_HEADERS, HERE, Server, ensure_litellm, free_port, litellm_master_key,
+                     litellm_pin, litellm_env, memory_mb, other_cpu_seconds, proc_snapshot, tree_cpu_seconds,
+                     tree_pids, write_litellm_config, write_nginx_conf, write_switchyard_config)
+
+ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "litellm", "switchyard", "switchyard-features")
+DEFAULT_TARGETS = "direct,passthrough,litellm,switchyard,switchyard-features"
 
 
-# --------------------------------------------------------------------------- upstream bodies
+# --------------------------------------------------------------------------- servers
 
-def chat_completion_body() -> str:
-    """A realistic, fixed OpenAI chat.completion response."""
-    return json.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": "bench",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
-                     "logprobs": None, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18},
-    }, separators=(",", ":"))
-
-
-def sse_body() -> str:
-    """20 chat.completion.chunk events (role, 18 content tokens, finish) then [DONE]."""
-    events = []
-    for i in range(STREAM_EVENTS):
-        if i == 0:
-            delta, finish = {"role": "assistant", "content": ""}, None
-        elif i == STREAM_EVENTS - 1:
-            delta, finish = {}, "stop"
-        else:
-            delta, finish = {"content": f"tok{i} "}, None
-        chunk = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-                 "model": "bench-stream", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        events.append("data: " + json.dumps(chunk, separators=(",", ":")) + "\n\n")
-    events.append("data: [DONE]\n\n")
-    return "".join(events)
+def switchyard_argv(args, config: Path, port: int) -> list[str]:
+    if args.switchyard_cmd:
+        base = shlex.split(args.switchyard_cmd)
+    else:
+        script = Path(sys.executable).parent / "switchyard"
+        base = [str(script)] if script.exists() else [sys.executable, "-m", "protocol.cli"]
+    return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", "1"]
 
 
-def models_body(model: str) -> str:
-    return json.dumps({"object": "list", "data": [{"id": model, "object": "model", "created": 1700000000,
-                                                    "owned_by": "bench"}]}, separators=(",", ":"))
+def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
+    """Every server of the run, in start order: the upstreams first, since the proxies check them."""
+    nginx_port, paced_port = free_port(), free_port()
+    prefix = workdir / "nginx"
+    prefix.mkdir(mode=0o755)
+    conf = write_nginx_conf(prefix, nginx_port)
+    common = dict(chat_path="/v1/chat/completions", stream_path="/v1/chat/completions", stream_model="bench-stream")
+    on_nginx = {**common, "stream_path": "/stream/v1/chat/completions"}  # nginx serves streams under /stream
+    nginx = ["nginx", "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)]
+    servers = {"direct": Server("direct", nginx, nginx_port, workdir, **on_nginx, ready_paths=("/health",))}
+    if any(t.startswith("switchyard") for t in targets):
+        servers["paced"] = Server("paced", [sys.executable, str(HERE / "paced_upstream.py"), "--bind",
+                                            f"127.0.0.1:{paced_port}", "--interval", str(args.hold_seconds / 20)],
+                                  paced_port, workdir, **common, ready_paths=("/health",))
+    for name, lib in (("passthrough", "httpx"), ("passthrough-httpx2", "httpx2")):
+        if name in targets:
+            port = free_port()
+            servers[name] = Server(name, [sys.executable, str(HERE / "passthrough.py"), "--upstream",
+                                          f"http://127.0.0.1:{nginx_port}", "--bind", f"127.0.0.1:{port}",
+                                          "--client", lib, "--pool-size", "1100"], port, workdir,
+                                   **on_nginx, ready_paths=("/health",))
+    if "litellm" in targets:
+        exe, seconds = ensure_litellm(args.cache_dir, args.litellm_python, timeout=900)
+        print(f"LiteLLM: {litellm_pin()} at {exe}" + (f" (installed in {seconds:.0f}s)" if seconds else " (cached)"),
+              flush=True)
+        port = free_port()
+        config = write_litellm_config(workdir / "litellm_config.yaml", nginx_port)
+        servers["litellm"] = Server("litellm", [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port",
+                                                str(port), "--num_workers", "1"], port, workdir, **common,
+                                    ready_paths=("/health/liveliness",), warm_path="/health/liveliness",
+                                    headers={"authorization": f"Bearer {litellm_master_key()}"}, env=litellm_env(),
+                                    ready_timeout=max(args.ready_timeout, 120))
+    for name, features in (("switchyard", False), ("switchyard-features", True)):
+        if name in targets:
+            port = free_port()
+            config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features)
+            servers[name] = Server(name, switchyard_argv(args, config, port), port, workdir, **common,
+                                   ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None)
+    return servers
 
 
-def nginx_quote(text: str) -> str:
-    """Escape text for a single-quoted nginx string (nginx turns \\n back into a newline)."""
-    assert "$" not in text, "nginx would expand $ as a variable"
-    return text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+# --------------------------------------------------------------------------- one round of one target
 
+def wait_for_quiet(args) -> float:
+    """Before repeating a disturbed phase, wait (in 1 s looks) until outside CPU falls below the threshold.
 
-def write_nginx_conf(prefix: Path, port: int) -> Path:
-    text = (HERE / "nginx.conf.template").read_text()
-    for key, value in {"PREFIX": str(prefix), "PORT": str(port),
-                       "CHAT_BODY": nginx_quote(chat_completion_body()),
-                       "SSE_BODY": nginx_quote(sse_body()),
-                       "MODELS_BODY": nginx_quote(models_body("bench")),
-                       "STREAM_MODELS_BODY": nginx_quote(models_body("bench-stream"))}.items():
-        text = text.replace(f"@@{key}@@", value)
-    assert not re.search(r"@@[A-Z_]+@@", text), "unfilled placeholder in nginx.conf.template"
-    path = prefix / "nginx.conf"
-    path.write_text(text)
-    return path
-
-
-def write_switchyard_config(path: Path, port: int, nginx_port: int) -> Path:
-    path.write_text(f"""\
-server:
-  bind_address: "127.0.0.1:{port}"
-  connection_pool_size: 256
-selection_strategy: RoundRobin
-health_checks:
-  path: /health
-backends:
-  - name: fast
-    type: generic
-    url: http://127.0.0.1:{nginx_port}
-    models: [bench]
-    discovery: false
-  - name: fast-stream
-    type: generic
-    url: http://127.0.0.1:{nginx_port}/stream
-    models: [bench-stream]
-    discovery: false
-""")
-    return path
-
-
-# --------------------------------------------------------------------------- processes
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A server subprocess in its own process group, logging to a file in the work dir."""
-
-    def __init__(self, name: str, argv: list[str], port: int, workdir: Path, *,
-                 chat_path: str, stream_path: str, stream_model: str, ready_paths: tuple[str, ...]):
-        self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
-        self.base = f"http://127.0.0.1:{port}"
-        self.chat_path, self.stream_path, self.stream_model = chat_path, stream_path, stream_model
-        self.ready_paths = ready_paths
-        self.log_path = workdir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=REPO, start_new_session=True)
-        log.close()
-
-    def stop(self) -> None:
-        """SIGTERM our process group, SIGKILL it if it is still there after 5 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-    def log_tail(self, n: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float) -> None:
-        """Poll the readiness paths until one answers 200 (404 moves on to the next path)."""
-        deadline = time.monotonic() + timeout
-        last = "no answer"
-        with httpx.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
-                for path in self.ready_paths:
-                    try:
-                        r = client.get(self.base + path)
-                        last = f"GET {path} -> {r.status_code}"
-                        if r.status_code == 200:
-                            return
-                        if r.status_code != 404:
-                            break
-                    except httpx.HTTPError as exc:
-                        last = f"GET {path} -> {type(exc).__name__}"
-                        break
-                time.sleep(0.2)
-        raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s ({last}):\n{self.log_tail()}")
-
-    def check(self) -> None:
-        """One real chat and one real stream request, so we never benchmark 404s."""
-        with httpx.Client(timeout=10.0) as client:
-            r = client.post(self.base + self.chat_path, json=CHAT_REQUEST)
-            if r.status_code != 200 or "choices" not in r.json():
-                raise RuntimeError(f"{self.name}: chat check got {r.status_code}: {r.text[:300]}")
-            r = client.post(self.base + self.stream_path,
-                            json={"model": self.stream_model, "messages": MESSAGES, "stream": True})
-            events = [line for line in r.text.splitlines() if line.startswith("data:")]
-            if r.status_code != 200 or len(events) != STREAM_EVENTS + 1 or events[-1].strip() != "data: [DONE]":
-                raise RuntimeError(f"{self.name}: stream check got {r.status_code}, {len(events)} events: {r.text[:300]}")
-
-
-def proc_snapshot() -> tuple[dict[int, list[int]], dict[int, float]]:
-    """(children by parent pid, CPU seconds by pid) for every process, from /proc/<pid>/stat.
-
-    CPU is utime+stime plus cutime+cstime, so work of children that already
-    exited and were reaped stays counted in their parent.
+    Another benchmark next door runs for minutes, so repeating at once would
+    only be disturbed again. Bounded per repeat (--quiet-wait) and per run
+    (4x that), so a machine that never calms down still finishes in time.
     """
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is the state (stat field 3)
-        pid, ppid = int(entry), int(fields[1])
-        children.setdefault(ppid, []).append(pid)
-        cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-    return children, cpu
+    t0 = time.monotonic()
+    limit = min(args.quiet_wait, args.quiet_left)
+    while time.monotonic() - t0 < limit:
+        snap0, s0 = proc_snapshot(), time.monotonic()
+        time.sleep(1.0)
+        pct = 100 * other_cpu_seconds(snap0, proc_snapshot()) / ((time.monotonic() - s0) * (os.cpu_count() or 1))
+        if pct <= args.disturbed_pct:
+            break
+    waited = time.monotonic() - t0
+    args.quiet_left -= waited
+    return waited if waited > 1.5 else 0.0
 
 
-def tree_pids(snapshot, root: int) -> set[int]:
-    children, _ = snapshot
-    pids, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        pids.add(pid)
-        todo.extend(children.get(pid, []))
-    return pids
+def measure(server: Server, lua: Path, args) -> dict:
+    """One round for one target: wrk at each connection level (with CPU accounting), then stream bursts.
 
-
-def tree_cpu_seconds(root: int, snapshot=None) -> float:
-    """CPU seconds of `root` and all its live descendants."""
-    snapshot = snapshot or proc_snapshot()
-    return sum(snapshot[1].get(pid, 0.0) for pid in tree_pids(snapshot, root))
-
-
-def other_cpu_seconds(before, after) -> float:
-    """CPU used between two snapshots by processes outside this benchmark's tree and outside kernel threads.
-
-    That is the disturbance: a test suite or build running next to us. A
-    process that exited in between had its whole CPU time added to its
-    parent's cutime/cstime, so what it had already used before is taken off
-    again to count only the interval.
+    Besides the server's own CPU, it records how much of the machine went to
+    processes outside this benchmark ("other CPU %"): on a shared 2-core box
+    a test suite running next door shows up there, and a phase with a high
+    value is not comparable to the others.
     """
-    ours = tree_pids(after, os.getpid()) | tree_pids(before, os.getpid()) | tree_pids(after, 2) | tree_pids(before, 2)
-    grown = sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items() if pid not in ours)
-    exited = sum(cpu for pid, cpu in before[1].items() if pid not in ours and pid not in after[1])
-    return grown - exited
+    row: dict = {"errors": 0, "repeated_phases": 0}
+    ncpu = os.cpu_count() or 1
+    for conns in CONNECTION_LEVELS:
+        for attempt in range(args.retry_disturbed + 1):
+            snap0, t0 = proc_snapshot(), time.monotonic()
+            w = run_wrk(server.base + server.chat_path, lua, conns, args.duration, args.wrk_threads)
+            snap1, t1 = proc_snapshot(), time.monotonic()
+            other_pct = 100 * other_cpu_seconds(snap0, snap1) / ((t1 - t0) * ncpu)
+            if other_pct <= args.disturbed_pct or attempt == args.retry_disturbed:
+                break
+            waited = wait_for_quiet(args)
+            print(f"   {server.name} @{conns}: {other_pct:.0f}% CPU used outside the benchmark, repeating"
+                  + (f" after {waited:.0f}s" if waited else ""), flush=True)
+            row["repeated_phases"] += 1
+        cpu = tree_cpu_seconds(server.proc.pid, snap1) - tree_cpu_seconds(server.proc.pid, snap0)
+        row[f"c{conns}_other_cpu_pct"] = other_pct
+        row[f"c{conns}_rps"] = w["rps"]
+        row[f"c{conns}_p50_ms"] = w["p50_ms"]
+        row[f"c{conns}_p99_ms"] = w["p99_ms"]
+        row[f"c{conns}_requests"] = w["requests"]
+        row[f"c{conns}_cpu_ms_per_req"] = cpu * 1e3 / w["requests"] if w["requests"] else math.nan
+        row["errors"] += w["errors"] + w["non2xx"]
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"{server.name} died during load:\n{server.log_tail()}")
+    for streams, bursts in args.streams:
+        snap0, t0 = proc_snapshot(), time.monotonic()
+        s = measure_streams(server, streams, bursts)
+        row[f"s{streams}_other_cpu_pct"] = 100 * other_cpu_seconds(snap0, proc_snapshot()) / (
+            (time.monotonic() - t0) * ncpu)
+        row.update({f"s{streams}_{k}": v for k, v in s.items()})
+        row["errors"] += s["failures"]
+    row["peak_rss_mb"] = memory_mb(tree_pids(proc_snapshot(), server.proc.pid), "VmHWM")
+    return row
 
 
-# --------------------------------------------------------------------------- wrk
+def hold_phase(args, servers: dict[str, Server], workdir: Path, failed: dict[str, str]) -> dict:
+    """Open --hold streams at once on a fresh Switchyard process and read its RSS while they are open.
 
-WRK_LUA = """-- POST the same small chat request on every connection.
-wrk.method = "POST"
-wrk.body = '%s'
-wrk.headers["Content-Type"] = "application/json"
-"""
-
-_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
-
-
-def _ms(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
-    if not m:
-        raise ValueError(f"unparsable wrk time {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-def parse_wrk(out: str) -> dict:
-    """Pull requests/s, total requests, latency percentiles and error counts out of `wrk --latency` output."""
-    result: dict = {"errors": 0, "non2xx": 0}
-    pct = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)\s*$", out, re.M))
-    for p in ("50", "99"):
-        result[f"p{p}_ms"] = _ms(pct[p]) if p in pct else math.nan
-    m = re.search(r"^\s*(\d+) requests in ([\d.]+\w+)", out, re.M)
-    result["requests"] = int(m.group(1)) if m else 0
-    m = re.search(r"^Requests/sec:\s+([\d.]+)", out, re.M)
-    result["rps"] = float(m.group(1)) if m else 0.0
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if m:
-        result["errors"] = sum(int(x) for x in m.groups())
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if m:
-        result["non2xx"] = int(m.group(1))
-    return result
-
-
-def run_wrk(url: str, lua: Path, connections: int, duration: float, threads: int) -> dict:
-    argv = ["wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{duration:g}s", "--timeout", "10s",
-            "--latency", "-s", str(lua), url]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30, check=True).stdout
-    result = parse_wrk(out)
-    result["raw"] = out
-    return result
-
-
-# --------------------------------------------------------------------------- streaming client
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile; NaN for no data."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
-async def _stream_bursts(url: str, model: str, streams: int, bursts: int) -> tuple[list, list, int]:
-    """Run bursts of `streams` simultaneous streaming requests; return TTFC and total times (ms), failures.
-
-    Each concurrent slot gets its own one-connection httpx client: a single
-    client with a 100-connection pool spends most of its time in httpcore's
-    per-request pool scan (a poll() per idle connection), which would make
-    the client, not the server, the thing being measured.
+    A fresh process, because the rounds' 500-stream bursts leave the
+    measured instance's heap at its high-water mark: the figure is then what
+    1,000 open streams cost, not what the run before them left behind. Its
+    streams come from the paced upstream (model bench-slow), so they stay
+    open for --hold-seconds.
     """
-    body = json.dumps({"model": model, "messages": MESSAGES, "stream": True}).encode()
-    headers = {"content-type": "application/json"}
-    ttfc: list[float] = []
-    total: list[float] = []
-    failures = 0
-
-    async def one(client: httpx.AsyncClient, go: trio.Event, record: bool) -> None:
-        nonlocal failures
-        await go.wait()
-        t0 = time.perf_counter()
-        first = None
-        data = bytearray()
-        try:
-            async with client.stream("POST", url, content=body, headers=headers) as r:
-                async for chunk in r.aiter_raw():
-                    if first is None and chunk:
-                        first = time.perf_counter()
-                    data += chunk
-                ok = r.status_code == 200 and data.rstrip().endswith(b"data: [DONE]") \
-                    and data.count(b"data:") == STREAM_EVENTS + 1
-        except httpx.HTTPError:
-            ok = False
-        end = time.perf_counter()
-        if record:
-            if ok:
-                ttfc.append((first - t0) * 1e3)
-                total.append((end - t0) * 1e3)
-            else:
-                failures += 1
-
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    clients = [httpx.AsyncClient(limits=limits, timeout=30.0) for _ in range(streams)]
+    port = free_port()
+    config = write_switchyard_config(workdir / "switchyard-hold.yaml", port, servers["direct"].port,
+                                     servers["paced"].port, features=False)
+    server = servers["switchyard-hold"] = Server(
+        "switchyard-hold", switchyard_argv(args, config, port), port, workdir, chat_path="/v1/chat/completions",
+        stream_path="/v1/chat/completions", stream_model="bench-stream", ready_paths=("/ready", "/health"))
+    print(f"holding {args.hold} streams open on a fresh switchyard: {' '.join(server.argv)}", flush=True)
     try:
-        # Burst 0 opens the connections and is not recorded. fail_after bounds a hung target.
-        with trio.fail_after(30 * (bursts + 1)):
-            for burst in range(bursts + 1):
-                go = trio.Event()
-                async with trio.open_nursery() as nursery:
-                    for client in clients:
-                        nursery.start_soon(one, client, go, burst > 0)
-                    await trio.sleep(0.05)  # let every task reach go.wait()
-                    go.set()
+        server.start()
+        server.wait_ready(args.ready_timeout)
+        server.check()
+        server.stream_model = "bench-slow"
+        h = hold_streams(server, args.hold)
+    except (RuntimeError, httpx.HTTPError, trio.TooSlowError) as exc:
+        failed["switchyard-hold"] = f"holding {args.hold} streams failed: {exc}"
+        return {}
     finally:
-        for client in clients:
-            await client.aclose()
-    return ttfc, total, failures
-
-
-def measure_streams(server: Server, streams: int, bursts: int) -> dict:
-    ttfc, total, failures = trio.run(_stream_bursts, server.base + server.stream_path, server.stream_model,
-                                     streams, bursts)
-    return {"ttfc_p50_ms": percentile(ttfc, 50), "ttfc_p99_ms": percentile(ttfc, 99),
-            "total_p50_ms": percentile(total, 50), "total_p99_ms": percentile(total, 99),
-            "streams_ok": len(ttfc), "stream_failures": failures}
+        server.stop()
+    print(f"   RSS {h['rss_all_open_mb']:.0f} MB with all open (before: {h['rss_idle_mb']:.0f} MB), "
+          f"{h['ok']}/{h['streams']} complete", flush=True)
+    if h["ok"] < h["streams"] or h["samples_all_open"] == 0:
+        failed["switchyard-hold"] = f"{h['ok']}/{h['streams']} held streams complete, {h['max_open']} open at most"
+    return h
 
 
 # --------------------------------------------------------------------------- profiling
@@ -462,164 +284,36 @@ def top_functions(collapsed: str, title: str, n: int = 40) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------- reporting
-
-ROWS = [  # (key, label, format)
-    ("c32_rps", "req/s @32 conns", "{:.0f}"),
-    ("c32_p50_ms", "p50 ms @32", "{:.2f}"),
-    ("c32_p99_ms", "p99 ms @32", "{:.2f}"),
-    ("c32_cpu_ms_per_req", "server CPU ms/req @32", "{:.3f}"),
-    ("c128_rps", "req/s @128 conns", "{:.0f}"),
-    ("c128_p50_ms", "p50 ms @128", "{:.2f}"),
-    ("c128_p99_ms", "p99 ms @128", "{:.2f}"),
-    ("c128_cpu_ms_per_req", "server CPU ms/req @128", "{:.3f}"),
-    ("ttfc_p50_ms", "stream TTFC p50 ms (100 conc.)", "{:.1f}"),
-    ("ttfc_p99_ms", "stream TTFC p99 ms (100 conc.)", "{:.1f}"),
-    ("total_p50_ms", "stream total p50 ms", "{:.1f}"),
-    ("total_p99_ms", "stream total p99 ms", "{:.1f}"),
-    ("errors", "errors (socket+non-2xx+stream), all rounds", "{:.0f}"),
-]
-
-
-def median_of(rounds: list[dict], key: str) -> float:
-    values = [r[key] for r in rounds if key in r and not math.isnan(r[key])]
-    if key == "errors":
-        return float(sum(values))
-    return statistics.median(values) if values else math.nan
-
-
-def fmt(value: float, spec: str) -> str:
-    return "n/a" if value is None or math.isnan(value) else spec.format(value)
-
-
-def machine_info() -> dict:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-
-    def version(argv: list[str]) -> str:
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-            return (r.stdout + r.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "unknown"
-
-    return {"cores": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
-            "python": platform.python_version(), "nginx": version(["nginx", "-v"]),
-            "wrk": version(["wrk", "-v"]), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-
-
-def render_markdown(results: dict[str, list[dict]], args, info: dict, command: str,
-                    profile_note: str | None, failed: dict[str, str]) -> str:
-    targets = list(results)
-    ratio = "switchyard" in targets and "passthrough" in targets
-    out = [f"## Benchmark run {info['date']}", "",
-           f"Machine: {info['cores']} cores, {info['cpu']}, Linux {info['kernel']}, Python {info['python']}, "
-           f"{info['nginx']}, {info['wrk']}.", "",
-           f"Command: `{command}`", "",
-           f"{args.rounds} interleaved rounds x {args.duration:g}s per wrk phase, wrk -t{args.wrk_threads}; "
-           f"streaming: {args.streams} concurrent streams x {args.stream_bursts} bursts per round. "
-           "Values are medians over rounds.", ""]
-    head = "| metric | " + " | ".join(targets) + (" | switchyard / passthrough |" if ratio else " |")
-    out += [head, "|" + "---|" * (len(targets) + 1 + ratio)]
-    for key, label, spec in ROWS:
-        vals = [median_of(results[t], key) for t in targets]
-        row = f"| {label} | " + " | ".join(fmt(v, spec) for v in vals) + " |"
-        if ratio:
-            s, p = median_of(results["switchyard"], key), median_of(results["passthrough"], key)
-            row += f" {fmt(s / p, '{:.2f}x') if p and key != 'errors' else ''} |"
-        out.append(row)
-    if ratio:
-        out += ["", "Switchyard / pass-through (medians): " + ", ".join(
-            f"{label} {fmt(median_of(results['switchyard'], k) / median_of(results['passthrough'], k), '{:.2f}x')}"
-            for k, label in (("c32_rps", "req/s@32"), ("c32_p99_ms", "p99@32"),
-                             ("c128_rps", "req/s@128"), ("c128_p99_ms", "p99@128")))]
-    out += ["", "Per round (other CPU = share of the machine's CPU used by processes outside the benchmark "
-            "during the 32/128 phase; more than a few % means that phase was disturbed):", "",
-            "| target | round | req/s@32 | p99@32 ms | req/s@128 | p99@128 ms | "
-            "CPU ms/req@128 | TTFC p50 ms | TTFC p99 ms | errors | other CPU % 32/128 |", "|" + "---|" * 11]
-    for i in range(args.rounds):
-        for t in targets:
-            if i < len(results[t]):
-                r = results[t][i]
-                out.append(f"| {t} | {i + 1} | {fmt(r['c32_rps'], '{:.0f}')} | {fmt(r['c32_p99_ms'], '{:.2f}')} | "
-                           f"{fmt(r['c128_rps'], '{:.0f}')} | {fmt(r['c128_p99_ms'], '{:.2f}')} | "
-                           f"{fmt(r['c128_cpu_ms_per_req'], '{:.3f}')} | {fmt(r['ttfc_p50_ms'], '{:.1f}')} | "
-                           f"{fmt(r['ttfc_p99_ms'], '{:.1f}')} | {r['errors']} | "
-                           f"{fmt(r['c32_other_cpu_pct'], '{:.0f}')}/{fmt(r['c128_other_cpu_pct'], '{:.0f}')} |")
-    repeated = sum(r.get("repeated_phases", 0) for rows in results.values() for r in rows)
-    if repeated:
-        out += ["", f"{repeated} wrk phase(s) were repeated because more than {args.disturbed_pct:g}% of the "
-                "machine's CPU went to outside processes; the table shows the last attempt."]
-    if profile_note:
-        out += ["", profile_note]
-    for name, reason in failed.items():
-        out += ["", f"**{name} {reason.splitlines()[0]}** (see its log in the work dir)"]
-    return "\n".join(out) + "\n"
-
-
 # --------------------------------------------------------------------------- main
 
-def switchyard_argv(args, config: Path, port: int) -> list[str]:
-    if args.switchyard_cmd:
-        base = shlex.split(args.switchyard_cmd)
-    else:
-        script = Path(sys.executable).parent / "switchyard"
-        base = [str(script)] if script.exists() else [sys.executable, "-m", "protocol.cli"]
-    return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", "1"]
-
-
-def measure(server: Server, lua: Path, args) -> dict:
-    """One round for one target: wrk at each connection level (with CPU accounting), then streams.
-
-    Besides the server's own CPU, it records how much of the machine went to
-    processes outside this benchmark ("other CPU %"): on a shared
-    2-core box a test suite running next door shows up there, and a phase
-    with a high value is not comparable to the others.
-    """
-    row: dict = {"errors": 0, "repeated_phases": 0}
-    for conns in CONNECTION_LEVELS:
-        for attempt in range(args.retry_disturbed + 1):
-            snap0, t0 = proc_snapshot(), time.monotonic()
-            w = run_wrk(server.base + server.chat_path, lua, conns, args.duration, args.wrk_threads)
-            snap1, t1 = proc_snapshot(), time.monotonic()
-            other_pct = 100 * other_cpu_seconds(snap0, snap1) / ((t1 - t0) * (os.cpu_count() or 1))
-            if other_pct <= args.disturbed_pct or attempt == args.retry_disturbed:
-                break
-            print(f"   {server.name} @{conns}: {other_pct:.0f}% CPU used outside the benchmark, repeating",
-                  flush=True)
-            row["repeated_phases"] += 1
-        cpu0, cpu1 = tree_cpu_seconds(server.proc.pid, snap0), tree_cpu_seconds(server.proc.pid, snap1)
-        row[f"c{conns}_other_cpu_pct"] = other_pct
-        row[f"c{conns}_rps"] = w["rps"]
-        row[f"c{conns}_p50_ms"] = w["p50_ms"]
-        row[f"c{conns}_p99_ms"] = w["p99_ms"]
-        row[f"c{conns}_requests"] = w["requests"]
-        row[f"c{conns}_cpu_ms_per_req"] = (cpu1 - cpu0) * 1e3 / w["requests"] if w["requests"] else math.nan
-        row["errors"] += w["errors"] + w["non2xx"]
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"{server.name} died during load:\n{server.log_tail()}")
-    s = measure_streams(server, args.streams, args.stream_bursts)
-    row.update(s)
-    row["errors"] += s["stream_failures"]
-    return row
+def parse_streams(text: str) -> list[tuple[int, int]]:
+    """'100:3,500:1' -> [(100, 3), (500, 1)]: concurrent streams and bursts per round."""
+    out = []
+    for part in text.split(","):
+        n, _, b = part.partition(":")
+        out.append((int(n), int(b or 1)))
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk phase")
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per wrk phase")
     parser.add_argument("--targets", default=DEFAULT_TARGETS, help="comma list of " + ",".join(ALL_TARGETS))
     parser.add_argument("--out", type=Path, help="write the markdown summary here")
     parser.add_argument("--json", type=Path, help="write raw per-round numbers here")
     parser.add_argument("--wrk-threads", type=int, default=1,
                         help="wrk threads; 1 leaves the second core to the server on a 2-core box")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of wrk per target before round 1")
-    parser.add_argument("--streams", type=int, default=100)
-    parser.add_argument("--stream-bursts", type=int, default=3)
+    parser.add_argument("--streams", type=parse_streams, default=parse_streams("100:2,500:1"),
+                        help="concurrent streams:bursts per round, comma separated (default 100:2,500:1)")
+    parser.add_argument("--hold", type=int, default=1000, help="streams Switchyard holds open at once (0: skip)")
+    parser.add_argument("--hold-seconds", type=float, default=10.0,
+                        help="how long each held stream lasts (20 chunks paced over it)")
+    parser.add_argument("--scrape-interval", type=float, default=1.0, help="/metrics scrapes of switchyard-features")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "switchyard-bench",
+                        help="where LiteLLM's venv is installed and reused")
+    parser.add_argument("--litellm-python", default=sys.executable, help="interpreter that creates LiteLLM's venv")
     parser.add_argument("--switchyard-cmd", help="command before 'serve ...' (default: switchyard console "
                         "script next to this python, else python -m protocol.cli)")
     parser.add_argument("--profile", action="store_true", help="after the rounds, one py-spy profiled wrk phase")
@@ -629,7 +323,11 @@ def main() -> int:
                         help="a wrk phase during which processes outside the benchmark used more than this %% "
                         "of the machine's CPU counts as disturbed ...")
     parser.add_argument("--retry-disturbed", type=int, default=1, help="... and is repeated up to this many times")
+    parser.add_argument("--quiet-wait", type=float, default=20.0,
+                        help="seconds to wait for outside CPU to calm down before a repeat (4x per run at most)")
     args = parser.parse_args()
+    args.quiet_left = 4 * args.quiet_wait
+    started = time.monotonic()
 
     targets = [t for t in ALL_TARGETS if t in args.targets.split(",")]
     unknown = set(args.targets.split(",")) - set(ALL_TARGETS)
@@ -640,10 +338,12 @@ def main() -> int:
             parser.error(f"{tool} not on PATH: apt-get install -y nginx-light wrk")
     if args.profile and args.profile_target not in targets:
         parser.error("--profile-target must be one of --targets")
+    raise_fd_limit(4 * max([args.hold] + [n for n, _ in args.streams]) + 1024)
 
     # Watchdog: whatever hangs, the run ends and the finally blocks stop every child.
-    phase = 2 * (args.duration + 1) * (1 + args.retry_disturbed) + 5 + args.stream_bursts * 3
-    budget = int(len(targets) * (args.rounds * phase + args.warmup + args.ready_timeout) + 120
+    phase = 2 * (args.duration + 2) * (1 + args.retry_disturbed) + sum(5 + b * (n / 20) for n, b in args.streams)
+    budget = int(len(targets) * (args.rounds * phase + args.warmup + 10 + args.ready_timeout) + 300
+                 + 4 * args.quiet_wait + (1000 if "litellm" in targets else 0)
                  + (args.duration + 40 if args.profile else 0))
 
     def on_alarm(signum, frame):
@@ -659,108 +359,102 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
     os.chmod(workdir, 0o755)  # nginx workers may run as another user
     print(f"work dir (logs, configs): {workdir}", flush=True)
-    lua = workdir / "post.lua"
-    lua.write_text(WRK_LUA % json.dumps(CHAT_REQUEST, separators=(",", ":")))
-
-    nginx_port = free_port()
-    nginx_prefix = workdir / "nginx"
-    nginx_prefix.mkdir(mode=0o755)
-    conf = write_nginx_conf(nginx_prefix, nginx_port)
-    servers: dict[str, Server] = {
-        "direct": Server("direct", ["nginx", "-p", str(nginx_prefix), "-e", str(nginx_prefix / "error.log"),
-                                    "-c", str(conf)], nginx_port, workdir,
-                         chat_path="/v1/chat/completions", stream_path="/stream/v1/chat/completions",
-                         stream_model="bench-stream", ready_paths=("/health",)),
-    }
-    for name, lib in (("passthrough", "httpx"), ("passthrough-httpx2", "httpx2")):
-        if name in targets:
-            port = free_port()
-            servers[name] = Server(
-                name, [sys.executable, str(HERE / "passthrough.py"), "--upstream", f"http://127.0.0.1:{nginx_port}",
-                       "--bind", f"127.0.0.1:{port}", "--client", lib], port, workdir,
-                chat_path="/v1/chat/completions", stream_path="/stream/v1/chat/completions",
-                stream_model="bench-stream", ready_paths=("/health",))
-    if "switchyard" in targets:
-        port = free_port()
-        config = write_switchyard_config(workdir / "switchyard.yaml", port, nginx_port)
-        servers["switchyard"] = Server(
-            "switchyard", switchyard_argv(args, config, port), port, workdir,
-            chat_path="/v1/chat/completions", stream_path="/v1/chat/completions",
-            stream_model="bench-stream", ready_paths=("/ready", "/health"))
-
     results: dict[str, list[dict]] = {t: [] for t in targets}
+    hold: dict[str, dict] = {}
     failed: dict[str, str] = {}
+    notes: list[str] = []
+    servers: dict[str, Server] = {}
+    lua: dict[str, Path] = {}
 
     def drop(name: str, reason: str) -> None:
-        """A broken target (say, Switchyard mid-development) is reported and left out; the rest still run."""
+        """A broken Switchyard (say, mid-development) is reported and left out; the rest still run."""
         print(f"!! {name} {reason}", flush=True)
         failed[name] = reason
         if name in targets:
             targets.remove(name)
         servers[name].stop()
 
-    profile_note = None
     command = " ".join(shlex.quote(a) for a in ["python", "tests/perf/bench.py", *sys.argv[1:]])
     try:
-        for server in servers.values():  # nginx first: the others need it
+        servers.update(build_servers(args, targets, workdir))
+        for server in servers.values():
             print(f"starting {server.name}: {' '.join(server.argv)}", flush=True)
             try:
                 server.start()
                 server.wait_ready(args.ready_timeout)
-                server.check()
+                if server.name != "paced":
+                    server.check()
             except (RuntimeError, httpx.HTTPError, ValueError) as exc:
-                if server.name == "direct":
-                    raise
+                if not server.name.startswith("switchyard"):
+                    raise RuntimeError(f"{server.name} failed to start or to answer: {exc}") from exc
                 drop(server.name, f"failed to start: {exc}")
+            lua[server.name] = write_wrk_lua(workdir / f"post-{server.name}.lua", CHAT_REQUEST, server.headers)
         for t in list(targets):
-            if args.warmup > 0:
-                try:
-                    run_wrk(servers[t].base + servers[t].chat_path, lua, 32, args.warmup, args.wrk_threads)
-                except subprocess.SubprocessError as exc:
-                    drop(t, f"failed in warm-up: {exc}")
+            try:
+                if args.warmup > 0:
+                    run_wrk(servers[t].base + servers[t].chat_path, lua[t], 32, args.warmup, args.wrk_threads)
+                measure_streams(servers[t], args.streams[0][0], 1)
+            except (subprocess.SubprocessError, trio.TooSlowError) as exc:
+                if not t.startswith("switchyard"):
+                    raise
+                drop(t, f"failed in warm-up: {exc}")
         for rnd in range(1, args.rounds + 1):
             for t in list(targets):
                 try:
-                    row = measure(servers[t], lua, args)
+                    if t == "switchyard-features":
+                        with Scraper(servers[t].base + "/metrics", args.scrape_interval) as scraper:
+                            row = measure(servers[t], lua[t], args)
+                        row.update(scrapes=scraper.scrapes, scrape_failures=scraper.failures)
+                        row["errors"] += scraper.failures
+                    else:
+                        row = measure(servers[t], lua[t], args)
                 except (RuntimeError, subprocess.SubprocessError, trio.TooSlowError) as exc:
+                    if not t.startswith("switchyard"):
+                        raise
                     drop(t, f"failed in round {rnd}: {exc}")
                     continue
                 results[t].append(row)
-                print(f"round {rnd} {t:18s} req/s@32 {row['c32_rps']:8.0f} p99 {row['c32_p99_ms']:7.2f}ms | "
-                      f"req/s@128 {row['c128_rps']:8.0f} p99 {row['c128_p99_ms']:7.2f}ms | "
-                      f"cpu/req {row['c128_cpu_ms_per_req']:.3f}ms | ttfc p50 {row['ttfc_p50_ms']:.1f} "
-                      f"p99 {row['ttfc_p99_ms']:.1f}ms | errors {row['errors']} | other cpu "
-                      f"{row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%", flush=True)
+                streams = " ".join(f"ttfc{n} {row[f's{n}_ttfc_p50_ms']:.0f}ms" for n, _ in args.streams)
+                print(f"round {rnd} {t:19s} req/s@32 {row['c32_rps']:6.0f} p99 {row['c32_p99_ms']:7.1f}ms | "
+                      f"req/s@128 {row['c128_rps']:6.0f} p99 {row['c128_p99_ms']:7.1f}ms | cpu/req "
+                      f"{row['c128_cpu_ms_per_req']:.2f}ms | {streams} | rss {row['peak_rss_mb']:.0f}MB | errors "
+                      f"{row['errors']} | other cpu {row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%",
+                      flush=True)
+        if args.hold and "switchyard" in targets:
+            hold["switchyard"] = hold_phase(args, servers, workdir, failed)
         if args.profile and args.profile_target in targets:
             prefix = str((args.out.parent / args.out.stem) if args.out else workdir / "bench")
             prefix += f"-profile-{args.profile_target}"
             try:
-                report, collapsed = profile_phase(servers[args.profile_target], lua, 128, args.duration,
-                                                  args.wrk_threads, prefix)
+                report, collapsed = profile_phase(servers[args.profile_target], lua[args.profile_target], 128,
+                                                  args.duration, args.wrk_threads, prefix)
             except (RuntimeError, subprocess.SubprocessError) as exc:
                 print(f"!! profile failed: {exc}", flush=True)
-                profile_note = f"Profile failed: {exc}"
+                notes.append(f"Profile failed: {exc}")
             else:
                 print(f"profile: {report} (collapsed stacks: {collapsed})", flush=True)
                 top = report.read_text().split("## inclusive")[0].strip().splitlines()
-                profile_note = (f"Profile (py-spy; {report.name}), self time, top 15:\n\n```\n"
-                                + "\n".join(top[:19]) + "\n```")
+                notes.append(f"Profile (py-spy; {report.name}), self time, top 15:\n\n```\n"
+                             + "\n".join(top[:19]) + "\n```")
     finally:
         signal.alarm(0)
         for server in reversed(list(servers.values())):
             server.stop()
 
+    elapsed = time.monotonic() - started
     info = machine_info()
+    info["litellm"] = litellm_pin().split("==")[-1] if "litellm" in results else None
     results = {t: rows for t, rows in results.items() if rows}
-    md = render_markdown(results, args, info, command, profile_note, failed)
+    hold = {k: v for k, v in hold.items() if v}
+    md = render_markdown(results, hold, args, info, command, elapsed, notes, failed)
     print()
     print(md)
     if args.out:
         args.out.write_text(md)
         print(f"wrote {args.out}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": info, "command": command, "results": results,
-                                         "failed": failed}, indent=1))
+        args.json.write_text(json.dumps({"machine": info, "command": command, "elapsed_s": elapsed,
+                                         "results": results, "hold": hold, "failed": failed}, indent=1))
         print(f"wrote {args.json}")
     return 1 if failed else 0
 

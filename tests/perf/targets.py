@@ -1,0 +1,385 @@
+"""What tests/perf/bench.py runs and measures: upstreams, the proxies under test, /proc accounting.
+
+Kept apart from bench.py (which decides what to measure and reports it) so
+each of the two stays readable. Everything here binds 127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+MESSAGES = [{"role": "user", "content": "hi"}]
+CHAT_REQUEST = {"model": "bench", "messages": MESSAGES}
+STREAM_EVENTS = 20
+MODELS_PATHS = (b"/v1/models",)
+
+# The key the load generator sends to switchyard-features (api_keys) and the
+# LiteLLM master key (also written in litellm_config.yaml).
+SWITCHYARD_KEY = "sk-switchyard-bench-client-0001"
+LITELLM_REQUIREMENTS = HERE / "litellm.requirements.txt"
+LITELLM_CONFIG = HERE / "litellm_config.yaml"
+
+
+# --------------------------------------------------------------------------- upstream bodies
+
+def chat_completion_body() -> str:
+    """A realistic, fixed OpenAI chat.completion response."""
+    return json.dumps({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": "bench",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18},
+    }, separators=(",", ":"))
+
+
+def sse_events(model: str = "bench-stream") -> list[str]:
+    """20 chat.completion.chunk events (role, 18 content tokens, finish) then [DONE], one string each."""
+    events = []
+    for i in range(STREAM_EVENTS):
+        if i == 0:
+            delta, finish = {"role": "assistant", "content": ""}, None
+        elif i == STREAM_EVENTS - 1:
+            delta, finish = {}, "stop"
+        else:
+            delta, finish = {"content": f"tok{i} "}, None
+        chunk = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
+                 "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        events.append("data: " + json.dumps(chunk, separators=(",", ":")) + "\n\n")
+    events.append("data: [DONE]\n\n")
+    return events
+
+
+def models_body(model: str) -> str:
+    return json.dumps({"object": "list", "data": [{"id": model, "object": "model", "created": 1700000000,
+                                                    "owned_by": "bench"}]}, separators=(",", ":"))
+
+
+def nginx_quote(text: str) -> str:
+    """Escape text for a single-quoted nginx string (nginx turns \\n back into a newline)."""
+    assert "$" not in text, "nginx would expand $ as a variable"
+    return text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+
+
+def write_nginx_conf(prefix: Path, port: int) -> Path:
+    text = (HERE / "nginx.conf.template").read_text()
+    for key, value in {"PREFIX": str(prefix), "PORT": str(port),
+                       "CHAT_BODY": nginx_quote(chat_completion_body()),
+                       "SSE_BODY": nginx_quote("".join(sse_events())),
+                       "MODELS_BODY": nginx_quote(models_body("bench")),
+                       "STREAM_MODELS_BODY": nginx_quote(models_body("bench-stream"))}.items():
+        text = text.replace(f"@@{key}@@", value)
+    assert not re.search(r"@@[A-Z_]+@@", text), "unfilled placeholder in nginx.conf.template"
+    path = prefix / "nginx.conf"
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- Switchyard configs
+
+def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool) -> Path:
+    """The benchmark config; `features` adds what users run in production on the same backends.
+
+    Both variants have the same five backends, so the only difference is
+    the features: client API keys (the load generator sends one), a
+    request_params policy, a fallback chain per model (configured, never
+    walked: the primary answers), and tracing (on by default in Switchyard,
+    so the bare variant turns it off). Metrics are always collected; the
+    benchmark scrapes /metrics once a second for the features target.
+    connection_pool_size covers the 1,000 streams of the open-streams phase.
+    """
+    nginx = f"http://127.0.0.1:{nginx_port}"
+    text = f"""\
+server:
+  bind_address: "127.0.0.1:{port}"
+  connection_pool_size: 1100
+selection_strategy: RoundRobin
+health_checks:
+  path: /health
+backends:
+  - {{name: fast, type: generic, url: "{nginx}", models: [bench], discovery: false}}
+  - {{name: fast-stream, type: generic, url: "{nginx}/stream", models: [bench-stream], discovery: false}}
+  - {{name: backup, type: generic, url: "{nginx}", models: [bench-backup], discovery: false}}
+  - {{name: backup-stream, type: generic, url: "{nginx}/stream", models: [bench-backup-stream], discovery: false}}
+  - {{name: slow-stream, type: generic, url: "http://127.0.0.1:{paced_port}", models: [bench-slow], discovery: false}}
+"""
+    if not features:
+        text += "tracing:\n  enabled: false\n"
+    else:
+        text += f"""\
+api_keys:
+  - id: bench-client
+    key: {SWITCHYARD_KEY}
+    tier: standard
+    allowed_models: ["bench*"]
+request_params:
+  defaults: {{max_tokens: 1024}}
+  limits:
+    temperature: {{min: 0, max: 1.5}}
+    max_tokens: {{max: 4096}}
+fallback:
+  enabled: true
+  fallback_chains:
+    bench: [bench-backup]
+    bench-stream: [bench-backup-stream]
+tracing:
+  enabled: true
+  headers: {{client_ref: X-Client-Ref}}
+"""
+    path.write_text(text)
+    return path
+
+
+# The headers a production client of switchyard-features sends: its key and trace context.
+FEATURES_HEADERS = {"authorization": f"Bearer {SWITCHYARD_KEY}",
+                    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                    "x-client-ref": "bench-team"}
+
+
+# --------------------------------------------------------------------------- LiteLLM
+
+def litellm_pin() -> str:
+    """The pinned requirement line (e.g. litellm[proxy]==1.108.7) from litellm.requirements.txt."""
+    for line in LITELLM_REQUIREMENTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("litellm"):
+            return line
+    raise RuntimeError(f"no litellm line in {LITELLM_REQUIREMENTS}")
+
+
+def litellm_master_key() -> str:
+    m = re.search(r"^\s*master_key:\s*(\S+)", LITELLM_CONFIG.read_text(), re.M)
+    if not m:
+        raise RuntimeError(f"no master_key in {LITELLM_CONFIG}")
+    return m.group(1).strip("\"'")
+
+
+def ensure_litellm(cache_root: Path, python: str, timeout: float) -> tuple[Path, float]:
+    """Install the pinned LiteLLM proxy into its own venv under `cache_root`, once.
+
+    The venv is reused while the requirements are unchanged (their digest,
+    comments left out, is stored in the venv after a successful install),
+    so only the first run pays for the download. Returns the `litellm` executable and
+    the seconds spent installing (0 when reused).
+    """
+    requirements = [line.split("#", 1)[0].strip() for line in LITELLM_REQUIREMENTS.read_text().splitlines()]
+    digest = hashlib.sha256("\n".join(r for r in requirements if r).encode()).hexdigest()[:16]
+    version = re.sub(r"[^\w.]+", "-", litellm_pin().split("==")[-1])
+    venv = cache_root / f"litellm-{version}"
+    marker, exe = venv / ".bench-installed", venv / "bin" / "litellm"
+    if exe.exists() and marker.exists() and marker.read_text().strip() == digest:
+        return exe, 0.0
+    print(f"installing {litellm_pin()} into {venv} (once; reused by later runs)", flush=True)
+    t0 = time.monotonic()
+    shutil.rmtree(venv, ignore_errors=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    log = venv.parent / f"litellm-{version}-install.log"
+    with open(log, "wb") as out:
+        for argv in ([python, "-m", "venv", str(venv)],
+                     [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-r",
+                      str(LITELLM_REQUIREMENTS)]):
+            rc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                timeout=timeout).returncode
+            if rc != 0:
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                raise RuntimeError(f"{' '.join(argv[:4])} failed ({rc}); log {log}:\n{tail}")
+    if not exe.exists():
+        raise RuntimeError(f"{exe} missing after install; log {log}")
+    marker.write_text(digest + "\n")
+    return exe, time.monotonic() - t0
+
+
+def write_litellm_config(path: Path, nginx_port: int) -> Path:
+    text = LITELLM_CONFIG.read_text().replace("@@UPSTREAM@@", f"http://127.0.0.1:{nginx_port}")
+    assert not re.search(r"@@[A-Z_]+@@", text), "unfilled placeholder in litellm_config.yaml"
+    path.write_text(text)
+    return path
+
+
+def litellm_env() -> dict[str, str]:
+    """LiteLLM's environment: no network look-ups, no telemetry, no database, quiet logs.
+
+    The model cost map is otherwise fetched from the internet at import time
+    and telemetry is an environment switch, so neither can live in the YAML.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_HOST", "REDIS_URL")}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_TELEMETRY_DISABLED="true", LITELLM_LOG="ERROR",
+               HF_HUB_OFFLINE="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    return env
+
+
+# --------------------------------------------------------------------------- processes
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server subprocess in its own process group, logging to a file in the work dir.
+
+    `headers` go with every benchmark request (API keys, trace context);
+    `warm_path` is a cheap GET used to open client connections before a
+    measured burst, so connection set-up is not part of the figures.
+    """
+
+    def __init__(self, name: str, argv: list[str], port: int, workdir: Path, *, chat_path: str,
+                 stream_path: str, stream_model: str, ready_paths: tuple[str, ...], warm_path: str = "/health",
+                 headers: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                 ready_timeout: float | None = None):
+        self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
+        self.base = f"http://127.0.0.1:{port}"
+        self.chat_path, self.stream_path, self.stream_model = chat_path, stream_path, stream_model
+        self.ready_paths, self.warm_path = ready_paths, warm_path
+        self.headers = dict(headers or {})
+        self.env, self.ready_timeout = env, ready_timeout
+        self.log_path = workdir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=REPO, start_new_session=True, env=self.env)
+        log.close()
+
+    def stop(self) -> None:
+        """SIGTERM our process group, SIGKILL it if it is still there after 5 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        """Poll the readiness paths until one answers 200 (404 moves on to the next path)."""
+        timeout = self.ready_timeout or timeout
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+                for path in self.ready_paths:
+                    try:
+                        r = client.get(self.base + path)
+                        last = f"GET {path} -> {r.status_code}"
+                        if r.status_code == 200:
+                            return
+                        if r.status_code != 404:
+                            break
+                    except httpx.HTTPError as exc:
+                        last = f"GET {path} -> {type(exc).__name__}"
+                        break
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s ({last}):\n{self.log_tail()}")
+
+    def check(self) -> None:
+        """One real chat and one real stream request, so we never benchmark 401s or 404s."""
+        with httpx.Client(timeout=30.0, headers=self.headers) as client:
+            r = client.post(self.base + self.chat_path, json=CHAT_REQUEST)
+            if r.status_code != 200 or "choices" not in r.json():
+                raise RuntimeError(f"{self.name}: chat check got {r.status_code}: {r.text[:300]}")
+            r = client.post(self.base + self.stream_path,
+                            json={"model": self.stream_model, "messages": MESSAGES, "stream": True})
+            events = [line for line in r.text.splitlines() if line.startswith("data:")]
+            if r.status_code != 200 or len(events) != STREAM_EVENTS + 1 or events[-1].strip() != "data: [DONE]":
+                raise RuntimeError(f"{self.name}: stream check got {r.status_code}, {len(events)} events: "
+                                   f"{r.text[:300]}")
+
+
+# --------------------------------------------------------------------------- /proc accounting
+
+def proc_snapshot() -> tuple[dict[int, list[int]], dict[int, float]]:
+    """(children by parent pid, CPU seconds by pid) for every process, from /proc/<pid>/stat.
+
+    CPU is utime+stime plus cutime+cstime, so work of children that already
+    exited and were reaped stays counted in their parent.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is the state (stat field 3)
+        pid, ppid = int(entry), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return children, cpu
+
+
+def tree_pids(snapshot, root: int) -> set[int]:
+    children, _ = snapshot
+    pids, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        pids.add(pid)
+        todo.extend(children.get(pid, []))
+    return pids
+
+
+def tree_cpu_seconds(root: int, snapshot=None) -> float:
+    """CPU seconds of `root` and all its live descendants."""
+    snapshot = snapshot or proc_snapshot()
+    return sum(snapshot[1].get(pid, 0.0) for pid in tree_pids(snapshot, root))
+
+
+def memory_mb(pids, field: str = "VmRSS") -> float:
+    """Sum of a /proc/<pid>/status memory field (VmRSS now, VmHWM peak) over `pids`, in MB.
+
+    Summing VmHWM over several processes bounds their joint peak from above;
+    for the single-process servers measured here it is the peak.
+    """
+    total_kb = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        m = re.search(rf"^{field}:\s+(\d+) kB", status, re.M)
+        total_kb += int(m.group(1)) if m else 0
+    return total_kb / 1024
+
+
+def other_cpu_seconds(before, after) -> float:
+    """CPU used between two snapshots by processes outside this benchmark's tree and outside kernel threads.
+
+    That is the disturbance: a test suite or build running next to us. A
+    process that exited in between had its whole CPU time added to its
+    parent's cutime/cstime, so what it had already used before is taken off
+    again to count only the interval.
+    """
+    ours = tree_pids(after, os.getpid()) | tree_pids(before, os.getpid()) | tree_pids(after, 2) | tree_pids(before, 2)
+    grown = sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items() if pid not in ours)
+    exited = sum(cpu for pid, cpu in before[1].items() if pid not in ours and pid not in after[1])
+    return grown - exited
+

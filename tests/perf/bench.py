@@ -14,6 +14,7 @@ ports (targets.py builds them):
   switchyard          `switchyard serve --workers 1`, tracing off, no keys or policies
   switchyard-features the same build with API keys (key sent), a request_params policy,
                       fallback chains, tracing (trace headers sent) and /metrics scraped 1/s
+  switchyard-2w       (opt-in) `switchyard` with `--workers 2`, to see how it scales
 
 and measures them interleaved (round 1: every target in turn; round 2: ...),
 so slow drift of the machine hits every target alike. Per target and round:
@@ -70,19 +71,20 @@ from targets import (CHAT_REQUEST, FEATURES_HEADERS, HERE, Server, ensure_litell
                      litellm_pin, litellm_env, memory_mb, other_cpu_seconds, proc_snapshot, tree_cpu_seconds,
                      tree_pids, write_litellm_config, write_nginx_conf, write_switchyard_config)
 
-ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "litellm", "switchyard", "switchyard-features")
+ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "litellm", "switchyard", "switchyard-features",
+               "switchyard-2w")
 DEFAULT_TARGETS = "direct,passthrough,litellm,switchyard,switchyard-features"
 
 
 # --------------------------------------------------------------------------- servers
 
-def switchyard_argv(args, config: Path, port: int) -> list[str]:
+def switchyard_argv(args, config: Path, port: int, workers: int = 1) -> list[str]:
     if args.switchyard_cmd:
         base = shlex.split(args.switchyard_cmd)
     else:
         script = Path(sys.executable).parent / "switchyard"
         base = [str(script)] if script.exists() else [sys.executable, "-m", "protocol.cli"]
-    return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
 
 
 def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
@@ -117,11 +119,12 @@ def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
                                     ready_paths=("/health/liveliness",), warm_path="/health/liveliness",
                                     headers={"authorization": f"Bearer {litellm_master_key()}"}, env=litellm_env(),
                                     ready_timeout=max(args.ready_timeout, 120))
-    for name, features in (("switchyard", False), ("switchyard-features", True)):
+    for name, features, workers in (("switchyard", False, 1), ("switchyard-features", True, 1),
+                                    ("switchyard-2w", False, 2)):
         if name in targets:
             port = free_port()
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features)
-            servers[name] = Server(name, switchyard_argv(args, config, port), port, workdir, **common,
+            servers[name] = Server(name, switchyard_argv(args, config, port, workers), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None)
     return servers
 

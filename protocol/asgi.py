@@ -22,9 +22,13 @@ SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
 class AsgiSink:
-    """A ResponseSink over ASGI ``send``; knows how to fail before and after start."""
+    """A ResponseSink over ASGI ``send``; knows how to fail before and after start.
 
-    __slots__ = ("_send", "streaming", "started", "finished", "status")
+    A buffered answer is held until ``finish`` and goes out as one message with
+    its ``content-length``: no chunked encoding, one write instead of three.
+    """
+
+    __slots__ = ("_send", "streaming", "started", "finished", "status", "_held", "_body")
 
     def __init__(self, send: Send, streaming: bool) -> None:
         self._send = send
@@ -32,23 +36,37 @@ class AsgiSink:
         self.started = False
         self.finished = False
         self.status = 0
+        self._held: list[tuple[bytes, bytes]] | None = None   # a buffered answer's headers, not yet sent
+        self._body: list[bytes] = []
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.started = True
         self.status = status
-        if self.streaming:
-            headers = headers + SSE_HEADERS
-        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        if not self.streaming:
+            self._held = headers
+            return
+        await self._send({"type": "http.response.start", "status": status, "headers": headers + SSE_HEADERS})
 
     async def send(self, chunk: bytes) -> None:
+        if self._held is not None:
+            self._body.append(chunk)
+            return
         await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def finish(self) -> None:
         self.finished = True
+        if self._held is not None:
+            headers, self._held = self._held, None
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+            self._body = []
+            await respond(self._send, self.status, body, headers)
+            return
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def fail(self, error: GatewayError) -> None:
-        if not self.started:
+        if not self.started or self._held is not None:
+            # Nothing went out yet (a held buffered answer included): the error gets its own status.
+            self._held, self._body = None, []
             await respond(self._send, error.status, error.body(), error.headers())
             self.status = error.status
             return
@@ -61,6 +79,8 @@ class AsgiSink:
 
 
 async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] = JSON) -> None:
+    """A whole answer: its length known, so the server neither chunks it nor writes it twice."""
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 

@@ -39,6 +39,7 @@ from actors.routing.stream_state import StreamAccumulator
 from actors.thinking import ThinkingStream
 from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
+from protocol.transport import body_chunks
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
@@ -206,9 +207,9 @@ class Relay:
         state = self.state = _StreamState()
         self._headers = headers
         self._send_lock = None
-        # aiter_bytes, not aiter_raw: a backend that compresses its stream is
-        # decoded here, since the client never sees its content-encoding.
-        async for chunk in response.aiter_bytes():
+        # Decoded, not raw: a backend that compresses its stream is decoded
+        # here, since the client never sees its content-encoding.
+        async for chunk in body_chunks(response):
             try:
                 try:
                     events = decoder.feed(chunk)

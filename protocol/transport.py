@@ -23,7 +23,7 @@ import math
 import ssl
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 
 import httpcore
 import httpx
@@ -308,25 +308,51 @@ class PooledTransport(httpx.AsyncBaseTransport):
                 pass   # already broken: nothing left to release
 
 
+def body_chunks(response: httpx.Response) -> AsyncIterable[bytes]:
+    """A response body's chunks as they arrive, for a caller that closes ``response`` itself.
+
+    Without a ``content-encoding`` the bytes need no decoding, so they come
+    straight from the transport's stream: httpx's ``aiter_bytes`` would add
+    two async generators, two context-manager generators, two chunkers and a
+    decoder, kept for the whole life of the stream (about 1.6 KB per open
+    stream). A compressed body still goes through ``aiter_bytes``. httpx
+    errors surface the same either way.
+    """
+    if "content-encoding" in response.headers:
+        return response.aiter_bytes()
+    return response.stream   # type: ignore[return-value]   # an AsyncByteStream: iterable once
+
+
 class _PooledStream(httpx.AsyncByteStream):
     """A response body that gives its connection back once, when closed.
 
     httpcore marks the connection idle only if both request and response
     were read to the end; otherwise (cancelled, abandoned, ``Connection:
     close``) it closes it, and only the slot comes back.
+
+    It is its own iterator, not an async generator: a generator would stay
+    suspended for the whole life of a stream (with trio's weak reference to
+    it), about 0.4 KB per open stream.
     """
 
-    __slots__ = ("_conn", "_done", "_key", "_pool", "_stream")
+    __slots__ = ("_conn", "_done", "_key", "_parts", "_pool", "_stream")
 
     def __init__(self, pool: PooledTransport, key: Key, conn: Conn, stream) -> None:
         self._pool, self._key, self._conn, self._stream = pool, key, conn, stream
+        self._parts: AsyncIterator[bytes] | None = None
         self._done = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
         try:
             with _mapped:
-                async for part in self._stream:
-                    yield part
+                if self._parts is None:
+                    self._parts = self._stream.__aiter__()
+                return await self._parts.__anext__()
+        except StopAsyncIteration:
+            raise
         except BaseException:
             await self.aclose()
             raise

@@ -6,6 +6,7 @@ which TCP connection carried which request, and when a connection closed.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import ssl
 from pathlib import Path
@@ -17,7 +18,7 @@ import trio
 import trio.testing
 
 from config.load import load_text
-from protocol.transport import PooledTransport
+from protocol.transport import PooledTransport, body_chunks
 from protocol.upstream import Upstream
 
 LIMIT = 10.0   # seconds any one test may take
@@ -290,6 +291,38 @@ async def test_stream_returns_its_connection_only_once_fully_read_and_closed(ser
             assert await response.aread() == b"first,rest"
         assert (pool.open_connections, pool.idle_connections) == (1, 1)
         assert (await http.get("/")).text == "ok 0"
+
+
+async def test_body_chunks_of_a_plain_body_come_straight_from_the_pool(server):
+    http, pool = client(server)
+    server.gate.set()
+    async with http:
+        async with http.stream("GET", "/stream") as response:
+            chunks = body_chunks(response)
+            assert chunks is response.stream   # no httpx decoding layers for an unencoded body
+            assert b"".join([chunk async for chunk in chunks]) == b"first,rest"
+        assert (pool.open_connections, pool.idle_connections) == (1, 1)
+        assert (await http.get("/")).text == "ok 0"
+
+
+async def test_body_chunks_cancelled_half_read_close_the_connection(server):
+    http, pool = client(server)
+    async with http:
+        with trio.move_on_after(0.2) as scope:
+            async with http.stream("GET", "/stream") as response:
+                async for chunk in body_chunks(response):
+                    assert chunk == b"first,"   # then the server holds the rest: we are cancelled here
+        assert scope.cancelled_caught
+        assert (pool.open_connections, pool.idle_connections) == (0, 0)
+        server.gate.set()
+        await settle()
+        assert server.closed == [0]
+
+
+async def test_body_chunks_of_an_encoded_body_are_decoded():
+    body = b'data: {"choices":[]}\n\n' * 50
+    response = httpx.Response(200, headers={"content-encoding": "gzip"}, content=gzip.compress(body))
+    assert b"".join([chunk async for chunk in body_chunks(response)]) == body
 
 
 async def test_idle_connection_expires_after_keepalive_expiry(server):

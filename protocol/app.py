@@ -70,6 +70,7 @@ class App(ModelRoutes):
         self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
         self.models_cache = limits.ModelListCache()
         self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
+        self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
             "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
             "/v1/models": {"GET": self._capped(self.models)},
@@ -104,6 +105,8 @@ class App(ModelRoutes):
                 log.info("serving %d backend(s), config revision %s from %s", len(snapshot.backends),
                          snapshot.revision, snapshot.source)
                 self._nursery = nursery
+                if self.stop_requested:   # told to stop while starting: drain before the first call
+                    self.begin_drain()
                 await send({"type": "lifespan.startup.complete"})
                 await receive()  # lifespan.shutdown
                 nursery.cancel_scope.cancel()
@@ -272,6 +275,9 @@ class App(ModelRoutes):
     def begin_drain(self) -> float:
         """Stop taking calls (``/ready`` says 503 at once) and end the ones in flight cleanly
         after ``server.shutdown_drain_timeout``; returns that window in seconds."""
+        # Remembered even before the Runtime is up, so a worker told to stop while it
+        # was starting never answers /ready 200 or takes a call in between.
+        self.stop_requested = True
         runtime, nursery = self.runtime, getattr(self, "_nursery", None)
         if runtime is None or nursery is None or runtime.draining:
             return 0.0

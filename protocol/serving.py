@@ -64,7 +64,9 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
 
         if stop_requested is not None and stop_requested.is_set():
             # The parent was told to stop before this worker could hear signals
-            # (they are ignored until the receiver above exists): stop at once.
+            # (they are ignored until the receiver above exists): stop at once,
+            # never saying ready or taking a call.
+            app.begin_drain()
             shutdown.set()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(on_signals)

@@ -49,3 +49,24 @@ async def test_call_past_the_window_ends_with_a_clean_error_at_its_end(autojump_
         assert json.loads(reply.events()[-1])["error"]["code"] == "server_shutting_down"
         assert b"[DONE]" not in reply.body
         assert sim.count("cancelled") == 1 and app.runtime.calls == set()
+
+
+async def test_a_stop_asked_for_while_starting_is_a_drain_from_the_first_request(autojump_clock):
+    from config.load import load_text
+    from protocol.app import App
+
+    snapshot = load_text(CONFIG.replace("CHUNKS", "2")).snapshot
+    app = App(lambda: snapshot)
+    app.begin_drain()                      # the signal came before the lifespan started the Runtime
+    to_app, from_test = trio.open_memory_channel(2)
+    from_app, to_test = trio.open_memory_channel(2)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app, {"type": "lifespan"}, from_test.receive, from_app.send)
+        await to_app.send({"type": "lifespan.startup"})
+        assert (await to_test.receive())["type"] == "lifespan.startup.complete"
+        ready = await request(app, "GET", "/ready")
+        assert ready.status == 503 and ready.json()["status"] == "draining"
+        refused = await request(app, "POST", "/v1/chat/completions", chat())
+        assert refused.status == 503 and refused.json()["error"]["code"] == "server_shutting_down"
+        await to_app.send({"type": "lifespan.shutdown"})
+        assert (await to_test.receive())["type"] == "lifespan.shutdown.complete"

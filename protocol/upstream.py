@@ -14,6 +14,7 @@ other budget is a Trio cancel scope owned by the caller.
 
 from __future__ import annotations
 
+import base64
 import functools
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -29,6 +30,15 @@ from protocol.transport import PooledTransport
 def api_url(base: str, path: str) -> httpx.URL:
     """``join_url`` as a parsed URL, once per backend: parsing it on every call costs more than the lookup."""
     return httpx.URL(join_url(base, path))
+
+
+@functools.lru_cache(maxsize=1024)
+def basic_auth(url: httpx.URL) -> tuple[str, str] | None:
+    """The ``Authorization: Basic`` header a ``user:password@`` URL asks for; None without userinfo."""
+    if not (url.username or url.password):
+        return None
+    token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode("ascii")
+    return ("authorization", "Basic " + token)
 
 
 def join_url(base: str, path: str) -> str:
@@ -91,7 +101,11 @@ class Upstream:
         self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout, follow_redirects=False)
 
     def request(self, method: str, url: httpx.URL, headers: list[tuple[str, str]], content: bytes) -> httpx.Request:
-        """A request for ``send``, carrying the client's timeouts."""
+        """A request for ``send``, carrying the client's timeouts (and, like the client, the
+        Basic credentials of a ``user:password@`` URL, which win over any other authorization)."""
+        basic = basic_auth(url)
+        if basic is not None:
+            headers = [h for h in headers if h[0].lower() != "authorization"] + [basic]
         return httpx.Request(method, url, headers=[*headers, USER_AGENT], content=content,
                              extensions={"timeout": self._timeout})
 

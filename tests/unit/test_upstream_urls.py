@@ -15,3 +15,17 @@ from protocol.upstream import join_url
 ])
 def test_base_ending_in_v1_names_the_api_root(base, path, expected):
     assert join_url(base, path) == expected
+
+
+def test_chat_requests_carry_the_basic_credentials_of_a_userinfo_url():
+    from config.schema import Snapshot
+    from protocol.upstream import Upstream, api_url
+
+    upstream = Upstream(Snapshot())
+    url = api_url("https://user:secret@vllm.internal:8000", "/v1/chat/completions")
+    request = upstream.request("POST", url, [("content-type", "application/json"),
+                                             ("authorization", "Bearer sk-x")], b"{}")
+    assert request.headers.get_list("authorization") == ["Basic dXNlcjpzZWNyZXQ="]
+    plain = upstream.request("POST", api_url("http://vllm.internal:8000", "/v1/chat/completions"),
+                             [("authorization", "Bearer sk-x")], b"{}")
+    assert plain.headers["authorization"] == "Bearer sk-x"

@@ -92,15 +92,14 @@ class ModelChoiceMixin(_Base):
         v = self.variant
         if v is None or v.variant not in variants.RANKED or model != self.model:
             return None
-        snap, now = self.call.snapshot, trio.current_time()
+        now, price = trio.current_time(), self._price_of(model)
 
         def score(b: BackendConfig) -> float | None:
             if v.variant == variants.NITRO:
                 return variants.fresh_throughput(self.runtime.throughput, b.name, now,
                                                  engine_window(self.call.snapshot))
-            entry = snap.model_entry(model, b.name)
-            pricing = entry.metadata.pricing if entry is not None else None
-            return variants.price_per_million(pricing.input_tokens, pricing.output_tokens) if pricing else None
+            known = price(b)
+            return variants.price_per_million(*known) if known is not None else None
 
         def prefer(candidates: list[BackendConfig]) -> list[BackendConfig]:
             narrowed = variants.narrow(candidates, score, "max" if v.variant == variants.NITRO else "min")

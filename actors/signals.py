@@ -67,19 +67,6 @@ class SignalTerms:
         """One attempt that completed and reported its token usage."""
         self.meter.record(backend, tokens, now)
 
-    def _spent(self, backend: str, now: float, busy: int) -> usage_weight.Used:
-        """What ``backend`` has spent in this window, counting its attempts still in flight.
-
-        The meter learns an attempt's tokens only when it completes; counting the
-        ones in flight (as requests, and at the window's mean tokens per request)
-        keeps a burst from all going to the backend that looked least used
-        before any of it finished."""
-        used = self.meter.used(backend, now)
-        if not busy:
-            return used
-        per_request = used.tokens / used.requests if used.requests else 0.0
-        return usage_weight.Used(used.tokens + round(busy * per_request), used.requests + busy)
-
     def admit(self, snapshot: Snapshot, model: str, healthy: Sequence[BackendConfig], signals: Signals,
               now: float) -> None:
         """The admission gate over every healthy candidate (before any preference narrows them)."""
@@ -114,9 +101,7 @@ class SignalTerms:
             observed, reasons = quota.observe_all((b.name for b in candidates), signals.quota, now,
                                                   routing.quota_aware.ttl)
             _count(self.quota_decisions, reasons)
-        fractions = {b.name: usage_weight.remaining_fraction(
-            b.provider_tpm, b.provider_rpm, self._spent(b.name, now, in_flight.get(b.name, 0)), observed.get(b.name),
-            window=self.meter.interval) for b in candidates}
+        fractions = usage_weight.remaining_fractions(candidates, self.meter, observed, now, in_flight)
         chosen, reasons = usage_weight.decide([b.name for b in candidates], fractions, usage.weight)
         _count(self.usage_weight_decisions, reasons)
         if chosen is None:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import attrs
 import trio
 
-from actors.routing import engine_load
 from actors.routing import quota as quota_rules
+from actors.signals import engine_window
 from protocol.errors import RouteNotFound
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def engine_stats(runtime: "Runtime", backend: str, now: float) -> dict[str, Any]
     sample = poller.view.get(backend)
     if status is None and sample is None:
         return None
-    window = engine_load.max_age(snap.engine_stats.interval, snap.routing.engine_load.max_staleness_intervals)
+    window = engine_window(snap)
     out: dict[str, Any] = {"poll": attrs.asdict(status) if status is not None else None,
                            "freshness_window": window, "snapshot": None}
     if sample is not None:

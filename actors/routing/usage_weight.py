@@ -132,10 +132,23 @@ def remaining_fraction(declared_tpm: int | None, declared_rpm: int | None, used:
     return min(axes) if axes else None
 
 
-def remaining_fractions(backends: Sequence[Declares], meter: TumblingMeter,
-                        observed: Mapping[str, ObservedQuota], now: float) -> dict[str, float | None]:
+def spent(used: Used, busy: int) -> Used:
+    """``used`` plus ``busy`` attempts still in flight, each one request at the window's mean tokens.
+
+    The meter learns an attempt's tokens only when it completes; counting the
+    ones in flight keeps a burst from all going to the backend that looked
+    least used before any of it finished."""
+    if not busy:
+        return used
+    per_request = used.tokens / used.requests if used.requests else 0.0
+    return Used(used.tokens + round(busy * per_request), used.requests + busy)
+
+
+def remaining_fractions(backends: Sequence[Declares], meter: TumblingMeter, observed: Mapping[str, ObservedQuota],
+                        now: float, in_flight: Mapping[str, int] = {}) -> dict[str, float | None]:
     """``remaining_fraction`` of each backend at ``now``; ``observed`` holds only fresh, usable snapshots."""
-    return {b.name: remaining_fraction(b.provider_tpm, b.provider_rpm, meter.used(b.name, now),
+    return {b.name: remaining_fraction(b.provider_tpm, b.provider_rpm,
+                                       spent(meter.used(b.name, now), in_flight.get(b.name, 0)),
                                        observed.get(b.name), window=meter.interval)
             for b in backends}
 

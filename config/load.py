@@ -18,6 +18,7 @@ import attrs
 import yaml
 
 from config import (
+    check_smart_routing,
     load_access,
     load_extensions,
     load_metadata,
@@ -25,6 +26,7 @@ from config import (
     load_params,
     load_prompts,
     load_resilience,
+    load_smart_routing,
     load_telemetry,
     rules,
 )
@@ -187,6 +189,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     dedup = _dedup(top.section("dedup"))
     engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
     routing = load_telemetry.routing(top.section("routing"))
+    smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -207,6 +210,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
+        check_smart_routing.check(smart, backends, api_keys, problems)
     load_telemetry.check(engine_stats, routing, backends, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
@@ -214,6 +218,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
+                    smart_routing=smart,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
@@ -358,6 +363,7 @@ def _simulation(r: Reader) -> Simulation:
         health_status=r.get("health_status", _status, d.health_status),
         failure=failure,
         text=r.get("text", rules.string(), d.text),
+        tool_arguments=r.get("tool_arguments", rules.string(), d.tool_arguments),
         supports_prefill=r.get("supports_prefill", rules.boolean, d.supports_prefill),
         response_headers=r.get("response_headers", _header_map, {}),
         engine=_simulated_engine(engine) if r.has("engine") else None,

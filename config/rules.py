@@ -164,7 +164,7 @@ def any_string(value: Any) -> str:
 def one_of(choices: Mapping[str, T]) -> Rule[T]:
     def rule(value: Any) -> T:
         if not isinstance(value, str) or value not in choices:
-            raise Invalid(f"must be one of {', '.join(choices)}, got {value!r}")
+            raise Invalid(f"must be one of {', '.join(c if c else repr(c) for c in choices)}, got {value!r}")
         return choices[value]
     return rule
 

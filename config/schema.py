@@ -24,6 +24,7 @@ from config.operations import Admin, Logging, Tracing
 from config.params import ParamPolicy, Preset
 from config.prompts import GlobalPrompts
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+from config.smart_routing import SmartRouting
 from config.telemetry import EngineStatsConfig, RoutingConfig
 
 
@@ -110,6 +111,7 @@ class Simulation:
     health_status: int = 200
     failure: SimulatedFailure = SimulatedFailure()
     text: str | None = None            # the reply, split into `chunks` pieces; None: "Hello from NAME. ..."
+    tool_arguments: str | None = None  # with failure.tool_call: the call's arguments (default a fixed JSON)
     supports_prefill: bool = True      # continue a trailing assistant message (else answer 400)
     engine: SimulatedEngine | None = None  # an engine Prometheus page on GET .../metrics
     response_headers: Mapping[str, str] = attrs.field(factory=dict)   # added to every chat answer (rate limits)
@@ -262,6 +264,7 @@ class Snapshot:
     dedup: Dedup = Dedup()
     engine_stats: EngineStatsConfig = EngineStatsConfig()
     routing: RoutingConfig = RoutingConfig()
+    smart_routing: SmartRouting = SmartRouting()
     model_metadata_file: str | None = None
     model_metadata_dirs: tuple[str, ...] = ()
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

@@ -18,7 +18,7 @@ Retry-After header and an error code of choice); stall before the first
 byte; stall after chunk k; reset the connection after chunk k; send chunk k
 malformed; send an in-band error event after chunk k; end the stream cleanly
 after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
-empty content; reply with a tool call.
+empty content; reply with a tool call (its arguments ``tool_arguments`` when set).
 
 With ``Simulation.engine`` set, ``GET`` on a path ending in ``/metrics``
 answers the Prometheus page a vLLM or SGLang engine would serve (its own
@@ -282,7 +282,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
     def _pieces(self, sim: Simulation, body: dict) -> list[str]:
         """What this request gets, piece by piece: text, tool arguments, or one empty piece."""
         if sim.failure.tool_call:
-            return split_even(TOOL_ARGUMENTS, sim.chunks)
+            return split_even(sim.tool_arguments if sim.tool_arguments is not None else TOOL_ARGUMENTS, sim.chunks)
         if sim.failure.empty_reply:
             return [""]
         tokens = self._tokens(sim)

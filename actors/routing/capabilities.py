@@ -4,22 +4,21 @@ Used to keep fallback from degrading an answer: a fallback target whose
 metadata says it lacks tools, vision, or a context window large enough for
 the request is skipped; with none left the call fails closed with
 ``route_capability_unavailable``. A target without metadata is assumed able:
-only what is known can rule a route out.
+only what is known can rule a route out. The prompt size is smart routing's
+estimate (``token_estimate``), so size-based routing and this check agree.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from attrs import frozen
 
+from actors.routing.token_estimate import estimate_tokens
 from config.metadata import ModelMetadata
 
 TOOL_NAMES = frozenset({"tool", "tools", "function_calling"})
-# A rough, conservative estimate (about four characters a token, rounded up)
-# that needs no tokenizer; it only has to rule out clear misfits.
-CHARS_PER_TOKEN = 4
 
 
 @frozen
@@ -32,28 +31,18 @@ class Needs:
 def needs_of(payload: Mapping[str, Any]) -> Needs:
     tools = bool(payload.get("tools") or payload.get("functions"))
     vision = False
-    chars = 0
     for msg in payload.get("messages") or ():
         if not isinstance(msg, Mapping):
             continue
         content = msg.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
+        if isinstance(content, list):
             for part in content:
-                if not isinstance(part, Mapping):
-                    continue
-                if part.get("type") in ("image_url", "input_image", "image"):
+                if isinstance(part, Mapping) and part.get("type") in ("image_url", "input_image", "image"):
                     vision = True
-                text = part.get("text")
-                if isinstance(text, str):
-                    chars += len(text)
-        if msg.get("tool_calls"):
-            chars += len(json.dumps(msg["tool_calls"]))
     completion = payload.get("max_completion_tokens") or payload.get("max_tokens") or 0
     if not isinstance(completion, int) or isinstance(completion, bool):
         completion = 0
-    return Needs(tools=tools, vision=vision, tokens=-(-chars // CHARS_PER_TOKEN) + completion)
+    return Needs(tools=tools, vision=vision, tokens=estimate_tokens(payload) + completion)
 
 
 def missing(needs: Needs, meta: ModelMetadata | None) -> list[str]:

@@ -7,7 +7,9 @@ from config.metadata import Limits, ModelMetadata
 def test_needs_tools_vision_and_token_estimate():
     needs = needs_of({"tools": [{"type": "function"}], "max_tokens": 100, "messages": [
         {"role": "user", "content": [{"type": "text", "text": "abcdefgh"}, {"type": "image_url"}]}]})
-    assert needs == Needs(tools=True, vision=True, tokens=2 + 100)
+    # the shared estimate (token_estimate.py): 3 request + 4 message + 3 "content" + 9 text part
+    # + 5 image part + 5 tools, then the completion budget
+    assert needs == Needs(tools=True, vision=True, tokens=29 + 100)
 
 
 def test_unknown_metadata_rules_nothing_out():

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from actors.routing.body_merge import merge_body
 from actors.routing.failover import RoutePlan
 from actors.routing.thinking import active as thinking_active
 from actors.thinking import ThinkingStream
+from actors.usage import UsageRecord, token_counts
 from config.params import SPELLINGS
 from config.schema import BackendConfig, BackendType
 from protocol.params import HEADER, header_value
@@ -80,6 +83,14 @@ class AttemptBodyMixin(_Base):
         meta = self.call.snapshot.metadata_for(model, backend.name)
         thinking = meta.thinking if meta is not None else None
         return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
+
+    def _record_usage(self, backend: str, model: str, began: float) -> None:
+        """An answered attempt's tokens: for usage_weight's window, and the ledger's ``client`` purpose."""
+        rt, call, relay = self.runtime, self.call, self.relay
+        if relay.usage_tokens is not None and call.snapshot.routing.usage_weight.enabled:
+            rt.pool.signals.record_usage(backend, relay.usage_tokens, trio.current_time())
+        rt.usage.record(UsageRecord("client", call.request_id, call.key.id if call.key else None, backend, model,
+                                    *token_counts(relay.usage), status=200, at=began))
 
     def _param_headers(self) -> list[tuple[bytes, bytes]]:
         """``x-continuum-request-params``: which request_params actions changed the call (never values)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 from attrs import frozen
@@ -37,3 +37,6 @@ class Call:
     prefs: "ProviderPrefs | None" = attrs.field(default=None, eq=False)     # the client's `provider` object, read
     param_tokens: tuple[str, ...] = ()           # what request_params changed, for x-continuum-request-params
     managed_params: frozenset[str] = frozenset()  # fields request_params wrote or limited: kept on every hop
+    # model "auto": what smart routing decided (for the trace), and its debug headers for the answer
+    smart_route: "Mapping[str, Any] | None" = attrs.field(default=None, eq=False)
+    route_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(default=(), eq=False)

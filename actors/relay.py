@@ -160,6 +160,7 @@ class Relay:
         self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
         self.usage_tokens: int | None = None          # the last attempt's reported usage.total_tokens
+        self.usage: Any = None                        # the last attempt's usage object, as the backend sent it
         self.hide_usage = False                       # the usage-only chunk was asked for by us, not the client
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
@@ -183,6 +184,7 @@ class Relay:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
                 backend, 502, body, b"application/json"))
         self.usage_tokens = total_tokens(payload)
+        self.usage = payload.get("usage") if isinstance(payload, dict) else None
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
@@ -300,6 +302,7 @@ class Relay:
                 code="upstream_stream_error"))
         if isinstance(obj, dict) and obj.get("usage"):   # the last chunk, with stream_options.include_usage
             self.usage_tokens = total_tokens(obj)
+            self.usage = obj["usage"]
             if self.hide_usage and not obj.get("choices"):
                 return   # asked for by the router, for metering: not part of the client's stream
         attempt.got_data()

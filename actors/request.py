@@ -88,6 +88,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream)
+        if call.smart_route is not None:
+            self.trace.add("smart_routed", **call.smart_route)
         # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
         self.variant = self._variant()
         self._variant_applied: bool | None = None   # :nitro/:floor: did the last ranking have data
@@ -161,8 +163,10 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         if isinstance(err, PermissionDenied):
             # The key's id is bound to the line; never the key. The client's text goes in quoted.
             log.info("refused: %r", err.message)
-        if isinstance(err, UpstreamStatusError) and self.call.param_tokens:
-            err.extra_headers = [*err.extra_headers, *self._param_headers()]  # the backend saw the shaped body
+        # A backend's error saw the policy-shaped body; smart routing says which policy chose the model.
+        extra = [*(self._param_headers() if isinstance(err, UpstreamStatusError) else ()), *self.call.route_headers]
+        if extra:
+            err.extra_headers = [*err.extra_headers, *extra]
         self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],
                        status=err.status, code=err.code, error=err.message, committed=self.sink.started)
         await self.sink.fail(err)
@@ -327,7 +331,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
             headers=headers, content=body if body is not None else self._body_for(model, backend))
         # This backend answers with the id it was sent; the client sees the public one.
         wire = backend.upstream_ids.get(model)
-        self.relay.usage_tokens = None
+        self.relay.usage_tokens = self.relay.usage = None
         self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
         if self.variant is not None and model == self.model:
             self.relay.rename = Rename(None, self.call.model)   # the requested name, suffix and all
@@ -381,8 +385,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
-        if self.relay.usage_tokens is not None and self.call.snapshot.routing.usage_weight.enabled:
-            rt.pool.signals.record_usage(backend.name, self.relay.usage_tokens, trio.current_time())
+        self._record_usage(backend.name, model, began)
 
     async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
         """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""
@@ -416,7 +419,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         # error answers can be fast; only successes say how quick a backend is
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
-                   *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers()]
+                   *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers(),
+                   *self.call.route_headers]
         if self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:

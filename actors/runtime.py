@@ -27,7 +27,9 @@ from actors.pool import BackendPool
 from actors.prompts import PromptStore
 from actors.quota import QuotaObserver
 from actors.routing.variants import ThroughputView
+from actors.smart_router import SmartRouter
 from actors.supervisor import Supervisor
+from actors.usage import UsageLedger
 from config.load import ConfigError, load_file
 from config.schema import Snapshot
 from config.watch import Applied, apply_live
@@ -68,6 +70,8 @@ class Runtime:
         self.pool = BackendPool(snapshot)
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
+        self.usage = UsageLedger()         # what the gateway's own calls (the LLM classifier's) and clients used
+        self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
         # This Runtime's own registry; every finished call's trace feeds its per-call metrics.
@@ -155,6 +159,7 @@ class Runtime:
         self.prompts.reconfigure(snapshot.global_prompts)
         self.dedup.reconfigure(snapshot.dedup)
         self.snapshot = snapshot
+        self.smart.reconfigure(snapshot)
         self.reload_status.revision = snapshot.revision
         self.reload_status.pending_restart = applied.pending_restart
         return applied

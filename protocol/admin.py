@@ -20,6 +20,7 @@ from actors.routing.circuit import CircuitState
 from protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
 from protocol.admin_prompts import PromptsAdmin
 from protocol.admin_stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
+from protocol.admin_smart_routing import SmartRoutingAdmin
 from protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class AdminApi:
         self.routes.update(self.prompts.routes)
         self.stats = StatsAdmin(respond)
         self.routes.update(self.stats.routes)
+        self.smart_routing = SmartRoutingAdmin(respond)
+        self.routes.update(self.smart_routing.routes)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token

@@ -75,7 +75,12 @@ def backend_stats(runtime: "Runtime", name: str, now: float) -> dict[str, Any]:
 class StatsAdmin:
     def __init__(self, respond: Respond) -> None:
         self.respond = respond
-        self.routes = {"/admin/stats/backends": {"GET": self.all_backends}}
+        self.routes = {"/admin/stats/backends": {"GET": self.all_backends}, "/admin/stats": {"GET": self.usage}}
+
+    async def usage(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
+        """Tokens and calls by purpose: clients' own calls, and the gateway's (the LLM classifier's),
+        never summed together."""
+        await self.respond(send, 200, _json({"by_purpose": runtime.usage.by_purpose()}))
 
     async def all_backends(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
         now = trio.current_time()

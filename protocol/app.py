@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 import attrs
 import trio
 
+from actors.classifier import load_state
 from actors.dedup import Role, dedup_key
 from actors.request import RequestActor
 from actors.runtime import Runtime
@@ -215,8 +216,12 @@ class App(ModelRoutes):
             shaped = {k: v for k, v in shaped.items() if k != "provider"}
         if shaped is not payload:
             body = json.dumps(shaped).encode()
-        call = parse_chat_payload(shaped, body, snapshot, dict(scope["headers"]), scope["switchyard.request_id"])
+        headers = dict(scope["headers"])
+        call = parse_chat_payload(shaped, body, snapshot, headers, scope["switchyard.request_id"])
         call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs)
+        if runtime.smart.applies(call, headers):   # model "auto": the router picks the model first
+            call = await runtime.smart.route(
+                call, headers, load_state(self.active_requests - 1, snapshot.server.max_concurrent_requests))
         sink = AsgiSink(send, call.stream)
         actor = RequestActor(runtime, call)
         try:

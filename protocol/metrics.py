@@ -11,7 +11,7 @@ docs/metrics.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import trio
 from prometheus_client import generate_latest
@@ -88,6 +88,7 @@ class RuntimeCollector(Collector):
             dedup.add_metric([role.name.lower()], rt.dedup.counts.get(role, 0))
         yield dedup
         yield from self._telemetry(rt)
+        yield from _smart_routing(rt)
 
     def _telemetry(self, rt: "Runtime") -> Iterator[Metric]:
         """Mailbox drops, engine-page polling, and the load-aware routing terms' verdicts."""
@@ -120,6 +121,41 @@ class RuntimeCollector(Collector):
             for (backend, reason), count in sorted(counts.items()):
                 family.add_metric([backend, reason], count)
             yield family
+
+
+def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],
+             every: tuple[Any, ...] = ()) -> CounterMetricFamily:
+    """A counter family from a dict of label value(s) -> count; ``every`` series from the start
+    (zero until seen), the rest as they appear."""
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key in [*every, *sorted(k for k in counts if k not in every)]:
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], counts.get(key, 0))
+    return family
+
+
+def _smart_routing(rt: "Runtime") -> Iterator[Metric]:
+    """Model "auto": classifications, the hybrid gate, LLM classifier fallbacks and cache, shadow mode."""
+    from actors.classifier import FALLBACK_REASONS   # late: the classifier imports the upstream client
+
+    smart = rt.smart
+    c = smart.classifier
+    yield _counted("smart_routing_classifications", "Smart-routing classifications, by configured method and by "
+                   "what classified (rule, llm, cache)", ["method", "source"], c.classifications)
+    yield _counted("smart_routing_hybrid_gate", "method hybrid: requests the rule result routed (confidence at or "
+                   "above the threshold) or escalated to the LLM classifier", ["outcome"], c.gate,
+                   ("rule", "escalated"))
+    yield _counted("smart_routing_classifier_fallbacks", "LLM classifications that fell back to the rule result, "
+                   "by reason", ["reason"], c.fallbacks, FALLBACK_REASONS)
+    hits = CounterMetricFamily("smart_routing_classifier_cache_hits", "LLM classifications served from the "
+                               "cache (no upstream call, no usage record)")
+    hits.add_metric([], c.cache_hits)
+    yield hits
+    yield _counted("smart_routing_shadow_agreement", "Shadow mode: whether the shadow classifier agreed with the "
+                   "routing one, by field", ["field", "agree"], c.agreement)
+    yield _counted("smart_routing_shadow_failures", "Shadow mode: LLM classifications run beside the routing one "
+                   "that gave no answer, by reason", ["reason"], c.shadow_failures, FALLBACK_REASONS)
+    yield _counted("smart_routing_decisions", "Smart-routing decisions, by matched policy ((default_tier): none "
+                   "matched) and the tier chosen", ["policy", "tier"], smart.decisions)
 
 
 def _mailbox_drops(rt: "Runtime") -> dict[str, int]:

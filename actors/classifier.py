@@ -1,8 +1,9 @@
 """ClassifierActor: owns the rule classifier, the LLM classifier and its cache.
 
-A call asks it for a classification under the caller's own deadline; the
-LLM call (when the method asks for one) runs in the asking task, so a
-client that goes away cancels it like any upstream call of its own. The
+A call asks it for a classification; the LLM call (when the method asks
+for one) runs in the asking task, bounded by ``llm.timeout_ms``. It runs
+before the call's own client watcher exists, so a client that leaves
+meanwhile is noticed once the call starts, at most ``timeout_ms`` later. The
 actor's state (the compiled rule tables, the cache, the counters) is
 touched only between awaits of a single Trio thread, so asking needs no
 mailbox: nothing here is read by message.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 import trio
@@ -30,14 +31,14 @@ from actors.routing.classifier_prompt import cache_key
 from actors.routing.classify import RuleClassifier
 from actors.usage import UsageLedger
 from config.schema import BackendConfig, Snapshot
-from config.smart_routing import ClassifierSettings, RuleSettings, classifier_backend
+from config.smart_routing import RuleSettings, classifier_backend
 
 if TYPE_CHECKING:
     from protocol.upstream import Upstream
 
 log = logging.getLogger("switchyard.smart_routing")
 
-FALLBACK_REASONS = ("timeout", "upstream_error", "malformed", "error", "no_backend", "load")
+FALLBACK_REASONS = ("timeout", "upstream_error", "malformed", "error", "no_backend", "unhealthy", "load")
 LOAD_ORDER = {"normal": 0, "warning": 1, "critical": 2}
 
 
@@ -65,6 +66,23 @@ def llm_disabled(setting: str, state: str) -> bool:
     return bool(setting) and LOAD_ORDER.get(state, 0) >= LOAD_ORDER[setting]
 
 
+def _always(name: str) -> bool:
+    return True
+
+
+@frozen
+class Asked:
+    """One request for a classification, as the steps of ``classify`` need it."""
+
+    snapshot: Snapshot
+    payload: Mapping[str, Any]
+    request_id: str
+    key_id: str | None
+    load: str
+    healthy: Callable[[str], bool]
+    record: bool
+
+
 class ClassifierActor:
     def __init__(self, snapshot: Snapshot, upstream: "Upstream", ledger: UsageLedger) -> None:
         self.upstream = upstream
@@ -79,6 +97,7 @@ class ClassifierActor:
         self.agreement: dict[tuple[str, str], int] = {}        # (field, "true"/"false")
         self.shadow_failures: dict[str, int] = {}               # reason -> shadow LLM calls that gave nothing
         self.cache_hits = 0
+        self._generation = 0
         self.reconfigure(snapshot)
 
     def reconfigure(self, snapshot: Snapshot) -> None:
@@ -90,6 +109,7 @@ class ClassifierActor:
             self._rule_settings = settings.rule
         if getattr(self, "_asked", None) != (settings.llm, settings.custom_complexity_levels, settings.custom_domains):
             self._cache.clear()
+            self._generation += 1     # an answer still in flight from before is not cached
             self._asked = (settings.llm, settings.custom_complexity_levels, settings.custom_domains)
 
     def rule(self, payload: Mapping[str, Any]) -> Classification:
@@ -110,60 +130,67 @@ class ClassifierActor:
         return cached[1]
 
     async def classify(self, snapshot: Snapshot, payload: Mapping[str, Any], *, request_id: str,
-                       key_id: str | None, load: str = "normal") -> Verdict:
+                       key_id: str | None, load: str = "normal", healthy: Callable[[str], bool] = _always,
+                       record: bool = True) -> Verdict:
+        """``record`` False (the admin simulate): the counters are left alone."""
+        ask = Asked(snapshot, payload, request_id, key_id, load, healthy, record)
         settings = snapshot.smart_routing.classifier
         rule = self.rule(payload)
         method = settings.method
-        if method == "rule":
-            shadow = await self._llm_shadow(snapshot, payload, rule, request_id, key_id, load) \
-                if settings.shadow else None
-            return self._done(Verdict(rule, method, shadow=shadow))
         if method == "hybrid":
             escalate = rule.confidence < settings.rule.confidence_threshold
-            self.gate["escalated" if escalate else "rule"] = self.gate.get("escalated" if escalate else "rule", 0) + 1
-            if not escalate:
-                shadow = await self._llm_shadow(snapshot, payload, rule, request_id, key_id, load) \
-                    if settings.shadow else None
-                return self._done(Verdict(rule, method, shadow=shadow))
-        found, reason = await self._llm(snapshot, settings, payload, rule, request_id, key_id, load)
+            if record:
+                outcome = "escalated" if escalate else "rule"
+                self.gate[outcome] = self.gate.get(outcome, 0) + 1
+        if method == "rule" or (method == "hybrid" and not escalate):
+            shadow = await self._llm_shadow(ask, rule) if settings.shadow else None
+            return self._done(Verdict(rule, method, shadow=shadow), record)
+        found, reason = await self._llm(ask, rule)
         if found is None:
-            self.fallbacks[reason or "error"] = self.fallbacks.get(reason or "error", 0) + 1
-            return self._done(Verdict(rule, method, fallback=reason))
-        return self._done(Verdict(found, method, shadow=rule if settings.shadow else None))
+            if record:
+                self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+            return self._done(Verdict(rule, method, fallback=reason), record)
+        return self._done(Verdict(found, method, shadow=rule if settings.shadow else None), record)
 
-    async def _llm_shadow(self, snapshot: Snapshot, payload: Mapping[str, Any], rule: Classification,
-                          request_id: str, key_id: str | None, load: str) -> Classification | None:
-        found, reason = await self._llm(snapshot, snapshot.smart_routing.classifier, payload, rule,
-                                        request_id, key_id, load)
+    async def _llm_shadow(self, ask: "Asked", rule: Classification) -> Classification | None:
+        found, reason = await self._llm(ask, rule)
         if found is None:
             log.debug("shadow classification failed: %s", reason)
-            self.shadow_failures[reason or "error"] = self.shadow_failures.get(reason or "error", 0) + 1
+            if ask.record:
+                self.shadow_failures[reason] = self.shadow_failures.get(reason, 0) + 1
         return found
 
-    async def _llm(self, snapshot: Snapshot, settings: ClassifierSettings, payload: Mapping[str, Any],
-                   rule: Classification, request_id: str, key_id: str | None, load: str
-                   ) -> tuple[Classification | None, str | None]:
+    async def _llm(self, ask: "Asked", rule: Classification) -> tuple[Classification | None, str]:
         """The LLM's classification (from the cache when fresh), or None and why not."""
-        if llm_disabled(settings.llm.disable_under_load_state, load):
+        snapshot = ask.snapshot
+        settings = snapshot.smart_routing.classifier
+        if llm_disabled(settings.llm.disable_under_load_state, ask.load):
             return None, "load"
         backend = self.backend(snapshot)
         if backend is None:
             return None, "no_backend"
-        key = cache_key(payload, settings)
-        now = trio.current_time()
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] > now:
-            self.cache_hits += 1
-            self._cache.move_to_end(key)
-            return self._with_rule(hit[1], rule, "cache"), None
+        if not ask.healthy(backend.name):   # do not wait timeout_ms on a backend known to be down
+            return None, "unhealthy"
+        generation = self._generation
         try:
-            found = await classify_with_llm(self.upstream, backend, settings, payload, request_id=request_id,
-                                            key_id=key_id, ledger=self.ledger, now=trio.current_time)
+            key = cache_key(ask.payload, settings)
+            now = trio.current_time()
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] > now:
+                self.cache_hits += 1 if ask.record else 0
+                self._cache.move_to_end(key)
+                return self._with_rule(hit[1], rule, "cache"), ""
+            found = await classify_with_llm(self.upstream, backend, settings, ask.payload,
+                                            request_id=ask.request_id, key_id=ask.key_id, ledger=self.ledger,
+                                            now=trio.current_time)
         except ClassifierFailed as err:
             log.info("smart routing: the LLM classifier failed (%s); classifying by rule", err.reason)
             return None, err.reason if err.reason in FALLBACK_REASONS else "error"
+        except Exception:   # odd input or an odd answer must never fail the client's call (Cancelled passes)
+            log.exception("smart routing: the LLM classifier raised; classifying by rule")
+            return None, "error"
         ttl = settings.llm.cache_ttl_seconds
-        if ttl > 0:
+        if ttl > 0 and generation == self._generation:
             self._cache[key] = (trio.current_time() + ttl, found)
             self._cache.move_to_end(key)
             while len(self._cache) > settings.llm.max_cache_entries:
@@ -175,7 +202,9 @@ class ClassifierActor:
         return attrs.evolve(found, required_capabilities=rule.required_capabilities, language=rule.language,
                             source=source, signals=rule.signals)
 
-    def _done(self, verdict: Verdict) -> Verdict:
+    def _done(self, verdict: Verdict, record: bool) -> Verdict:
+        if not record:
+            return verdict
         key = (verdict.method, verdict.result.source)
         self.classifications[key] = self.classifications.get(key, 0) + 1
         shadow = verdict.shadow

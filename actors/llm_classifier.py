@@ -95,8 +95,8 @@ class _Tries:
             try:
                 result = parse_answer(answer if answer is not None else raw, self.strategy, self.settings)
             except MalformedAnswer as err:
-                # Spec: a malformed 2xx answer is an upstream_error with status 200.
-                self._record(began, "upstream_error", status, answer)
+                # Spec: a malformed 2xx answer is an upstream_error with status 200 and no output.
+                self._record(began, "upstream_error", status, answer, output=False)
                 if retries == 0:
                     raise ClassifierFailed("malformed", f"backend '{self.backend.name}': {err.reason}") from None
                 retries -= 1
@@ -128,11 +128,12 @@ class _Tries:
             raise ClassifierFailed("upstream_error", f"backend '{b.name}' answered HTTP {status}")
         return began, status, raw
 
-    def _record(self, began: float, outcome: str, status: int | None, answer: Any) -> None:
+    def _record(self, began: float, outcome: str, status: int | None, answer: Any, output: bool = True) -> None:
         self.pending = None
         usage = answer.get("usage") if isinstance(answer, dict) else None
         model = answer.get("model") if isinstance(answer, dict) else None
         input_tokens, output_tokens = token_counts(usage)
+        output_tokens = output_tokens if output else 0
         self.ledger.record(UsageRecord(
             purpose=PURPOSE, request_id=self.request_id, key_id=self.key_id, backend=self.backend.name,
             model=model if isinstance(model, str) and model else self.model,

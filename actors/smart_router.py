@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
@@ -94,8 +95,16 @@ class SmartRouter:
         self.tiers.clear()
 
     def applies(self, call: Call, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether ``call`` goes through smart routing. The bypass header stops the classifier's own
+        calls from being classified again when its backend is this router; under ``intercept_all``
+        it is honoured only for the classifier's model, so a client cannot use it to step around
+        the policies that route every request."""
         sr = call.snapshot.smart_routing
-        return sr.enabled and (sr.intercept_all or call.model == sr.virtual_model) and not bypassed(headers)
+        if not sr.enabled or not (sr.intercept_all or call.model == sr.virtual_model):
+            return False
+        if bypassed(headers):
+            return sr.intercept_all and call.model != sr.classifier.llm.model
+        return True
 
     def pool(self, snapshot: Snapshot, key: "ApiKey | None") -> CandidatePool:
         rt = self.runtime
@@ -108,15 +117,21 @@ class SmartRouter:
 
     async def decide(self, snapshot: Snapshot, payload: Mapping[str, Any], *, key: "ApiKey | None",
                      key_tier: str | None, org: str | None, headers: Mapping[str, str], request_id: str,
-                     load: str = "normal") -> Decision:
+                     load: str = "normal", pin: str | None = None, record: bool = True) -> Decision:
+        """The whole decision, without dispatching; ``pin`` (``x-backend``) keeps only the models that
+        backend serves; ``record`` False leaves the counters alone (the admin simulate)."""
         sr = snapshot.smart_routing
+        view = self.runtime.health.view
         verdict = await self.classifier.classify(snapshot, payload, request_id=request_id,
-                                                 key_id=key.id if key is not None else None, load=load)
+                                                 key_id=key.id if key is not None else None, load=load,
+                                                 healthy=view.routable, record=record)
         # Once per request, and only when a loaded policy has an input_tokens condition.
         tokens = estimate_tokens(payload) if uses_input_tokens(sr.routing_policies) else None
         facts = RequestFacts(verdict.result, key_tier, org, headers, None if tokens is None else lambda: tokens)
         policy = match_policy(sr.routing_policies, facts)
         pool = self.pool(snapshot, key)
+        if pin is not None:
+            pool = attrs.evolve(pool, candidates=tuple(c for c in pool.candidates if pin in c.backends))
         choice = choose(pool, policy.route_to if policy is not None else None, verdict.result, sr.default_tier)
         return Decision(verdict, policy, choice, tokens, pool)
 
@@ -127,7 +142,7 @@ class SmartRouter:
         decision = await self.decide(
             call.snapshot, call.payload, key=key, key_tier=key.tier if key is not None else None,
             org=key.organization_id if key is not None else None, headers=text_headers(headers),
-            request_id=call.request_id, load=load)
+            request_id=call.request_id, load=load, pin=call.pin)
         choice, policy = decision.choice, decision.policy
         label = (policy.name if policy is not None else DEFAULT_POLICY, str(choice.tier) if choice else "none")
         self.decisions[label] = self.decisions.get(label, 0) + 1
@@ -147,7 +162,8 @@ class SmartRouter:
                   choice.model, decision.input_tokens)
         payload = {**call.payload, "model": choice.model}
         return attrs.evolve(call, model=choice.model, payload=payload, body=json.dumps(payload).encode(),
-                            smart_route=described, route_headers=self._headers(call.snapshot, decision))
+                            smart_route=MappingProxyType(described), route_headers=self._headers(call.snapshot,
+                                                                                                decision))
 
     @staticmethod
     def _headers(snapshot: Snapshot, decision: Decision) -> tuple[tuple[bytes, bytes], ...]:
@@ -169,6 +185,7 @@ class SmartRouter:
 
 
 def text_headers(headers: Mapping[bytes, bytes]) -> dict[str, str]:
-    """Request headers for ``when.header``: lower-case names; a value over 256 bytes counts as absent."""
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers.items()
+    """Request headers for ``when.header``: lower-case names, UTF-8 values (as the config's values
+    are read); a value over 256 bytes counts as absent."""
+    return {k.decode("latin-1").lower(): v.decode("utf-8", "replace") for k, v in headers.items()
             if len(v) <= MAX_HEADER_VALUE}

@@ -14,7 +14,8 @@ from config.smart_routing import DETECTED_LANGUAGES, SmartRouting, classifier_ba
 PATH = "smart_routing"
 
 
-def check(smart: SmartRouting, backends: Sequence[BackendConfig], access: Access, problems: Problems) -> None:
+def check(smart: SmartRouting, backends: Sequence[BackendConfig], access: Access, problems: Problems,
+          max_concurrent_requests: int = 0) -> None:
     """What needs the other sections: the classifier's backend (an error if named and unusable),
     and the warnings ``config validate`` prints. Run only once the backends are complete."""
     c = smart.classifier
@@ -28,6 +29,10 @@ def check(smart: SmartRouting, backends: Sequence[BackendConfig], access: Access
         problems.warn(f"{PATH}.classifier.llm.backend",
                       f"{what} but no enabled public backend to classify with: the router will classify by rule"
                       + (" and run no shadow classification" if c.shadow else ""))
+    if smart.enabled and c.uses_llm and c.llm.disable_under_load_state and not max_concurrent_requests:
+        problems.warn(f"{PATH}.classifier.llm.disable_under_load_state",
+                      f"{c.llm.disable_under_load_state!r} has no effect: the load state comes from "
+                      "server.max_concurrent_requests, which is 0 (no cap), so the load is always normal")
     served = {m for b in backends if b.enabled for m in b.exact_models}
     if smart.enabled and smart.virtual_model in served:
         problems.warn(f"{PATH}.virtual_model", f"{smart.virtual_model!r} is also a model a backend serves: every "

@@ -116,7 +116,7 @@ def _headers(value: Any) -> Mapping[str, tuple[str, ...]]:
         for i, v in enumerate(values):
             if isinstance(v, bool) or not isinstance(v, (str, int)):
                 raise Invalid(f"[{name}] item [{i}] must be a string, got {rules.type_name(v)}")
-            text = str(v)
+            text = str(v).strip()   # request values are compared stripped too
             if len(text.encode()) > sr.MAX_HEADER_VALUE:
                 raise Invalid(f"[{name}] item [{i}] is longer than {sr.MAX_HEADER_VALUE} bytes; a longer request "
                               "header value counts as absent, so it can never match")
@@ -363,12 +363,13 @@ def _custom_names(r: Reader, key: str, builtin: Sequence[str], what: str) -> lis
         if not e.has("name"):
             e.problems.error(child(e.path, "name"), "is required")
         name = e.get("name", rules.string(r"\S(.*\S)?", "a name without outer spaces"), "")
-        taken = name in (n for _, n in out)
-        if name in builtin:
+        # The LLM's labels are matched without case, so names may not differ by case alone.
+        taken = name.lower() in (n.lower() for _, n in out)
+        if name.lower() in builtin:
             e.problems.error(child(e.path, "name"), f"{name!r} is a built-in {what}")
         elif taken:
             e.problems.error(child(e.path, "name"), f"duplicate custom {what} {name!r}")
-        out.append((e, "" if taken or name in builtin else name))
+        out.append((e, "" if taken or name.lower() in builtin else name))
     return out
 
 

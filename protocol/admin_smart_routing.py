@@ -11,6 +11,7 @@ it is, so the next reload that changes it replaces these edits.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import attrs
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 BODY_LIMIT = 4 * 1024 * 1024
 SIMULATE_FIELDS = ("payload", "key_tier", "org", "headers")
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
 class SmartRoutingAdmin:
@@ -72,15 +74,16 @@ class SmartRoutingAdmin:
             if body.get(field) is not None and not isinstance(body[field], str):
                 raise InvalidRequest(f"'{field}' must be a string", param=field, code="invalid_type")
         headers = body.get("headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                    for k, v in headers.items()):
-            raise InvalidRequest("'headers' must be an object of header names to string values", param="headers",
-                                 code="invalid_type")
+        if not isinstance(headers, dict) or not all(isinstance(k, str) and HEADER_NAME.fullmatch(k)
+                                                    and isinstance(v, str) for k, v in headers.items()):
+            raise InvalidRequest("'headers' must be an object of HTTP header names to string values",
+                                 param="headers", code="invalid_type")
         raw = {k.lower().encode("latin-1"): v.encode("utf-8") for k, v in headers.items()}
         snap = runtime.snapshot
         decision = await runtime.smart.decide(snap, payload, key=None, key_tier=body.get("key_tier"),
                                               org=body.get("org"), headers=text_headers(raw),
-                                              request_id=scope.get("switchyard.request_id", "simulate"))
+                                              request_id=scope.get("switchyard.request_id", "simulate"),
+                                              record=False)
         out = decision.describe()
         out["enabled"] = snap.smart_routing.enabled
         out["candidates"] = [{"model": c.model, "tier": c.tier, "source": c.source} for c in decision.pool.candidates]

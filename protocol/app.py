@@ -220,8 +220,12 @@ class App(ModelRoutes):
         call = parse_chat_payload(shaped, body, snapshot, headers, scope["switchyard.request_id"])
         call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs)
         if runtime.smart.applies(call, headers):   # model "auto": the router picks the model first
-            call = await runtime.smart.route(
-                call, headers, load_state(self.active_requests - 1, snapshot.server.max_concurrent_requests))
+            try:
+                call = await runtime.smart.route(
+                    call, headers, load_state(self.active_requests - 1, snapshot.server.max_concurrent_requests))
+            except GatewayError as err:   # no candidate: refused like any call, with its route events
+                await RequestActor(runtime, call).refuse(AsgiSink(send, call.stream), err)
+                return
         sink = AsgiSink(send, call.stream)
         actor = RequestActor(runtime, call)
         try:

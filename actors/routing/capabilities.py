@@ -19,6 +19,7 @@ from actors.routing.token_estimate import estimate_tokens
 from config.metadata import ModelMetadata
 
 TOOL_NAMES = frozenset({"tool", "tools", "function_calling"})
+IMAGE_TOKENS = 1_000   # an image part, for the context-window check (about a high-detail 1024x1024 image)
 
 
 @frozen
@@ -42,7 +43,7 @@ def needs_of(payload: Mapping[str, Any]) -> Needs:
     completion = payload.get("max_completion_tokens") or payload.get("max_tokens") or 0
     if not isinstance(completion, int) or isinstance(completion, bool):
         completion = 0
-    return Needs(tools=tools, vision=vision, tokens=estimate_tokens(payload) + completion)
+    return Needs(tools=tools, vision=vision, tokens=estimate_tokens(payload, IMAGE_TOKENS) + completion)
 
 
 def missing(needs: Needs, meta: ModelMetadata | None) -> list[str]:

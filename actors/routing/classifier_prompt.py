@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.routing.classification import Classification
+from actors.routing.classify.turn import turn_of
 from config.schema import BackendType
 from config.smart_routing import COMPLEXITY_LEVELS, ClassifierSettings, FewShotExample
 
@@ -186,38 +187,28 @@ def user_content(payload: Mapping[str, Any], settings: ClassifierSettings) -> st
 
 def request_text(payload: Mapping[str, Any], settings: ClassifierSettings) -> str:
     """The last user message's text, cut to ``max_input_tokens`` x 4 characters ("" without one)."""
-    limit = settings.llm.max_input_tokens * CHARS_PER_TOKEN
-    for message in reversed(_messages(payload)):
-        if message.get("role") == "user":
-            return _text(message.get("content"))[:limit]
-    return ""
+    return turn_of(payload).last_user[:settings.llm.max_input_tokens * CHARS_PER_TOKEN]
 
 
 def system_excerpt(payload: Mapping[str, Any]) -> str:
-    """The first 200 characters of the system and developer messages before the last user message
-    (the current turn, as the rule classifier reads it), joined; "" when there are none."""
-    messages = _messages(payload)
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages))
-    texts = [_text(m.get("content")) for m in messages[:last_user] if m.get("role") in ("system", "developer")]
-    return "\n".join(t for t in texts if t)[:SYSTEM_EXCERPT_CHARS]
+    """The first 200 characters of the system and developer messages of the current turn (the
+    ones the rule classifier reads: before the last user message), joined; "" without any."""
+    return "\n".join(turn_of(payload).instructions)[:SYSTEM_EXCERPT_CHARS]
 
 
 def cache_key(payload: Mapping[str, Any], settings: ClassifierSettings) -> str:
     """SHA-256 (hex) of exactly what the classifier is shown, so identical requests share an answer."""
-    return hashlib.sha256(user_content(payload, settings).encode("utf-8")).hexdigest()
-
-
-def _messages(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        return []
-    return [m for m in messages if isinstance(m, Mapping)]
+    # surrogatepass: a lone surrogate is valid JSON a client can send, and must not fail the call.
+    return hashlib.sha256(user_content(payload, settings).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _text(content: Any) -> str:
-    """A message's text: the string itself, or its text parts joined by newlines (images carry none)."""
+    """A message's text: the string itself, or its text parts joined by newlines (images carry none);
+    read like the rule classifier reads it (``classify/turn.py``)."""
     if isinstance(content, str):
         return content
+    if isinstance(content, Mapping):   # a single part, as some clients send it
+        content = [content]
     if isinstance(content, list):
         return "\n".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
     return ""

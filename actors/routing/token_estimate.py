@@ -14,6 +14,11 @@ message (not only the last turn) and every message field except ``role``,
 plus ``tools``, ``functions`` and ``response_format``; base64 ``data:``
 URLs are strings like any other. A fixed framing allowance is added per
 message and per request.
+
+Fallback's check passes ``image_tokens``: there an image part counts as that
+many tokens, not as the characters of its base64 URL, which would put a short
+question with one photo past every context window and refuse all vision
+fallback. ``when.input_tokens`` counts the URL, as the spec says.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ SCALAR_TOKENS = 5          # a JSON number or boolean
 MESSAGE_FRAMING = 4
 REQUEST_FRAMING = 3
 REQUEST_FIELDS = ("tools", "functions", "response_format")
+IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 
 
 def text_tokens(text: str) -> int:
@@ -35,7 +41,7 @@ def text_tokens(text: str) -> int:
     return -(-ascii_chars // ASCII_CHARS_PER_TOKEN) + (len(text) - ascii_chars)
 
 
-def estimate_tokens(payload: Mapping[str, Any]) -> int:
+def estimate_tokens(payload: Mapping[str, Any], image_tokens: int | None = None) -> int:
     """The request's estimated prompt size (see the module docstring for the rules)."""
     total = REQUEST_FRAMING
     pending: list[Any] = []
@@ -59,6 +65,9 @@ def estimate_tokens(payload: Mapping[str, Any]) -> int:
         if isinstance(value, str):
             total += text_tokens(value)
         elif isinstance(value, Mapping):
+            if image_tokens is not None and value.get("type") in IMAGE_PARTS:
+                total += image_tokens
+                continue
             for name, inner in value.items():
                 total += text_tokens(name if isinstance(name, str) else str(name))
                 pending.append(inner)

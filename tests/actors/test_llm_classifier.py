@@ -249,7 +249,10 @@ async def test_every_try_records_classifier_usage_with_answer_model_and_tokens(a
         for rec in (bad, good):
             assert (rec.purpose, rec.request_id, rec.key_id, rec.backend, rec.model) == (
                 "classifier", "req-1", "key-a", "cls", "tiny")
-            assert rec.input_tokens > 0 and rec.output_tokens > 0 and rec.latency_seconds == 0.25
+            assert rec.input_tokens > 0 and rec.latency_seconds == 0.25
+        # The spec: a malformed 2xx answer is an upstream_error with status 200 and no output.
+        assert (bad.outcome, bad.status, bad.output_tokens) == ("upstream_error", 200, 0)
+        assert good.output_tokens > 0
         assert r.ledger.by_purpose() == {"classifier": {
             "requests": 2, "input_tokens": bad.input_tokens + good.input_tokens,
             "output_tokens": bad.output_tokens + good.output_tokens, "errors": 1}}

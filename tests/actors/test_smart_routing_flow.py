@@ -3,6 +3,7 @@ methods, debug headers, keys, load shedding, metrics, usage by purpose, and the 
 
 import json
 
+import pytest
 import trio
 
 from config.schema import SimulatedFailure, Simulation
@@ -178,7 +179,7 @@ async def test_llm_timeout_falls_back_to_the_rule_result_and_is_counted(autojump
         reply = await post(app, auto("hi"))
         assert reply.headers[b"x-smart-route-policy"] == b"trivial_to_light"
         # The classifier's 500 ms budget, then the light model's 10 ms.
-        assert reply.ended_at - t0 == 0.5 + 0.01
+        assert reply.ended_at - t0 == pytest.approx(0.5 + 0.01)
         metrics = (await request(app, "GET", "/metrics")).body.decode()
         assert 'smart_routing_classifier_fallbacks_total{reason="timeout"} 1.0' in metrics
 
@@ -294,3 +295,118 @@ async def test_a_reload_applies_new_keywords_and_policies_to_the_next_request(au
         after = await post(app, auto("판소리 사설 한 대목을 지어줘"))
         assert before.headers[b"x-smart-route-policy"] != b"creative_up"
         assert after.headers[b"x-smart-route-policy"] == b"creative_up"
+
+
+async def test_under_intercept_all_the_bypass_header_only_skips_for_the_classifier_model(autojump_clock):
+    intercepting = config().replace("enabled: true\n  debug", "enabled: true\n  intercept_all: true\n  debug")
+    async with gateway(intercepting) as app:
+        bypass = [(b"x-smart-route-bypass", b"true")]
+        routed = await post(app, auto("hi", model="flagship"), headers=bypass)   # a client stepping around
+        own = await post(app, auto("hi", model="judge-model"), headers=bypass)  # the classifier's own call
+        assert routed.headers[b"x-smart-route-model"] == b"light" and models_sent(app) == ["light"]
+        # not routed by smart routing; an internal backend, so not a client's model either
+        assert own.status == 404 and b"x-smart-route-model" not in own.headers
+
+
+async def test_an_x_backend_pin_keeps_only_the_models_that_backend_serves(autojump_clock):
+    cfg = config().replace("  - name: judge", "  - {name: other, type: simulated, models: [standard], "
+                           "simulation: {latency: 10ms}}\n  - name: judge")
+    async with gateway(cfg) as app:
+        reply = await post(app, auto("hi"), headers=[(b"x-backend", b"other")])   # trivial: tier 3 wanted
+        assert reply.status == 200 and reply.headers[b"x-smart-route-model"] == b"standard"
+        assert models_sent(app, "other") == ["standard"] and models_sent(app) == []
+
+
+async def test_no_candidate_is_refused_with_route_events(autojump_clock):
+    keys = "api_keys:\n  - {id: none, key: sk-none, allowed_models: [nothing]}\n"
+    async with gateway(config(keys=keys)) as app:
+        reply = await post(app, auto("hi"), headers=[(b"authorization", b"Bearer sk-none")])
+        request_id = reply.headers[b"x-continuum-request-id"].decode()
+        events = (await request(app, "GET", f"/admin/requests/{request_id}/events", headers=ADMIN)).json()
+        assert [e["event"] for e in events["events"]] == ["accepted", "failed"]
+        assert events["events"][-1]["detail"]["code"] == "no_healthy_backends"
+
+
+async def test_odd_text_never_fails_the_call_in_llm_mode(autojump_clock):
+    async with gateway(config(method="llm")) as app:
+        # A lone surrogate is valid JSON; the classifier's cache key must not fail on it.
+        reply = await post(app, {"model": "auto", "messages": [{"role": "user", "content": "bad \ud800 text"}]})
+        assert reply.status == 200 and b"source=llm" in reply.headers[b"x-smart-route-classification"]
+
+
+async def test_hybrid_threshold_0_never_escalates_and_1_always_does(autojump_clock):
+    for threshold, escalated in (("0.0", 0), ("1.0", 1)):
+        cfg = config(method="hybrid").replace("confidence_threshold: 0.7", f"confidence_threshold: {threshold}")
+        async with gateway(cfg) as app:
+            await post(app, auto("Translate 'good morning' into Korean."))
+            assert app.runtime.upstream.simulated["judge.simulated"].count("request") == escalated
+
+
+async def test_simulate_leaves_the_counters_alone(autojump_clock):
+    async with gateway(config(method="hybrid")) as app:
+        body = {"payload": auto("hi")}
+        out = (await request(app, "POST", "/admin/smart-routing/simulate", body, headers=ADMIN)).json()
+        assert out["classification"]["source"] == "llm"
+        metrics = (await request(app, "GET", "/metrics")).body.decode()
+        assert 'smart_routing_hybrid_gate_total{outcome="escalated"} 0.0' in metrics
+        assert "smart_routing_classifications_total{" not in metrics
+
+
+async def test_an_unhealthy_classifier_backend_is_not_waited_for(autojump_clock):
+    cfg = config(method="llm").replace("health_checks: {interval: 1h}",
+                                       "health_checks: {interval: 1h, unhealthy_threshold: 1}")
+    cfg = cfg.replace("simulation: {latency: 100ms, text:", "simulation: {latency: 100ms, health_status: 500, text:")
+    async with gateway(cfg) as app:
+        await trio.sleep(1)   # the first check has marked it unhealthy
+        t0 = trio.current_time()
+        reply = await post(app, auto("hi"))
+        assert reply.headers[b"x-smart-route-policy"] == b"trivial_to_light"
+        assert reply.ended_at - t0 == pytest.approx(0.01)
+        metrics = (await request(app, "GET", "/metrics")).body.decode()
+        assert 'smart_routing_classifier_fallbacks_total{reason="unhealthy"} 1.0' in metrics
+
+
+async def test_cached_answers_expire_after_their_ttl_and_the_oldest_is_evicted_first(autojump_clock):
+    cfg = config(method="llm").replace("timeout_ms: 500,", "timeout_ms: 500, cache_ttl_seconds: 60, "
+                                       "max_cache_entries: 1,")
+    async with gateway(cfg) as app:
+        judge = app.runtime.upstream.simulated["judge.simulated"]
+        await post(app, auto("hi"))
+        await post(app, auto("hi"))             # cached
+        await trio.sleep(61)
+        await post(app, auto("hi"))             # expired: asked again
+        await post(app, auto("hello there"))    # a second entry evicts "hi"
+        await post(app, auto("hi"))
+        assert judge.count("request") == 4
+
+
+async def test_an_answer_in_flight_across_a_reload_is_not_cached(autojump_clock):
+    from config.load import load_text
+
+    async with gateway(config(method="llm")) as app:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(post, app, auto("hi"))
+            await trio.sleep(0.05)   # the classifier call is out (100 ms)
+            app.runtime.apply(load_text(config(method="llm").replace("timeout_ms: 500", "timeout_ms: 400")).snapshot)
+        assert app.runtime.smart.classifier.cache_size == 0
+        await post(app, auto("hi"))
+        assert app.runtime.upstream.simulated["judge.simulated"].count("request") == 2
+
+
+async def test_a_reload_forgets_inferred_tiers(autojump_clock):
+    from config.load import load_text
+
+    cfg = config().replace("models: [flagship, standard, light]", "models: [flagship, standard, light, mystery]")
+    async with gateway(cfg) as app:
+        assert len(app.runtime.smart.tiers) == 0
+        await post(app, auto("hi"))
+        assert "mystery" in app.runtime.smart.tiers
+        app.runtime.apply(load_text(cfg.replace("debug_headers: true", "debug_headers: false")).snapshot)
+        assert "mystery" not in app.runtime.smart.tiers
+
+
+async def test_a_non_ascii_header_value_matches_its_configured_value(autojump_clock):
+    cfg = config().replace("x-route-hint: [thorough]", "x-route-hint: [thorough, 꼼꼼히]")
+    async with gateway(cfg) as app:
+        reply = await post(app, auto(MODERATE), headers=[(b"x-route-hint", "꼼꼼히".encode())])
+        assert reply.headers[b"x-smart-route-policy"] == b"hinted"

@@ -695,3 +695,18 @@ def test_omitted_classifier_backend_is_the_first_one_user_traffic_can_reach():
 
 def test_omitted_classifier_backend_with_no_public_enabled_backend_is_none():
     assert classifier_backend(LlmSettings(), POOL[:2]) is None
+
+
+def test_a_load_state_without_a_concurrency_cap_warns_it_has_no_effect():
+    section = "enabled: true\nclassifier: {method: llm, llm: {model: m, backend: public}}"
+    warnings = warnings_of(section)
+    assert any(w.startswith("smart_routing.classifier.llm.disable_under_load_state: 'critical' has no effect")
+               for w in warnings)
+    assert not any("disable_under_load_state" in w
+                   for w in warnings_of(section, extra="server: {max_concurrent_requests: 100}\n"))
+
+
+def test_custom_names_may_not_differ_from_others_or_built_ins_by_case_alone():
+    errors = errors_of("classifier:\n  custom_domains: [{name: Medical}, {name: medical}, {name: Code}]")
+    assert any("duplicate custom domain 'medical'" in e for e in errors)
+    assert any("'Code' is a built-in domain" in e for e in errors)

@@ -43,11 +43,11 @@ PUNCTUATION = string.punctuation + "\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u
     "\uff08\uff09\u300a\u300b\u3008\u3009\u3001\uff0c\uff1a\uff1b\u2026\u00b7\u2014\u2013"
 
 
-def head_and_tail(text: str) -> str:
-    """A long text's first ``HEAD_CHARS`` and last ``TAIL_CHARS`` characters, a line break between."""
-    if len(text) <= HEAD_CHARS + TAIL_CHARS:
+def head_and_tail(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
+    """A long text's first ``head`` and last ``tail`` characters, a line break between."""
+    if len(text) <= head + tail:
         return text
-    return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+    return text[:head] + "\n" + text[-tail:]
 
 
 class Scanned:

@@ -29,9 +29,6 @@ MACROS = (
 MATH = re.compile(
     r"\\(?:" + "|".join(MACROS) + r")(?![A-Za-z])"
     r"|\\begin\{(?:equation|align|gather|multline|matrix|pmatrix|bmatrix|vmatrix|cases|proof)\*?\}"
-    r"|(?s:\$\$.*?\S.*?\$\$)"
-    r"|(?s:\\\(.*?\S.*?\\\))"
-    r"|(?s:\\\[.*?\S.*?\\\])"
     r"|(?<![\\$])\$[^\s$](?:[^$\n]*[^\s$\\])?\$(?![\d$])"
 )
 
@@ -50,8 +47,28 @@ def has_inline_code(prose: str) -> bool:
     return "`" in prose and INLINE_CODE.search(prose) is not None
 
 
+# Display and inline delimiters, found by a linear scan: a regex with a lazy ".*?\S.*?" between
+# them backtracks cubically on an opener that is never closed, which a client can send.
+DELIMITERS = (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
 def has_math(prose: str) -> bool:
     """Math notation in a text already without fences."""
     if "\\" not in prose and "$" not in prose:
         return False
-    return MATH.search(INLINE_CODE.sub(" ", prose)) is not None
+    prose = INLINE_CODE.sub(" ", prose)
+    return _delimited(prose) or MATH.search(prose) is not None
+
+
+def _delimited(text: str) -> bool:
+    """Some non-blank text between an opening delimiter and the next closing one."""
+    for opening, closing in DELIMITERS:
+        start = text.find(opening)
+        while start != -1:
+            end = text.find(closing, start + len(opening))
+            if end == -1:
+                break   # no later opener can be closed either
+            if text[start + len(opening):end].strip():
+                return True
+            start = text.find(opening, end + len(closing))
+    return False

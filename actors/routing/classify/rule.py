@@ -10,7 +10,8 @@ letters). Code fences are taken out before keywords, language, script and
 math are looked for, so words inside code neither count as markers nor hide a
 Korean question behind an English listing. Of a text longer than 20,000
 characters keywords, language and script are read in the first 16,000 and
-the last 4,000 (``keywords.head_and_tail``); length and markup in all of it.
+the last 4,000 (``keywords.head_and_tail``); markup in the first 200,000 and last
+50,000; length in all of it.
 
 Complexity: the weighted average of the fired terms (``signals.py``), cut
 at 0.15 / 0.35 / 0.55 / 0.75 (``level_of``). An average cannot exceed its
@@ -54,6 +55,7 @@ from actors.routing.classify.turn import Turn, turn_of
 from config.smart_routing import RuleSettings
 
 DEFAULT_SETTINGS = RuleSettings()
+MARKUP_HEAD, MARKUP_TAIL = 200_000, 50_000   # characters of each message searched for code and math markup
 SCORE_PLACES = 6           # rounding before the level cut, so float noise never crosses a boundary
 
 
@@ -81,7 +83,8 @@ class RuleClassifier:
         scored = turn.scored
         value = round(signals.score(estimated_tokens(scored), fired), SCORE_PLACES)
         complexity = level_of(value)
-        if complexity != "expert" and proof.asks_for_proof(turn.last_user, table["proof"]):
+        last = head_and_tail(turn.last_user, MARKUP_HEAD, MARKUP_TAIL)
+        if complexity != "expert" and proof.asks_for_proof(last, table["proof"]):
             complexity = "expert"
         needs = frozenset(n for n, on in (("vision", turn.vision), ("tools", turn.tools)) if on)
         return Classification(
@@ -97,7 +100,9 @@ class RuleClassifier:
 
     def _fired(self, turn: Turn, table: Table, language: str | None) -> dict[str, int]:
         """Signal -> its count of distinct markers (1 for signals that only fire)."""
-        texts = (*turn.instructions, turn.last_user)
+        # Markup is looked for in at most the first 200,000 and last 50,000 characters of each
+        # message, so a 10 MB body costs tens of milliseconds on the event loop, not seconds.
+        texts = tuple(head_and_tail(t, MARKUP_HEAD, MARKUP_TAIL) for t in (*turn.instructions, turn.last_user))
         fenced = any(has_fence(t) for t in texts)
         prose = "\n".join(without_fences(t) for t in texts)
         inline = has_inline_code(prose)

@@ -400,3 +400,42 @@ def test_unclosed_delimiters_and_long_texts_classify_in_linear_time(text):
 def test_math_delimiters_need_text_between_an_opener_and_the_next_closer():
     assert has_math("solve \\[ x^2 \\]") and has_math("$$ x $$") and has_math("\\( \\) then \\( y \\)")
     assert not has_math("$$ $$") and not has_math("costs $5 and $10") and not has_math("\\[ never closed")
+
+
+# --- the same ceilings, in Korean ------------------------------------------------------------------
+
+KO_FOUR_COMPLEX = "아키텍처 분산 최적화 동시성"      # four distinct Korean complex keywords
+KO_THREE_COMPLEX = "아키텍처 분산 최적화"
+
+
+def padded_ko(text: str, tokens: int) -> str:
+    """``text`` padded with a Korean word no table knows, to ``tokens`` estimated tokens."""
+    out = text + "."
+    while estimated_tokens(out) < tokens - 2:
+        out += " 바다"
+    while estimated_tokens(out) < tokens:
+        out += "z"
+    assert estimated_tokens(out) == tokens
+    return out
+
+
+@pytest.mark.parametrize(("text", "tokens", "score", "level"), [
+    (f"{KO_FOUR_COMPLEX} {FENCE}", 199, (0.4 * 0.15 + 0.8 * 0.25 + 0.75 * 0.2) / 0.6, "complex"),   # 0.683
+    (f"{KO_FOUR_COMPLEX} {MATH}", 100, (0.4 * 0.15 + 0.8 * 0.25 + 1.0 * 0.2) / 0.6, "expert"),      # 0.767
+    (f"{KO_FOUR_COMPLEX} {MATH} {FENCE}", 100, 0.7625, "expert"),
+    (f"{KO_THREE_COMPLEX} {MATH} {FENCE}", 100, 0.746875, "complex"),                                 # 0.747
+])
+def test_korean_requests_reach_the_same_ceilings(text, tokens, score, level):
+    found = classify(user(padded_ko(text, tokens)))
+    assert found.language == "ko"
+    assert found.score == pytest.approx(score, abs=1e-6) and found.complexity == level
+
+
+def test_a_short_korean_request_with_everything_maxed_is_0_734():
+    found = classify(user(f"{KO_FOUR_COMPLEX} {MATH} {FENCE}"))
+    assert found.language == "ko" and found.score == pytest.approx(0.734375) and found.complexity == "complex"
+
+
+def test_a_korean_request_for_a_proof_is_expert_and_a_question_about_one_is_not():
+    assert classify(user(f"{MATH} 임을 증명하시오.")).complexity == "expert"
+    assert classify(user(f"{MATH} 의 증명이란 무엇인가요?")).complexity != "expert"

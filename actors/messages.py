@@ -40,3 +40,4 @@ class Call:
     # model "auto": what smart routing decided (for the trace), and its debug headers for the answer
     smart_route: "Mapping[str, Any] | None" = attrs.field(default=None, eq=False)
     route_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(default=(), eq=False)
+    endpoint: str = "chat"        # which OpenAI API the call is in (actors/wire.py: how backends are spoken to)

@@ -8,25 +8,33 @@ literally is routed as its canonical id (``actors/routing/aliases.py``); an
 model's admitted candidates in ``_pick``, ``:thinking`` sets the reasoning
 effort, ``:online`` and an unsupported ``:thinking`` are refused before any
 selection; the answer carries the requested name and the
-``x-continuum-model-variant`` headers.
+``x-continuum-model-variant`` headers. ``_pick`` chooses each attempt's
+backend: the pool's choice among what the call may reach, ranked by the
+client and the variant, never a fallback target known to lack what the call
+needs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
 from actors.routing import variants
 from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from actors.routing.candidates import public_backends
+from actors.routing.capabilities import missing, needs_of
 from actors.signals import EnginesSaturated, Signals, engine_window
 from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
     InvalidRequest,
+    ModelNotFound,
+    NoHealthyBackend,
     PermissionDenied,
+    RouteCapabilityUnavailable,
     UnsupportedModelVariant,
 )
 
@@ -168,3 +176,56 @@ class ModelChoiceMixin(_Base):
         self.trace.add("pinned", backend=backend.name, model=model)
         self._variant_applied = False  # a pinned attempt is not ranked
         return backend
+
+    def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
+        """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""
+        rt = self.runtime
+        exclude = set(tried)
+        if fallback:
+            if self._needs is None:
+                self._needs = needs_of(self.call.payload)
+            for b in rt.pool.serving(model, rt.discovery.view, self.call.snapshot):
+                lacks = missing(self._needs, self.call.snapshot.metadata_for(model, b.name))
+                if lacks and b.name not in exclude:
+                    exclude.add(b.name)
+                    skip = {"backend": b.name, "model": model, "missing": lacks}
+                    if skip not in self._skipped:
+                        self._skipped.append(skip)
+                        self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
+        try:
+            return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
+                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model),
+                                  signals=Signals(rt.engine_stats.view, rt.quota.view))
+        except (ModelNotFound, NoHealthyBackend) as err:
+            if model != self.call.model and model == self.model:
+                raise _naming(err, model, self.call.model) from None  # the client's name, not ours
+            raise
+
+    def _ranking(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
+        """The client's provider ranking, then a variant's narrowing inside its best group."""
+        client, variant = self._provider_rank(model), self._prefer(model)
+        if client is None or variant is None:
+            return client or variant
+        return lambda candidates: variant(client(candidates))
+
+    def _fail_closed(self, cause: GatewayError) -> GatewayError:
+        """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
+        if not self._skipped:
+            return cause
+        return RouteCapabilityUnavailable(
+            "No fallback route has what this request needs; refusing a degraded answer",
+            details={"skipped": self._skipped, "cause": _error_object(cause)})
+
+
+def _error_object(err: GatewayError) -> Any:
+    """The error object the client would have got (a backend's own, when it sent one)."""
+    try:
+        return json.loads(err.body()).get("error")
+    except (ValueError, AttributeError):
+        return err.envelope()["error"]
+
+
+def _naming(err: GatewayError, routed: str, requested: str) -> GatewayError:
+    """``err`` about the canonical id ``routed``, reworded to name the model the client asked for."""
+    return type(err)(err.message.replace(f"'{routed}'", f"'{requested}'"), param=err.param,
+                     code=err.code, details=err.details)

@@ -19,7 +19,6 @@ recovery in ``actors/recovery.py``, both mixed into the RequestActor.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -36,7 +35,7 @@ from actors.model_choice import ModelChoiceMixin
 from actors.recovery import RecoveryMixin, can_resume
 from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
 from actors.routing import variants
-from actors.routing.capabilities import Needs, missing, needs_of
+from actors.routing.capabilities import Needs
 from actors.routing.failover import (
     Failure,
     Kind,
@@ -47,7 +46,7 @@ from actors.routing.failover import (
     parse_retry_after,
 )
 from actors.routing.stream_state import StreamAccumulator
-from actors.signals import Signals
+from actors.wire import wire_for
 from config.schema import BackendConfig
 from protocol import logs
 from protocol.errors import (
@@ -55,7 +54,6 @@ from protocol.errors import (
     ModelNotFound,
     NoHealthyBackend,
     PermissionDenied,
-    RouteCapabilityUnavailable,
     ShuttingDown,
     UpstreamConnectError,
     UpstreamFailure,
@@ -65,7 +63,7 @@ from protocol.errors import (
     map_upstream_exceptions,
 )
 from protocol.tracing import new_span_id, outbound_headers
-from protocol.upstream import api_url, auth_headers
+from protocol.upstream import api_url
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -266,45 +264,6 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.trace.add("route_changed", backend=to_backend, model=to_model, from_backend=from_backend,
                        from_model=from_model, reason=failure.kind.value, **extra)
 
-    def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
-        """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""
-        rt = self.runtime
-        exclude = set(tried)
-        if fallback:
-            if self._needs is None:
-                self._needs = needs_of(self.call.payload)
-            for b in rt.pool.serving(model, rt.discovery.view, self.call.snapshot):
-                lacks = missing(self._needs, self.call.snapshot.metadata_for(model, b.name))
-                if lacks and b.name not in exclude:
-                    exclude.add(b.name)
-                    skip = {"backend": b.name, "model": model, "missing": lacks}
-                    if skip not in self._skipped:
-                        self._skipped.append(skip)
-                        self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
-        try:
-            return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model),
-                                  signals=Signals(rt.engine_stats.view, rt.quota.view))
-        except (ModelNotFound, NoHealthyBackend) as err:
-            if model != self.call.model and model == self.model:
-                raise _naming(err, model, self.call.model) from None  # the client's name, not ours
-            raise
-
-    def _ranking(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
-        """The client's provider ranking, then a variant's narrowing inside its best group."""
-        client, variant = self._provider_rank(model), self._prefer(model)
-        if client is None or variant is None:
-            return client or variant
-        return lambda candidates: variant(client(candidates))
-
-    def _fail_closed(self, cause: GatewayError) -> GatewayError:
-        """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
-        if not self._skipped:
-            return cause
-        return RouteCapabilityUnavailable(
-            "No fallback route has what this request needs; refusing a degraded answer",
-            details={"skipped": self._skipped, "cause": _error_object(cause)})
-
     # --- one attempt ------------------------------------------------------------
 
     async def _attempt(self, backend: BackendConfig, plan: RoutePlan, budget: CallBudget, bounded: bool,
@@ -315,7 +274,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
         logs.bind(backend=backend.name, model=model)   # for any line logged during this attempt
-        headers = [("content-type", "application/json"), *auth_headers(backend)]
+        wire = wire_for(call.endpoint, backend)
+        headers = wire.headers(backend)
         if call.trace is not None:
             # Same trace id on every attempt; a new span id for each one.
             span_id = new_span_id()
@@ -327,12 +287,12 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
         request = rt.upstream.request(
-            "POST", api_url(backend.url, "/v1/chat/completions"),
-            headers=headers, content=body if body is not None else self._body_for(model, backend))
+            "POST", api_url(backend.url, wire.path), headers=headers,
+            content=wire.body(body if body is not None else self._body_for(model, backend), backend, call.stream))
         # This backend answers with the id it was sent; the client sees the public one.
-        wire = backend.upstream_ids.get(model)
+        upstream_id = backend.upstream_ids.get(model)
         self.relay.usage_tokens = self.relay.usage = None
-        self.relay.rename = Rename(wire, model) if wire is not None and wire != model else None
+        self.relay.rename = Rename(upstream_id, model) if upstream_id is not None and upstream_id != model else None
         if self.variant is not None and model == self.model:
             self.relay.rename = Rename(None, self.call.model)   # the requested name, suffix and all
         before, self.relay.thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
@@ -350,7 +310,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                 with attempt.scope:
                     with map_upstream_exceptions(backend.name):
                         try:
-                            response = await rt.upstream.send(request)
+                            response = wire.answer(await rt.upstream.send(request), call.stream)
                         finally:
                             if permit is not None:
                                 permit.release()   # held from dial to response headers only
@@ -428,20 +388,6 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
 
 async def _never() -> None:
     await trio.sleep_forever()
-
-
-def _naming(err: GatewayError, routed: str, requested: str) -> GatewayError:
-    """``err`` about the canonical id ``routed``, reworded to name the model the client asked for."""
-    return type(err)(err.message.replace(f"'{routed}'", f"'{requested}'"), param=err.param,
-                     code=err.code, details=err.details)
-
-
-def _error_object(err: GatewayError) -> Any:
-    """The error object the client would have got (a backend's own, when it sent one)."""
-    try:
-        return json.loads(err.body()).get("error")
-    except (ValueError, AttributeError):
-        return err.envelope()["error"]
 
 
 def _backend_fault(failure: Failure) -> bool:

@@ -1,0 +1,41 @@
+"""How one attempt looks on a backend's wire.
+
+The RequestActor, the relay, failover and the metrics think in the OpenAI
+formats of the call's endpoint (Chat Completions for chat). A ``Wire`` turns
+an attempt's body into what one kind of backend takes (path, headers, body)
+and that backend's answer back into the endpoint's format, so everything
+behind it sees one format whatever the backend speaks. A backend type that
+speaks the OpenAI format natively uses the plain wire of the endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import httpx
+from attrs import frozen
+
+from config.schema import BackendConfig, BackendType
+from protocol.upstream import auth_headers
+
+JSON = ("content-type", "application/json")
+
+
+@frozen
+class Wire:
+    path: str
+    # What the backend is sent besides the body: content type and its credentials.
+    headers: Callable[[BackendConfig], list[tuple[str, str]]] = lambda b: [JSON, *auth_headers(b)]
+    # The attempt's body (the endpoint's OpenAI format) as this backend takes it; ``stream`` as asked.
+    body: Callable[[bytes, BackendConfig, bool], bytes] = lambda body, b, stream: body
+    # The backend's answer in the endpoint's OpenAI format (a new response, or the same one).
+    answer: Callable[[httpx.Response, bool], httpx.Response] = lambda response, stream: response
+
+
+# endpoint -> its plain wire; (endpoint, backend type) -> a translating one
+ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
+TRANSLATED: dict[tuple[str, BackendType], Wire] = {}
+
+
+def wire_for(endpoint: str, backend: BackendConfig) -> Wire:
+    return TRANSLATED.get((endpoint, backend.type)) or ENDPOINTS[endpoint]

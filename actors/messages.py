@@ -41,3 +41,6 @@ class Call:
     smart_route: "Mapping[str, Any] | None" = attrs.field(default=None, eq=False)
     route_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(default=(), eq=False)
     endpoint: str = "chat"        # which OpenAI API the call is in (actors/wire.py: how backends are spoken to)
+    # What a client of another API asked for that its translation into `endpoint` cannot carry, for the
+    # wires that speak that API natively (the Anthropic ingress's anthropic-version and beta headers).
+    ingress: "Mapping[str, Any]" = attrs.field(factory=dict, eq=False)

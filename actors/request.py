@@ -274,8 +274,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
         logs.bind(backend=backend.name, model=model)   # for any line logged during this attempt
-        wire = wire_for(call.endpoint, backend)
-        headers = wire.headers(backend)
+        wire = wire_for(call, backend, model)
+        headers = wire.headers(backend, call)
         if call.trace is not None:
             # Same trace id on every attempt; a new span id for each one.
             span_id = new_span_id()
@@ -288,7 +288,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                             backend_cap=override.timeout if override else None)
         request = rt.upstream.request(
             "POST", api_url(backend.url, wire.path), headers=headers,
-            content=wire.body(body if body is not None else self._body_for(model, backend), backend, call.stream))
+            content=wire.body(body if body is not None else self._body_for(model, backend), backend, call))
         # This backend answers with the id it was sent; the client sees the public one.
         upstream_id = backend.upstream_ids.get(model)
         self.relay.usage_tokens = self.relay.usage = None
@@ -310,7 +310,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                 with attempt.scope:
                     with map_upstream_exceptions(backend.name):
                         try:
-                            response = wire.answer(await rt.upstream.send(request), call.stream)
+                            response = wire.answer(await rt.upstream.send(request), call)
                         finally:
                             if permit is not None:
                                 permit.release()   # held from dial to response headers only

@@ -15,6 +15,7 @@ from typing import Callable
 import httpx
 from attrs import frozen
 
+from actors.messages import Call
 from config.schema import BackendConfig, BackendType
 from protocol.upstream import auth_headers
 
@@ -25,17 +26,24 @@ JSON = ("content-type", "application/json")
 class Wire:
     path: str
     # What the backend is sent besides the body: content type and its credentials.
-    headers: Callable[[BackendConfig], list[tuple[str, str]]] = lambda b: [JSON, *auth_headers(b)]
-    # The attempt's body (the endpoint's OpenAI format) as this backend takes it; ``stream`` as asked.
-    body: Callable[[bytes, BackendConfig, bool], bytes] = lambda body, b, stream: body
+    headers: Callable[[BackendConfig, Call], list[tuple[str, str]]] = lambda b, call: [JSON, *auth_headers(b)]
+    # The attempt's body (the endpoint's OpenAI format) as this backend takes it.
+    body: Callable[[bytes, BackendConfig, Call], bytes] = lambda body, b, call: body
     # The backend's answer in the endpoint's OpenAI format (a new response, or the same one).
-    answer: Callable[[httpx.Response, bool], httpx.Response] = lambda response, stream: response
+    answer: Callable[[httpx.Response, Call], httpx.Response] = lambda response, call: response
 
 
 # endpoint -> its plain wire; (endpoint, backend type) -> a translating one
 ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
 TRANSLATED: dict[tuple[str, BackendType], Wire] = {}
+# Consulted first, for what depends on the model and not only on the backend's type (a model the
+# backend serves only through another API); each returns None when it does not apply.
+SPECIAL: list[Callable[[Call, BackendConfig, str], "Wire | None"]] = []
 
 
-def wire_for(endpoint: str, backend: BackendConfig) -> Wire:
-    return TRANSLATED.get((endpoint, backend.type)) or ENDPOINTS[endpoint]
+def wire_for(call: Call, backend: BackendConfig, model: str) -> Wire:
+    for special in SPECIAL:
+        found = special(call, backend, model)
+        if found is not None:
+            return found
+    return TRANSLATED.get((call.endpoint, backend.type)) or ENDPOINTS[call.endpoint]

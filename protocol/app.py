@@ -17,6 +17,8 @@ import trio
 
 from actors.classifier import load_state
 from actors.dedup import Role, dedup_key
+from actors.messages import Call
+from actors.relay import ResponseSink
 from actors.request import RequestActor
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
@@ -74,6 +76,12 @@ class App(ModelRoutes):
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
             "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
+            "/v1/completions": {"POST": self._capped(self.completions)},
+            "/v1/embeddings": {"POST": self._capped(self.embeddings)},
+            "/v1/responses": {"POST": self._capped(self.responses)},
+            "/anthropic/v1/messages": {"POST": self._capped(self.anthropic_messages)},
+            "/anthropic/v1/messages/count_tokens": {"POST": self._capped(self.anthropic_count_tokens)},
+            "/anthropic/v1/models": {"GET": self._capped(self.anthropic_models)},
             "/v1/models": {"GET": self._capped(self.models)},
             "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
             "/v1/models/extended": {"GET": self._capped(self.models_extended)},
@@ -87,6 +95,8 @@ class App(ModelRoutes):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self.http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self.websocket(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self.lifespan(receive, send)
 
@@ -199,13 +209,22 @@ class App(ModelRoutes):
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+        payload = parse_json_object(body)
+        await self.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
+
+    async def serve_chat(self, runtime: Runtime, scope: Scope, receive: Receive, payload: dict[str, Any],
+                         body: bytes, sink_for: Callable[[Call], ResponseSink], endpoint: str = "chat",
+                         parse: Callable[..., Call] = parse_chat_payload,
+                         shape: Callable[[Call], Call] | None = None) -> None:
+        """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink
+        ``sink_for`` makes for it: Chat Completions' own sink, or an ingress's translating one.
+        ``shape`` (an ingress's) fixes the Call once it is parsed, before anything is decided on it."""
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
         snapshot = runtime.snapshot
         key = scope.get("switchyard.key")
         if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
             key = authenticate(scope["headers"], snapshot.api_keys)
-        payload = parse_json_object(body)
         shaped = apply_preset(payload, snapshot.request_presets)
         prefs = None
         if snapshot.proxy.client_provider_preferences and "provider" in shaped:
@@ -217,16 +236,18 @@ class App(ModelRoutes):
         if shaped is not payload:
             body = json.dumps(shaped).encode()
         headers = dict(scope["headers"])
-        call = parse_chat_payload(shaped, body, snapshot, headers, scope["switchyard.request_id"])
-        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs)
-        if runtime.smart.applies(call, headers):   # model "auto": the router picks the model first
+        call = parse(shaped, body, snapshot, headers, scope["switchyard.request_id"])
+        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs, endpoint=endpoint)
+        if shape is not None:
+            call = shape(call)
+        sink = sink_for(call)
+        if endpoint == "chat" and runtime.smart.applies(call, headers):   # model "auto": the model first
             try:
                 call = await runtime.smart.route(
                     call, headers, load_state(self.active_requests - 1, snapshot.server.max_concurrent_requests))
             except GatewayError as err:   # no candidate: refused like any call, with its route events
-                await RequestActor(runtime, call).refuse(AsgiSink(send, call.stream), err)
+                await RequestActor(runtime, call).refuse(sink, err)
                 return
-        sink = AsgiSink(send, call.stream)
         actor = RequestActor(runtime, call)
         try:
             actor.admit()
@@ -234,6 +255,36 @@ class App(ModelRoutes):
             await actor.refuse(sink, err)
             return
         await self._dispatch(runtime, actor, sink, receive)
+
+    # --- the other doors: each lives in a module of its own (imported when first used) ---
+
+    async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.endpoints import completions
+        await completions(self, self._runtime(), scope, receive, send)
+
+    async def embeddings(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.endpoints import embeddings
+        await embeddings(self, self._runtime(), scope, receive, send)
+
+    async def responses(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.responses_api import responses
+        await responses(self, self._runtime(), scope, receive, send)
+
+    async def anthropic_messages(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.anthropic_ingress import messages
+        await messages(self, self._runtime(), scope, receive, send)
+
+    async def anthropic_count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.anthropic_ingress import count_tokens
+        await count_tokens(self, self._runtime(), scope, receive, send)
+
+    async def anthropic_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.anthropic_ingress import models
+        await models(self, self._runtime(), scope, receive, send)
+
+    async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.realtime import serve_websocket
+        await serve_websocket(self, scope, receive, send)
 
     @staticmethod
     async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:

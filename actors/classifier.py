@@ -53,8 +53,8 @@ class Verdict:
 
 
 def load_state(active: int, cap: int) -> str:
-    """The gateway's load from the other calls open (``active``, not counting the one asking)
-    against ``server.max_concurrent_requests`` (0: no cap)."""
+    """The gateway's load: the calls open (``active``, the asking one included: the share of the cap
+    in use if it goes ahead) against ``server.max_concurrent_requests`` (0: no cap)."""
     if cap <= 0:
         return "normal"
     share = active / cap
@@ -164,22 +164,21 @@ class ClassifierActor:
         """The LLM's classification (from the cache when fresh), or None and why not."""
         snapshot = ask.snapshot
         settings = snapshot.smart_routing.classifier
-        if llm_disabled(settings.llm.disable_under_load_state, ask.load):
-            return None, "load"
-        backend = self.backend(snapshot)
-        if backend is None:
-            return None, "no_backend"
-        if not ask.healthy(backend.name):   # do not wait timeout_ms on a backend known to be down
-            return None, "unhealthy"
         generation = self._generation
         try:
             key = cache_key(ask.payload, settings)
-            now = trio.current_time()
             hit = self._cache.get(key)
-            if hit is not None and hit[0] > now:
+            if hit is not None and hit[0] > trio.current_time():   # a cached answer costs nothing: always used
                 self.cache_hits += 1 if ask.record else 0
                 self._cache.move_to_end(key)
                 return self._with_rule(hit[1], rule, "cache"), ""
+            if llm_disabled(settings.llm.disable_under_load_state, ask.load):
+                return None, "load"
+            backend = self.backend(snapshot)
+            if backend is None:
+                return None, "no_backend"
+            if not ask.healthy(backend.name):   # do not wait timeout_ms on a backend known to be down
+                return None, "unhealthy"
             found = await classify_with_llm(self.upstream, backend, settings, ask.payload,
                                             request_id=ask.request_id, key_id=ask.key_id, ledger=self.ledger,
                                             now=trio.current_time)

@@ -33,7 +33,7 @@ def check(smart: SmartRouting, backends: Sequence[BackendConfig], access: Access
         problems.warn(f"{PATH}.classifier.llm.disable_under_load_state",
                       f"{c.llm.disable_under_load_state!r} has no effect: the load state comes from "
                       "server.max_concurrent_requests, which is 0 (no cap), so the load is always normal")
-    served = {m for b in backends if b.enabled for m in b.exact_models}
+    served = {m for b in backends if b.enabled and not b.internal for m in b.exact_models}
     if smart.enabled and smart.virtual_model in served:
         problems.warn(f"{PATH}.virtual_model", f"{smart.virtual_model!r} is also a model a backend serves: every "
                                                "request for it is routed by smart routing, and it is never a candidate")

@@ -244,7 +244,7 @@ class App(ModelRoutes):
         if endpoint == "chat" and runtime.smart.applies(call, headers):   # model "auto": the model first
             try:
                 call = await runtime.smart.route(
-                    call, headers, load_state(self.active_requests - 1, snapshot.server.max_concurrent_requests))
+                    call, headers, load_state(self.active_requests, snapshot.server.max_concurrent_requests))
             except GatewayError as err:   # no candidate: refused like any call, with its route events
                 await RequestActor(runtime, call).refuse(sink, err)
                 return

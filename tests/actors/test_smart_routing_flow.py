@@ -410,3 +410,19 @@ async def test_a_non_ascii_header_value_matches_its_configured_value(autojump_cl
     async with gateway(cfg) as app:
         reply = await post(app, auto(MODERATE), headers=[(b"x-route-hint", "꼼꼼히".encode())])
         assert reply.headers[b"x-smart-route-policy"] == b"hinted"
+
+
+async def test_a_cached_answer_is_used_even_when_load_skips_the_classifier(autojump_clock):
+    cfg = config(method="llm", max_calls=5).replace("disable_under_load_state: critical",
+                                                    "disable_under_load_state: warning")
+    cfg = cfg.replace("  - name: judge", "  - {name: slow, type: simulated, models: [slowpoke], "
+                      "simulation: {latency: 10s}}\n  - name: judge")
+    async with gateway(cfg) as app:
+        await post(app, auto("hi"))   # asked and cached
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(post, app, auto("hi", model="slowpoke"))
+            await trio.sleep(1)
+            reply = await post(app, auto("hi"))
+        assert b"source=cache" in reply.headers[b"x-smart-route-classification"]
+        assert app.runtime.upstream.simulated["judge.simulated"].count("request") == 1

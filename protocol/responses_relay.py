@@ -1,0 +1,170 @@
+"""Relaying a ``/v1/responses`` answer unchanged, judged by the Responses API's own rules.
+
+The chat relay's checks (``choices``, ``finish_reason``, ``[DONE]``, the
+empty-reply rule) mean nothing here, so a call on the ``responses``
+endpoint is relayed by this module instead (``actors/request.py`` asks).
+
+Buffered: the body must be JSON before its status goes out; it is passed
+on byte for byte (only a renamed upstream model id is put back). A stream
+is passed event by event, ``event:`` lines and all. Its opening lifecycle
+events (``response.created``, ``response.in_progress``, ``response.queued``)
+are held until the next event: a response that fails right away
+(``response.failed`` or ``error`` before any output) is then still a
+pre-stream failure, and the call may fail over. Once the client has bytes,
+an upstream ``error`` event ends the call as failed (the sink writes the
+error event); a stream without a terminal event (``response.completed``,
+``response.incomplete``, ``response.failed``) is truncated, never complete.
+No ``[DONE]`` is added: Responses streams have none. A broken Responses
+stream is never resumed mid-way on another backend.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import trio
+
+from actors.budgets import AttemptBudget
+from actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename
+from actors.routing.failover import Failure, Kind
+from protocol.errors import UpstreamProtocolError, UpstreamStatusError
+from protocol.responses_answers import TERMINAL_EVENTS
+from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
+from protocol.transport import body_chunks
+
+LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
+
+
+async def relay_responses(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
+                          headers: list[tuple[bytes, bytes]], stream: bool) -> None:
+    relay.acc = None   # nothing to continue from: a Responses stream is not resumed elsewhere
+    if stream:
+        await _stream(relay, backend, response, attempt, headers)
+    else:
+        await _buffered(relay, backend, response, attempt, headers)
+
+
+def _usage(relay: Relay, usage: Any) -> None:
+    relay.usage = usage if isinstance(usage, dict) else None
+    total = relay.usage.get("total_tokens") if relay.usage is not None else None
+    if not (isinstance(total, int) and not isinstance(total, bool)) and relay.usage is not None:
+        parts = [relay.usage.get("input_tokens"), relay.usage.get("output_tokens")]
+        total = sum(parts) if all(isinstance(p, int) and not isinstance(p, bool) for p in parts) else None
+    relay.usage_tokens = total if isinstance(total, int) and total >= 0 else None
+
+
+async def _buffered(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
+                    headers: list[tuple[bytes, bytes]]) -> None:
+    attempt.got_data()
+    body = await response.aread()
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
+    if not isinstance(payload, dict) or (payload.get("object") != "response" and payload.get("error") is not None):
+        # An error with a success status (or no object at all): failed, with a status that says so.
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))
+    _usage(relay, payload.get("usage"))
+    if relay.rename is not None:
+        body = relay.rename.payload(payload, body)
+    await relay.sink.start(200, headers)
+    await relay.sink.send(body)
+    await relay.sink.finish()
+
+
+async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
+                  headers: list[tuple[bytes, bytes]]) -> None:
+    decoder = SSEDecoder()
+    held: list[bytes] = []      # the opening lifecycle events, until something follows them
+    ended = False
+    async for chunk in body_chunks(response):
+        if ended:
+            continue   # read on briefly, so the connection can be reused
+        try:
+            events = decoder.feed(chunk)
+        except SSEEventTooLarge as exc:
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend}' sent an event too large to handle: {exc}",
+                code="upstream_event_too_large")) from None
+        out: list[bytes] = []
+        try:
+            for event in events:
+                kind = _judge(relay, backend, event, attempt)
+                if kind is None:    # a comment, or nothing that counts
+                    if relay.sink.started and not event.is_done:
+                        out.append(event.raw)
+                    continue
+                raw = _renamed(relay.rename, event)
+                if not relay.sink.started and kind in LIFECYCLE:
+                    held.append(raw)
+                    continue
+                if not relay.sink.started:
+                    await relay.sink.start(200, headers)
+                    out, held = [*held, *out], []
+                out.append(raw)
+                if kind in TERMINAL_EVENTS:
+                    ended = True
+                    break
+        finally:
+            if out and relay.sink.started:
+                await relay.sink.send(b"".join(out))   # what came before a failure is the client's already
+        if ended:
+            await relay.sink.finish()
+            attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
+    tail = decoder.close()
+    if not ended and tail is not None and tail.complete and _judge(relay, backend, tail, attempt) in TERMINAL_EVENTS:
+        if not relay.sink.started:   # ended by a lone CR at the very end: a whole event
+            await relay.sink.start(200, headers)
+        await relay.sink.send(b"".join([*held, _renamed(relay.rename, tail)]))
+        await relay.sink.finish()
+        ended = True
+    if not ended:
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' ended the stream before the response was complete",
+            code="upstream_stream_truncated"))
+
+
+def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> str | None:
+    """The event's type, once it is known to be a sound event of a stream still going; raises when it fails."""
+    if not event.has_data or event.is_done:
+        return None
+    try:
+        obj = json.loads(event.data)
+    except ValueError:
+        relay.malformed_events += 1
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' sent a malformed event; its content is lost",
+            code="upstream_malformed_event")) from None
+    attempt.got_data()
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if not isinstance(kind, str):
+        kind = ""
+    failed = kind == "response.failed" and not relay.sink.started
+    if kind == "error" or failed:
+        detail = obj.get("response", {}).get("error") if failed else obj
+        message = detail.get("message") if isinstance(detail, dict) else None
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' sent an error event: {message or 'no message'}", code="upstream_stream_error"))
+    if kind in TERMINAL_EVENTS:
+        response = obj.get("response")
+        _usage(relay, response.get("usage") if isinstance(response, dict) else None)
+    return kind
+
+
+def _renamed(rename: Rename | None, event: Event) -> bytes:
+    """The event with the public model id in its ``response.model`` (events carry the model only there)."""
+    if rename is None or b'"model"' not in event.data:
+        return event.raw
+    obj = json.loads(event.data)
+    inner = obj.get("response") if isinstance(obj, dict) else None
+    if not isinstance(inner, dict) or not isinstance(inner.get("model"), str):
+        return event.raw
+    model = inner["model"]
+    if (rename.upstream is not None and model != rename.upstream) or model == rename.public:
+        return event.raw
+    inner["model"] = rename.public
+    name = b"event: " + event.event.encode() + b"\n" if event.event else b""
+    return name + b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

@@ -38,6 +38,8 @@ from protocol.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
 
+RESPONSES_SAME_NAMES = frozenset({"temperature", "top_p"})
+
 if TYPE_CHECKING:
     from actors.request import RequestActor
 
@@ -58,6 +60,16 @@ class AdmissionMixin(_Base):
             raise refusal
         self._reach(self.model, primary=True)
         applied = apply_policy(call.payload, call.snapshot.request_params, self.model)
+        if applied.managed and call.endpoint == "responses":
+            # The policy writes Chat Completions names; only these two mean the same in a Responses body.
+            other = sorted(applied.managed - RESPONSES_SAME_NAMES)
+            if other:
+                err = UnsupportedRequestParameter(
+                    f"The request parameter policy sets '{other[0]}', which /v1/responses does not take under "
+                    f"that name; the request is refused rather than sent with a field the API rejects",
+                    param=other[0])
+                self._policy_outcome("rejected", applied.tokens, err.message)
+                raise err
         if applied.managed:
             try:
                 check_carriable(applied.managed, self._route_backends())

@@ -40,7 +40,8 @@ class AttemptBodyMixin(_Base):
         with the global prompt and the backend's body extensions."""
         wire = backend.upstream_ids.get(model, model)
         primary = model == self.model
-        prompted = self.runtime.prompts.prompt_for(model, backend.name) is not None
+        prompted = self.call.endpoint not in NO_MESSAGES and \
+            self.runtime.prompts.prompt_for(model, backend.name) is not None
         self.relay.hide_usage = self._asks_usage(backend)
         if primary and wire == self.call.model and not prompted and backend.request_extensions.empty \
                 and not self.relay.hide_usage:
@@ -48,7 +49,8 @@ class AttemptBodyMixin(_Base):
         payload: dict[str, Any] = dict(self.call.payload)
         if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
             # what the policy wrote travels on every hop, in whichever spelling it was written
-            keep = ESSENTIAL_FIELDS.union(*(SPELLINGS.get(f, (f,)) for f in self.call.managed_params))
+            keep = ESSENTIAL_FIELDS.union(ENDPOINT_FIELDS.get(self.call.endpoint, ()),
+                                          *(SPELLINGS.get(f, (f,)) for f in self.call.managed_params))
             payload = {k: v for k, v in payload.items() if k in keep}
         payload["model"] = wire
         return json.dumps(self._for_backend(payload, model, backend)).encode()
@@ -58,7 +60,9 @@ class AttemptBodyMixin(_Base):
 
         The prompt store applies its own (live) strategy and text together, so a
         reload never pairs one revision's text with another's strategy."""
-        payload = merge_body(self.runtime.prompts.merge_into(payload, model, backend.name), backend.request_extensions)
+        if self.call.endpoint not in NO_MESSAGES:   # a global prompt is a chat message
+            payload = self.runtime.prompts.merge_into(payload, model, backend.name)
+        payload = merge_body(payload, backend.request_extensions)
         self.relay.hide_usage = self._asks_usage(backend)
         if self.relay.hide_usage:
             payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
@@ -73,13 +77,16 @@ class AttemptBodyMixin(_Base):
         stream it asked for. Only backend types known to take the option get it.
         """
         call = self.call
-        if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES):
+        if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES) \
+                or call.endpoint in NO_MESSAGES:
             return False
         options = call.payload.get("stream_options")
         return not (isinstance(options, dict) and options.get("include_usage") is True)
 
     def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
-        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites."""
+        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites (chat messages only)."""
+        if self.call.endpoint in NO_MESSAGES:
+            return None
         meta = self.call.snapshot.metadata_for(model, backend.name)
         thinking = meta.thinking if meta is not None else None
         return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
@@ -112,5 +119,12 @@ USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.VLLM, Backend
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})
+# The other endpoints' own fields a fallback hop keeps: the input, and what shapes the answer the client decodes.
+ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
+                   "embeddings": frozenset({"input", "encoding_format", "dimensions"}),
+                   "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
+                                           "include", "previous_response_id", "store", "parallel_tool_calls"})}
+# Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
+NO_MESSAGES = frozenset({"completions", "embeddings", "responses"})
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import logging
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -50,16 +51,19 @@ class StreamingSink(ResponseSink, Protocol):
 def dedup_key(call: Call, key_id: str | None, model: str | None = None) -> bytes:
     """The digest that identical calls share: everything that makes the upstream call and its answer.
 
-    Config revision, API key id, the routed model (``model``, else
+    Config revision, the endpoint (the same bytes mean different things to embeddings and
+    responses), API key id, the routed model (``model``, else
     ``call.model``), the ``x-backend`` pin, stream or not, the consistent-hash
     key, what request_params changed (it shows in the response headers), and
     the body bytes the call is dispatched with. Each field is length-prefixed,
     so no two different tuples share an encoding.
     """
     h = hashlib.blake2b(digest_size=32, person=b"switchyard-dedup")
-    for part in (call.snapshot.revision, key_id, model if model is not None else call.model, call.pin,
+    for part in (call.snapshot.revision, call.endpoint, key_id, model if model is not None else call.model, call.pin,
                  "stream" if call.stream else "buffered", call.hash_key, "\x00".join(call.param_tokens)):
         _field(h, None if part is None else part.encode())
+    # What another API's client asked beyond the body (an Anthropic version or beta header) changes the answer.
+    _field(h, json.dumps(call.ingress, sort_keys=True, default=str).encode() if call.ingress else None)
     _field(h, call.body)
     return h.digest()
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 import httpx
 import trio
 
-from config.schema import BackendConfig, Snapshot
+from config.schema import BackendConfig, BackendType, Snapshot
 from protocol.upstream import Upstream, auth_headers, join_url
 
 log = logging.getLogger("switchyard.discovery")
@@ -75,8 +75,9 @@ class ModelDiscoveryActor:
         ids: frozenset[str] | None = None
         with trio.move_on_after(timeout):
             try:
-                response = await self.upstream.client.get(join_url(backend.url, "/v1/models"),
-                                                          headers=auth_headers(backend))
+                # Anthropic pages its list (20 by default); one page of 1,000 covers any real catalogue.
+                path = "/v1/models?limit=1000" if backend.type is BackendType.ANTHROPIC else "/v1/models"
+                response = await self.upstream.client.get(join_url(backend.url, path), headers=auth_headers(backend))
                 response.raise_for_status()
                 data = response.json().get("data", [])
                 ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))

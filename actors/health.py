@@ -43,7 +43,7 @@ log = logging.getLogger("switchyard.health")
 
 
 def _check_target(b: BackendConfig, snapshot: Snapshot) -> tuple[Any, ...]:
-    return (b.url, b.type, b.api_key, snapshot.health_checks.path_for(b))
+    return (b.url, b.type, b.api_key, b.anthropic_version, snapshot.health_checks.path_for(b))
 
 
 CLOSED = Circuit()
@@ -130,7 +130,7 @@ class BackendHealthActor:
     def reconfigure(self, snapshot: Snapshot) -> None:
         """A new config revision: new backends are checked at once, removed ones forgotten.
 
-        A backend whose address, type, key or check path changed starts over
+        A backend whose address, type, key, anthropic-version or check path changed starts over
         as unknown; the others keep their state and circuits. Intervals and
         thresholds apply from each loop's next check.
         """

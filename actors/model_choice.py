@@ -27,6 +27,7 @@ from actors.routing.aliases import alias_owner, dispatch_target, serves_literall
 from actors.routing.candidates import public_backends
 from actors.routing.capabilities import missing, needs_of
 from actors.signals import EnginesSaturated, Signals, engine_window
+from actors.wire import unfit, unfit_refusal
 from config.schema import BackendConfig
 from protocol.errors import (
     GatewayError,
@@ -51,7 +52,8 @@ else:
 class ModelChoiceMixin(_Base):
     def _variant(self) -> variants.Variant | None:
         call = self.call
-        if not call.snapshot.proxy.variant_suffixes.enabled:
+        # Only /v1/chat/completions reads suffixes; behind other doors a suffixed name is just unknown.
+        if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != "chat" or call.ingress:
             return None
         found = variants.parse(call.model, self._known)
         if found is not None:
@@ -181,6 +183,12 @@ class ModelChoiceMixin(_Base):
         """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""
         rt = self.runtime
         exclude = set(tried)
+        serving = rt.pool.serving(model, rt.discovery.view, self.call.snapshot)
+        wrong = unfit(self.call, serving)
+        if wrong:   # a backend type without the call's API (/v1/responses) is no candidate
+            if model == self.model and len(wrong) == len(serving):
+                raise unfit_refusal(self.call, model, wrong)
+            exclude.update(b.name for b in wrong)
         if fallback:
             if self._needs is None:
                 self._needs = needs_of(self.call.payload)

@@ -23,6 +23,7 @@ from actors.routing.resume import (
     choose_mode,
     resume_payload,
 )
+from actors.wire import ENDPOINTS, wire_for
 from config.schema import BackendConfig, Snapshot
 from protocol.errors import ModelNotFound, NoHealthyBackend
 
@@ -83,8 +84,13 @@ class RecoveryMixin(_Base):
         models = list(plan.models[plan.model_index:]) if chain else [plan.model]
         if not same_model_first:
             models = models[1:]
+        rt, call = self.runtime, self.call
         for model in models:
             tried = {b for b, m in used if m == model}
+            # After output has started only the OpenAI wire is used: a backend spoken to through a
+            # translation (Anthropic Messages, the Responses bridge) is skipped, not half converted.
+            tried |= {b.name for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)
+                      if wire_for(call, b, model) is not ENDPOINTS[call.endpoint]}
             try:
                 return self._pick(model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):

@@ -372,7 +372,7 @@ def _empty_reply(payload: Any) -> bool:
         return True
     if choice.get("finish_reason") == "length":
         return False  # cut by the client's own max_tokens: not empty by fault
-    return not (message.get("content") or message.get("tool_calls"))
+    return not (message.get("content") or message.get("tool_calls") or choice.get("text"))   # text: completions
 
 
 def _error_message(obj: dict) -> str:

@@ -27,7 +27,7 @@ import httpx
 import trio
 
 from actors.admission import AdmissionMixin
-from actors.attempt_body import AttemptBodyMixin
+from actors.attempt_body import NO_MESSAGES, AttemptBodyMixin
 from actors.budgets import AttemptBudget, CallBudget, limits_for
 from actors.events import CallTrace, FirstByteSink
 from actors.messages import Call
@@ -62,6 +62,7 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
+from protocol.responses_relay import relay_responses
 from protocol.tracing import new_span_id, outbound_headers
 from protocol.upstream import api_url
 
@@ -70,8 +71,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("switchyard.route")
 
+# The client-facing route of another OpenAI endpoint's call (chat's is CallTrace's default).
+OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"}
 # Answers that say the backend (not the request) is in trouble; they feed its circuit.
-BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504})
+BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
 class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryMixin):
@@ -82,10 +85,12 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         tc = call.trace
         self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
                                x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
+        self.trace.route = OTHER_ROUTES.get(call.endpoint, self.trace.route)   # the metrics' route label
         self._serve_scope = trio.CancelScope()
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
-        self.trace.add("accepted", model=call.model, stream=call.stream)
+        self.trace.add("accepted", model=call.model, stream=call.stream,
+                       **({"endpoint": call.endpoint} if call.endpoint != "chat" else {}))
         if call.smart_route is not None:
             self.trace.add("smart_routed", **call.smart_route)
         # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
@@ -105,10 +110,11 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.disconnected = disconnected
         # The relay's first start notes the time to first byte on the trace (for the metrics).
         first = FirstByteSink(sink, self.trace, lambda: self._last_route[0])
-        # What the client has been sent is kept only when a broken stream may be continued.
-        self.relay = first.relay = Relay(
-            first, StreamAccumulator() if self.call.stream and can_resume(self.call, self.model) else None,
-            self.call.snapshot.fallback.empty_reply_retry.enabled)
+        # What the client has been sent is kept only when a broken stream may be continued (chat messages only).
+        call = self.call
+        resumable = call.stream and call.endpoint not in NO_MESSAGES and can_resume(call, self.model)
+        empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings"
+        self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check)
 
     async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
         """End the call before any selection with ``err`` (an admission refusal), recorded like any end."""
@@ -381,7 +387,9 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
                    *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers(),
                    *self.call.route_headers]
-        if self.call.stream:
+        if self.call.endpoint == "responses":   # a Responses answer is no chat answer: relayed unchanged, by its rules
+            await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
+        elif self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:
             await self.relay.buffered(backend.name, response, attempt, headers)

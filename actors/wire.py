@@ -10,13 +10,14 @@ speaks the OpenAI format natively uses the plain wire of the endpoint.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 import httpx
 from attrs import frozen
 
 from actors.messages import Call
 from config.schema import BackendConfig, BackendType
+from protocol.errors import InvalidRequest
 from protocol.upstream import auth_headers
 
 JSON = ("content-type", "application/json")
@@ -35,6 +36,16 @@ class Wire:
 
 # endpoint -> its plain wire; (endpoint, backend type) -> a translating one
 ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
+ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/endpoints.py)
+ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
+ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/responses_api.py)
+# endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
+# serving the model is no candidate for such a call (actors/model_choice.py).
+ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
+    "responses": frozenset({BackendType.OPENAI, BackendType.SIMULATED}),   # simulated: the OpenAI emulator
+}
+# Text completions and embeddings: every OpenAI-compatible type (the native Anthropic API has neither).
+ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(BackendType) - {BackendType.ANTHROPIC}
 TRANSLATED: dict[tuple[str, BackendType], Wire] = {}
 # Consulted first, for what depends on the model and not only on the backend's type (a model the
 # backend serves only through another API); each returns None when it does not apply.
@@ -47,3 +58,24 @@ def wire_for(call: Call, backend: BackendConfig, model: str) -> Wire:
         if found is not None:
             return found
     return TRANSLATED.get((call.endpoint, backend.type)) or ENDPOINTS[call.endpoint]
+
+
+def unfit(call: Call, backends: Iterable[BackendConfig]) -> list[BackendConfig]:
+    """The backends among ``backends`` whose type does not speak ``call``'s endpoint."""
+    types = ENDPOINT_TYPES.get(call.endpoint)
+    return [] if types is None else [b for b in backends if b.type not in types]
+
+
+def unfit_refusal(call: Call, model: str, backends: list[BackendConfig]) -> InvalidRequest:
+    """The 400 when every backend serving ``model`` is of a type that does not speak the call's endpoint."""
+    kinds = ", ".join(sorted({b.type.value for b in backends}))
+    takes = ", ".join(sorted(t.value for t in ENDPOINT_TYPES[call.endpoint]))
+    return InvalidRequest(
+        f"The model '{call.model}' is served here only by backends of type {kinds} "
+        f"({', '.join(b.name for b in backends)}); {ENDPOINTS[call.endpoint].path} is spoken only by "
+        f"backends of type {takes}", param="model", code="unsupported_backend_type")
+
+
+# Translating wires register themselves in TRANSLATED on import (last: they import Wire from here).
+import protocol.anthropic_wire  # noqa: E402,F401  (chat -> a native anthropic backend)
+import protocol.responses_wire  # noqa: E402,F401  (chat -> /v1/responses for Responses-only models: SPECIAL)

@@ -7,6 +7,7 @@ Secrets never enter a message: errors name the key, not its value.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from importlib import resources
@@ -26,6 +27,8 @@ from config import (
     load_params,
     load_prompts,
     load_resilience,
+    load_responses_tools,
+    load_simulation,
     load_smart_routing,
     load_telemetry,
     rules,
@@ -41,9 +44,6 @@ from config.schema import (
     PrefixRouting,
     Proxy,
     ServerConfig,
-    SimulatedEngine,
-    SimulatedFailure,
-    Simulation,
     Snapshot,
     Strategy,
     VariantSuffixes,
@@ -155,6 +155,23 @@ def http_path(value: Any) -> str:
     return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
 
 
+ANTHROPIC_URL = "https://api.anthropic.com"   # an anthropic backend's url when none is given
+
+
+def anthropic_version(value: Any) -> str:
+    """An ``anthropic-version`` date, YYYY-MM-DD (YAML reads an unquoted one as a date)."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if not isinstance(value, str):
+        raise Invalid(f"must be a date YYYY-MM-DD such as 2023-06-01, got {rules.type_name(value)}")
+    text = rules.string(r"\d{4}-\d{2}-\d{2}", "a date YYYY-MM-DD such as 2023-06-01")(value)
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise Invalid(f"must be a real calendar date YYYY-MM-DD, got {text!r}") from None
+    return text
+
+
 def model_name(value: Any) -> str:
     text = rules.string()(value)
     if len(text) > 256 or any(ch.isspace() for ch in text):
@@ -190,6 +207,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
     routing = load_telemetry.routing(top.section("routing"))
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
+    responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
     d = top.section("discovery")
     discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
     d.finish()
@@ -218,7 +236,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
-                    smart_routing=smart,
+                    smart_routing=smart, responses_tools=responses_tools,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
 
 
@@ -235,6 +253,8 @@ def _server(r: Reader) -> ServerConfig:
                               d.trusted_proxies),
         shutdown_drain_timeout=r.get("shutdown_drain_timeout", rules.duration(maximum=3600, allow_zero=True),
                                      d.shutdown_drain_timeout),
+        realtime_idle_timeout=r.get("realtime_idle_timeout", rules.duration(minimum=1, maximum=86_400),
+                                    d.realtime_idle_timeout),
     )
     r.finish()
     return out
@@ -265,6 +285,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     if not url:
         if btype is BackendType.SIMULATED:
             url = f"http://{name or 'backend'}.simulated"
+        elif btype is BackendType.ANTHROPIC and not r.has("url"):
+            url = ANTHROPIC_URL
         elif not r.has("url"):
             r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
     # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
@@ -287,107 +309,29 @@ def _backend(r: Reader) -> BackendConfig | None:
     declared = load_telemetry.backend_fields(r)
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
-    if btype is BackendType.SIMULATED:
-        simulation = _simulation(section)
+    # An anthropic backend on a *.simulated host is served in-process (protocol/simulated_anthropic.py).
+    in_process = btype is BackendType.ANTHROPIC and (urlsplit(url).hostname or "").endswith(".simulated")
+    if btype is BackendType.SIMULATED or in_process:
+        simulation = load_simulation.simulation(section)
     elif r.has("simulation"):
-        r.problems.error(child(r.path, "simulation"), "is only allowed on backends of type simulated")
+        r.problems.error(child(r.path, "simulation"), "is only allowed on an anthropic backend whose url host ends "
+                         "in .simulated" if btype is BackendType.ANTHROPIC else
+                         "is only allowed on backends of type simulated")
+    version = r.get("anthropic_version", anthropic_version, attrs.fields(BackendConfig).anthropic_version.default)
+    if r.has("anthropic_version") and btype is not BackendType.ANTHROPIC:
+        r.problems.error(child(r.path, "anthropic_version"),
+                         f"only applies to backends of type anthropic, not {btype.value}")
     r.finish()
     if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
-        r.problems.error(child(r.path, "url"), f"of a simulated backend must have a host ending in .simulated, got {url!r}")
+        r.problems.error(child(r.path, "url"),
+                         f"of a simulated backend must have a host ending in .simulated, got {url!r}")
     if len(r.problems.errors) > errors_before:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
-                         request_extensions=extensions, **declared)
-
-
-def _header_map(value: Any) -> dict[str, str]:
-    """Header name -> value, both strings (numbers are written as they are)."""
-    if not isinstance(value, dict):
-        raise Invalid(f"must be a mapping of header names to values, got {rules.type_name(value)}")
-    out = {}
-    for name, v in value.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name):
-            raise Invalid(f"has {name!r}, which is not an HTTP header name")
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise Invalid(f"[{name}] must be a string or number, got {rules.type_name(v)}")
-        out[name.lower()] = str(v)
-    return out
-
-
-def _status(value: Any) -> int:
-    return rules.integer(100, 599)(value)
-
-
-def _simulation(r: Reader) -> Simulation:
-    d = Simulation()
-    f = r.section("failure")
-    chunk_no = rules.integer(1, 100_000)  # chunks count from 1
-
-    def retry_after(value: Any) -> str | int:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise Invalid(f"must be a number of seconds or an HTTP date, got {rules.type_name(value)}")
-        if isinstance(value, int):
-            rules.integer(0, 86_400 * 365)(value)
-            return value
-        return rules.string()(value.strip())
-
-    failure = SimulatedFailure(
-        status=f.get("status", _status, None),
-        stall_before_first_byte=f.get("stall_before_first_byte", rules.boolean, False),
-        stall_after_chunk=f.get("stall_after_chunk", chunk_no, None),
-        reset_after_chunk=f.get("reset_after_chunk", chunk_no, None),
-        malformed_chunk=f.get("malformed_chunk", chunk_no, None),
-        retry_after=f.get("retry_after", retry_after, None),
-        error_code=f.get("error_code", rules.string(r"[A-Za-z0-9_.:-]{1,128}",
-                                                    "1-128 letters, digits, '_', '.', ':' or '-'"), None),
-        error_event_after_chunk=f.get("error_event_after_chunk", chunk_no, None),
-        omit_done=f.get("omit_done", rules.boolean, False),
-        truncate_after_chunk=f.get("truncate_after_chunk", chunk_no, None),
-        empty_reply=f.get("empty_reply", rules.boolean, False),
-        tool_call=f.get("tool_call", rules.boolean, False),
-    )
-    for key in ("retry_after", "error_code"):
-        if f.has(key) and not f.has("status"):
-            f.problems.error(child(f.path, key), "only applies together with status")
-    if failure.empty_reply and failure.tool_call:
-        f.problems.error(child(f.path, "tool_call"), "cannot be combined with empty_reply")
-    f.finish()
-    engine = r.section("engine")   # read even when null, so `engine:` alone is no unknown key
-    out = Simulation(
-        latency=r.get("latency", rules.duration(maximum=3600, allow_zero=True), d.latency),
-        tokens_per_second=r.get("tokens_per_second", rules.number(0, 1_000_000), d.tokens_per_second),
-        chunks=r.get("chunks", rules.integer(1, 100_000), d.chunks),
-        health_status=r.get("health_status", _status, d.health_status),
-        failure=failure,
-        text=r.get("text", rules.string(), d.text),
-        tool_arguments=r.get("tool_arguments", rules.string(), d.tool_arguments),
-        supports_prefill=r.get("supports_prefill", rules.boolean, d.supports_prefill),
-        response_headers=r.get("response_headers", _header_map, {}),
-        engine=_simulated_engine(engine) if r.has("engine") else None,
-    )
-    r.finish()
-    return out
-
-
-def _simulated_engine(r: Reader) -> SimulatedEngine:
-    d = SimulatedEngine()
-    out = SimulatedEngine(
-        kind=r.get("kind", rules.one_of({"vllm": "vllm", "sglang": "sglang"}), d.kind),
-        waiting=r.get("waiting", rules.integer(0, 1_000_000), d.waiting),
-        running=r.get("running", rules.integer(0, 1_000_000), d.running),
-        kv_cache_usage=r.get("kv_cache_usage", rules.number(0, 1), d.kv_cache_usage),
-        total_slots=r.get("total_slots", rules.integer(1, 1_000_000), d.total_slots),
-        background_tokens_per_second=r.get("background_tokens_per_second", rules.number(0, 10_000_000),
-                                           d.background_tokens_per_second),
-    )
-    if out.total_slots is not None and out.kind != "sglang":
-        r.problems.error(child(r.path, "total_slots"),
-                         "only an sglang engine reports it (vLLM exports no such metric)")
-    r.finish()
-    return out
+                         request_extensions=extensions, anthropic_version=version, **declared)
 
 
 def _health(r: Reader) -> HealthChecks:

@@ -138,6 +138,7 @@ METADATA: dict[str, Any] = {
     "limits": LIMITS,
     "thinking": THINKING,
     "responses_only": _FLAG,
+    "chat_completions_tools_require_none_reasoning": _FLAG,
     "supports_assistant_prefill": _FLAG,
 }
 
@@ -164,7 +165,13 @@ class _Check:
 
 def validate_metadata(raw: Any, path: str, model: str, problems: Problems, *, strict: bool = False) -> dict[str, Any]:
     """The cleaned mapping of one ``metadata`` block (only the fields that are set)."""
-    return _section(raw, METADATA, path, "", _Check(problems, model, strict))
+    out = _section(raw, METADATA, path, "", _Check(problems, model, strict))
+    if out.get("responses_only") is True and out.get("chat_completions_tools_require_none_reasoning") is True:
+        # Not an error: the broader flag wins. But the narrower one was meant to spare plain calls the bridge.
+        problems.warn(child(path, "responses_only"), f"model {model!r}: responses_only: true sends every chat "
+                      "request through the Responses API bridge, so chat_completions_tools_require_none_reasoning "
+                      "has no effect; set only the narrower flag if the model serves Chat Completions")
+    return out
 
 
 def _section(raw: Any, spec: Mapping[str, Any], path: str, field: str, check: _Check) -> dict[str, Any]:

@@ -105,6 +105,9 @@ class ModelMetadata:
     limits: Limits | None = None
     thinking: Thinking | None = None
     responses_only: bool | None = None
+    # Served on /v1/chat/completions except with function tools and a reasoning effort other than
+    # none: only those requests take the Responses API bridge (protocol/responses_wire.py).
+    chat_completions_tools_require_none_reasoning: bool | None = None
     supports_assistant_prefill: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +132,7 @@ class ModelMetadata:
             pricing=section(Pricing, pricing), limits=section(Limits, d.get("limits")),
             thinking=section(Thinking, d.get("thinking")),
             responses_only=d.get("responses_only"), supports_assistant_prefill=d.get("supports_assistant_prefill"),
+            chat_completions_tools_require_none_reasoning=d.get("chat_completions_tools_require_none_reasoning"),
         )
 
 

@@ -64,14 +64,14 @@ class RetryPolicy:
     max_delay: float = 30.0
     backoff_multiplier: float = 2.0
     jitter: bool = True
-    retryable_status_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+    retryable_status_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504, 529})
     retryable_errors: frozenset[str] = frozenset(RETRYABLE_ERRORS)
     timeout: float | None = None          # retry_override only: caps each attempt on that backend
 
 
 @frozen
 class TriggerConditions:
-    error_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+    error_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504, 529})
     timeout: bool = True
     connection_error: bool = True
     model_not_found: bool = True

@@ -24,6 +24,7 @@ from config.operations import Admin, Logging, Tracing
 from config.params import ParamPolicy, Preset
 from config.prompts import GlobalPrompts
 from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+from config.responses_tools import ResponsesTools
 from config.smart_routing import SmartRouting
 from config.telemetry import EngineStatsConfig, RoutingConfig
 
@@ -35,6 +36,7 @@ class BackendType(str, Enum):
     OLLAMA = "ollama"
     GENERIC = "generic"
     SIMULATED = "simulated"
+    ANTHROPIC = "anthropic"       # the native Messages API (protocol/anthropic_wire.py)
 
 
 # Health-check path used when `health_checks.path` is not set: engines with a
@@ -46,6 +48,7 @@ DEFAULT_HEALTH_PATHS = {
     BackendType.OLLAMA: "/api/version",
     BackendType.GENERIC: "/v1/models",
     BackendType.SIMULATED: "/health",
+    BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/upstream.py)
 }
 
 
@@ -67,6 +70,7 @@ class ServerConfig:
     max_concurrent_requests: int = 0                # 0: no cap
     trusted_proxies: tuple[str, ...] = ()           # CIDRs whose X-Forwarded-For is believed
     shutdown_drain_timeout: float = 30.0
+    realtime_idle_timeout: float = 300.0           # a realtime websocket with no message either way is closed
 
 
 @frozen
@@ -155,6 +159,7 @@ class BackendConfig:
     provider_tpm: int | None = None          # the provider's tokens per minute for this key (declared)
     provider_rpm: int | None = None          # the provider's requests per minute (declared)
     engine_stats_url: str | None = None      # where the engine's Prometheus page is, if not url + engine_stats.path
+    anthropic_version: str = "2023-06-01"    # type anthropic: the anthropic-version header it is sent
 
     @property
     def exact_models(self) -> tuple[str, ...]:
@@ -265,6 +270,7 @@ class Snapshot:
     engine_stats: EngineStatsConfig = EngineStatsConfig()
     routing: RoutingConfig = RoutingConfig()
     smart_routing: SmartRouting = SmartRouting()
+    responses_tools: ResponsesTools = ResponsesTools()   # POST /v1/responses hosted tools and resource ids
     model_metadata_file: str | None = None
     model_metadata_dirs: tuple[str, ...] = ()
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

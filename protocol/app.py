@@ -56,6 +56,9 @@ from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
 
+ANTHROPIC_PREFIX = "/anthropic/"
+
+
 def new_request_id() -> str:
     return "req_" + secrets.token_hex(16)
 
@@ -167,7 +170,11 @@ class App(ModelRoutes):
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
             await handler(scope, receive, send_with_id)
         except GatewayError as err:
-            await respond(send_with_id, err.status, err.body(), err.headers())
+            if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
+                from protocol.anthropic_sink import respond_error
+                await respond_error(send_with_id, err, request_id)
+            else:
+                await respond(send_with_id, err.status, err.body(), err.headers())
         except ClientGone:
             pass
         except Exception:
@@ -241,14 +248,18 @@ class App(ModelRoutes):
         if shape is not None:
             call = shape(call)
         sink = sink_for(call)
-        if endpoint == "chat" and runtime.smart.applies(call, headers):   # model "auto": the model first
+        # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
+        if endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
             try:
                 call = await runtime.smart.route(
                     call, headers, load_state(self.active_requests, snapshot.server.max_concurrent_requests))
             except GatewayError as err:   # no candidate: refused like any call, with its route events
-                await RequestActor(runtime, call).refuse(sink, err)
+                refused = RequestActor(runtime, call)
+                refused.trace.route = scope["path"]
+                await refused.refuse(sink, err)
                 return
         actor = RequestActor(runtime, call)
+        actor.trace.route = scope["path"]   # the client-facing route (a metric label): one of the fixed routes
         try:
             actor.admit()
         except GatewayError as err:

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from actors.dedup import Role
 from actors.mailbox import Mailbox
 from actors.routing.variants import VARIANTS
+from protocol.responses_wire import BRIDGE, REASONS
 from protocol.tracing import CLIENT_REF_REASONS
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ class RuntimeCollector(Collector):
         for role in Role:
             dedup.add_metric([role.name.lower()], rt.dedup.counts.get(role, 0))
         yield dedup
+        yield _counted("responses_bridge", "Chat calls dispatched to a backend's /v1/responses through the "
+                       "Responses API bridge, by reason (per worker process)", ["reason"], BRIDGE.counts, REASONS)
         yield from self._telemetry(rt)
         yield from _smart_routing(rt)
 
@@ -135,7 +138,7 @@ def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],
 
 def _smart_routing(rt: "Runtime") -> Iterator[Metric]:
     """Model "auto": classifications, the hybrid gate, LLM classifier fallbacks and cache, shadow mode."""
-    from actors.classifier import FALLBACK_REASONS   # late: the classifier imports the upstream client
+    from actors.classifier import FALLBACK_REASONS  # late: the classifier imports the upstream client
 
     smart = rt.smart
     c = smart.classifier

@@ -69,6 +69,12 @@ def parse_chat_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
         stream = False
     if not isinstance(stream, bool):
         raise InvalidRequest(f"'stream' must be a boolean, got {_type(stream)}", param="stream", code="invalid_type")
+    return _call(model, stream, payload, body, snapshot, headers, request_id)
+
+
+def _call(model: str, stream: bool, payload: dict[str, Any], body: bytes, snapshot: Snapshot,
+          headers: Mapping[bytes, bytes], request_id: str) -> Call:
+    """The Call once the endpoint's own fields are checked: ``user``, the hash key and the ``x-backend`` pin."""
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidRequest(f"'user' must be a string, got {_type(user)}", param="user", code="invalid_type")
@@ -98,6 +104,121 @@ def _check_message(msg: Any, path: str) -> None:
     if content is not None and not isinstance(content, (str, list)):
         raise InvalidRequest(f"'{path}.content' must be a string, an array of content parts or null, "
                              f"got {_type(content)}", param=f"{path}.content", code="invalid_type")
+
+
+# --- text completions and embeddings ------------------------------------------------------
+#
+# Both take their input as text or as token ids: a string, an array of strings, one array of
+# token ids, or an array of token-id arrays. The router reads only ``model``, ``stream`` and
+# ``user``; the input is checked for its shape alone, since a wrong one is the client's mistake
+# whatever backend answers it.
+
+TEXT_OR_TOKENS = "a string, an array of strings, an array of token ids or an array of token-id arrays"
+ENCODING_FORMATS = ("float", "base64")
+
+
+def parse_completions_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
+                              headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
+    """The Call for a ``POST /v1/completions`` body: ``model``, ``prompt`` and ``stream`` checked."""
+    model = _model(payload)
+    _check_text_or_tokens(payload, "prompt", empty_text=True)
+    stream = payload.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest(f"'stream' must be a boolean, got {_type(stream)}", param="stream", code="invalid_type")
+    return _call(model, stream, payload, body, snapshot, headers, request_id)
+
+
+def parse_embeddings_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
+                             headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
+    """The Call for a ``POST /v1/embeddings`` body: always answered whole, never streamed."""
+    model = _model(payload)
+    _check_text_or_tokens(payload, "input", empty_text=False)
+    if payload.get("stream") not in (None, False):
+        raise InvalidRequest("'stream' is not a parameter of embeddings: they are answered whole",
+                             param="stream", code="invalid_value")
+    fmt = payload.get("encoding_format")
+    if fmt is not None and not isinstance(fmt, str):
+        raise InvalidRequest(f"'encoding_format' must be a string, got {_type(fmt)}", param="encoding_format",
+                             code="invalid_type")
+    if fmt is not None and fmt not in ENCODING_FORMATS:
+        raise InvalidRequest(f"'encoding_format' must be one of {', '.join(ENCODING_FORMATS)}, got {fmt!r}",
+                             param="encoding_format", code="invalid_value")
+    dimensions = payload.get("dimensions")
+    if dimensions is not None and not _is_int(dimensions):
+        raise InvalidRequest(f"'dimensions' must be a positive integer, got {_type(dimensions)}",
+                             param="dimensions", code="invalid_type")
+    if dimensions is not None and dimensions < 1:
+        raise InvalidRequest(f"'dimensions' must be a positive integer, got {dimensions}", param="dimensions",
+                             code="invalid_value")
+    return _call(model, False, payload, body, snapshot, headers, request_id)
+
+
+def _model(payload: dict[str, Any]) -> str:
+    model = payload.get("model")
+    if model is None:
+        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(f"'model' must be a non-empty string, got {_type(model)}", param="model",
+                             code="invalid_type")
+    return model
+
+
+def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool) -> None:
+    """``payload[field]`` is text or token ids; the first mistake is named by its path (``input[2][0]``).
+
+    An array takes the kind of its first item, and every item must be of that kind."""
+    value = payload.get(field)
+    if value is None:
+        raise InvalidRequest(f"Missing required parameter: '{field}'", param=field, code="missing_required_parameter")
+    if isinstance(value, str):
+        _check_text(value, field, empty_text)
+        return
+    if not isinstance(value, list):
+        raise InvalidRequest(f"'{field}' must be {TEXT_OR_TOKENS}, got {_type(value)}", param=field,
+                             code="invalid_type")
+    if not value:
+        raise InvalidRequest(f"'{field}' must not be an empty array", param=field, code="invalid_value")
+    first = value[0]
+    for i, item in enumerate(value):
+        path = f"{field}[{i}]"
+        if isinstance(first, str):
+            if not isinstance(item, str):
+                raise InvalidRequest(f"'{path}' must be a string like every item of '{field}', got {_type(item)}",
+                                     param=path, code="invalid_type")
+            _check_text(item, path, empty_text)
+        elif isinstance(first, list):
+            if not isinstance(item, list):
+                raise InvalidRequest(f"'{path}' must be an array of token ids like every item of '{field}', "
+                                     f"got {_type(item)}", param=path, code="invalid_type")
+            if not item:
+                raise InvalidRequest(f"'{path}' must not be an empty array", param=path, code="invalid_value")
+            for j, token in enumerate(item):
+                _check_token(token, f"{path}[{j}]")
+        elif _is_int(first):
+            _check_token(item, path)
+        else:
+            raise InvalidRequest(f"'{path}' must be a string, a token id or an array of token ids, got "
+                                 f"{_type(item)}", param=path, code="invalid_type")
+
+
+def _check_text(text: str, path: str, empty_ok: bool) -> None:
+    if not text and not empty_ok:
+        raise InvalidRequest(f"'{path}' must not be an empty string", param=path, code="invalid_value")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_token(value: Any, path: str) -> None:
+    if not _is_int(value):
+        raise InvalidRequest(f"'{path}' must be a token id (a non-negative integer), got {_type(value)}",
+                             param=path, code="invalid_type")
+    if value < 0:
+        raise InvalidRequest(f"'{path}' must be a token id (a non-negative integer), got {value}", param=path,
+                             code="invalid_value")
 
 
 # --- the model list ---------------------------------------------------------------------

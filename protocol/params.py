@@ -43,6 +43,19 @@ CARRIES: Mapping[BackendType, frozenset[str]] = {
 }
 
 
+def carried_by(backend: BackendConfig) -> frozenset[str]:
+    """The canonical parameters ``backend`` takes. An anthropic backend takes max_tokens, and the
+    sampling fields only while its ``anthropic_version`` still accepts them."""
+    if backend.type is BackendType.ANTHROPIC:
+        from protocol.anthropic_wire import takes_sampling  # late: the wire imports the actor layer
+        return ANTHROPIC_ALL if takes_sampling(backend.anthropic_version) else ANTHROPIC_NO_SAMPLING
+    return CARRIES.get(backend.type, frozenset())
+
+
+ANTHROPIC_NO_SAMPLING = frozenset({"max_tokens"})
+ANTHROPIC_ALL = ANTHROPIC_NO_SAMPLING | {"temperature", "top_p", "top_k"}
+
+
 @frozen
 class Applied:
     """What ``apply_policy`` did. ``tokens`` name actions and parameters only, never values."""
@@ -223,7 +236,7 @@ def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig]) 
         return
     fields = [name for name in PARAMS if name in managed] + sorted(managed - _ALL)
     for backend in backends:
-        carried = CARRIES.get(backend.type, frozenset())
+        carried = carried_by(backend)
         for field in fields:
             if field not in carried:
                 raise UnsupportedRequestParameter(

@@ -171,7 +171,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             status = self.health_script.popleft() if self.health_script else self.simulation.health_status
             self.record(f"health:{status}")
             return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
-        if request.method == "POST" and path.endswith("/chat/completions"):
+        if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses")):
             return await self._chat(request)
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",
                                                    "param": None, "code": None}})
@@ -265,6 +265,12 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if prefill_of(body) is not None and not sim.supports_prefill:
             self.record("prefill_unsupported")
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
+        if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated_responses.py)
+            from protocol.simulated_responses import answer as responses_answer
+            return responses_answer(self, sim, body)
+        if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings
+            from protocol.simulated_endpoints import answer
+            return answer(self, sim, request.url.path, body)
         completion_id = f"chatcmpl-sim-{len(self.requests)}"
         if stream:
             return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},

@@ -23,6 +23,7 @@ import httpx
 
 from config.schema import BackendConfig, BackendType, Snapshot
 from protocol.simulated import SimulatedTransport
+from protocol.simulated_anthropic import SimulatedAnthropicTransport
 from protocol.transport import PooledTransport
 
 
@@ -58,9 +59,30 @@ def join_url(base: str, path: str) -> str:
 
 
 def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
+    """The credentials for a backend's own routes (health, models, engine page).
+
+    Anthropic takes its key as ``x-api-key`` and wants ``anthropic-version`` on every call."""
+    if backend.type is BackendType.ANTHROPIC:
+        key = [("x-api-key", backend.api_key)] if backend.api_key else []
+        return [*key, ("anthropic-version", backend.anthropic_version)]
     if backend.api_key:
         return [("authorization", f"Bearer {backend.api_key}")]
     return []
+
+
+def in_process(backend: BackendConfig) -> bool:
+    """Served by an in-process simulator: a simulated backend, or an anthropic one on a ``*.simulated`` host."""
+    if backend.simulation is None:
+        return False
+    return backend.type is BackendType.SIMULATED or (
+        backend.type is BackendType.ANTHROPIC and (urlsplit(backend.url).hostname or "").endswith(".simulated"))
+
+
+def simulator_for(backend: BackendConfig) -> SimulatedTransport:
+    assert backend.simulation is not None
+    if backend.type is BackendType.ANTHROPIC:
+        return SimulatedAnthropicTransport(backend.name, backend.simulation, backend.models, backend.api_key)
+    return SimulatedTransport(backend.name, backend.simulation, backend.models)
 
 
 USER_AGENT = ("user-agent", "switchyard")
@@ -89,11 +111,8 @@ class Upstream:
         network = PooledTransport(
             httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0))
         if simulated is None:
-            simulated = {
-                urlsplit(b.url).hostname or b.name: SimulatedTransport(b.name, b.simulation, b.models)
-                for b in snapshot.backends
-                if b.type is BackendType.SIMULATED and b.simulation is not None
-            }
+            simulated = {urlsplit(b.url).hostname or b.name: simulator_for(b)
+                         for b in snapshot.backends if in_process(b)}
         self.simulated: dict[str, SimulatedTransport] = dict(simulated)
         self.transport = DispatchTransport(network, self.simulated)
         timeout = httpx.Timeout(connect=snapshot.timeouts.connection, read=None, write=None, pool=None)
@@ -120,14 +139,16 @@ class Upstream:
     def sync_simulated(self, snapshot: Snapshot) -> None:
         """After a reload: a simulator for each new simulated backend; changed ones take their new behaviour."""
         for b in snapshot.backends:
-            if b.type is BackendType.SIMULATED and b.simulation is not None:
+            if in_process(b):
                 host = urlsplit(b.url).hostname or b.name
                 sim = self.simulated.get(host)
-                if sim is None:
-                    self.simulated[host] = SimulatedTransport(b.name, b.simulation, b.models)
+                if sim is None or isinstance(sim, SimulatedAnthropicTransport) != (b.type is BackendType.ANTHROPIC):
+                    self.simulated[host] = simulator_for(b)
                 else:
                     sim.simulation = b.simulation
                     sim.models = tuple(m for m in b.models if not any(c in m for c in "*?["))
+                    if isinstance(sim, SimulatedAnthropicTransport):
+                        sim.api_key = b.api_key
 
     def simulator(self, backend: BackendConfig) -> SimulatedTransport | None:
         return self.simulated.get(urlsplit(backend.url).hostname or "")

@@ -63,7 +63,7 @@ async def test_admin_config_is_the_running_snapshot_with_secrets_masked(autojump
         assert b["models"] == ["demo", "llama-*"]                            # tuples keep their order
         assert config["fallback"]["fallback_chains"] == {"demo": ["other", "another"]}
         assert config["selection_strategy"] == "RoundRobin"                  # enums as values
-        assert config["retry"]["retryable_status_codes"] == [429, 500, 502, 503, 504]  # frozensets sorted
+        assert config["retry"]["retryable_status_codes"] == [429, 500, 502, 503, 504, 529]  # frozensets sorted
         assert_no_secret(reply.body)
 
 

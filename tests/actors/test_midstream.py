@@ -153,3 +153,16 @@ async def test_prompt_style_sends_partial_answer_and_continuation_prompt(autojum
         messages = json.loads(hop.content)["messages"]
         assert messages[-2] == {"role": "assistant", "content": "one two three"}
         assert messages[-1]["role"] == "user" and messages[-1]["content"].startswith("Continue from where you left off")
+
+
+async def test_mid_stream_recovery_skips_a_backend_spoken_to_through_a_translation(autojump_clock):
+    cfg = config().replace("""  - name: b
+    type: simulated
+    models: [small]""", """  - name: b
+    type: anthropic
+    url: http://b.simulated
+    models: [small]""")
+    async with gateway(cfg) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("big", stream=True))
+        assert b"[DONE]" not in reply.body and json.loads(reply.events()[-1])["error"]
+        assert app.runtime.upstream.simulated["b.simulated"].count("request") == 0

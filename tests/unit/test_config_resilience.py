@@ -53,13 +53,13 @@ def test_resilience_defaults_when_sections_absent():
     assert (t.max_chunk_interval, t.streaming_fallback_budget_multiplier) == (60, 2.0)
     r = snap.retry
     assert (r.max_attempts, r.initial_delay, r.max_delay, r.backoff_multiplier, r.jitter) == (3, 0.1, 30, 2.0, True)
-    assert r.retryable_status_codes == {429, 500, 502, 503, 504}
+    assert r.retryable_status_codes == {429, 500, 502, 503, 504, 529}
     assert r.retryable_errors == {"ConnectionError", "TimeoutError"}
     assert r.timeout is None
     f = snap.fallback
     assert (f.enabled, f.mid_stream_enabled, f.fallback_chains, f.model_settings) == (False, True, {}, {})
     p = f.fallback_policy
-    assert p.trigger_conditions.error_codes == {429, 500, 502, 503, 504}
+    assert p.trigger_conditions.error_codes == {429, 500, 502, 503, 504, 529}
     tc = p.trigger_conditions
     assert all((tc.timeout, tc.connection_error, tc.model_not_found, tc.backend_unhealthy,
                 tc.context_window_exceeded))

@@ -12,7 +12,7 @@ from config.load import ConfigError, load_text
 from config.params import PARAMS, SPECS, Bound, ParamPolicy, ParamScope
 from config.schema import BackendConfig, BackendType
 from protocol.errors import InvalidRequest, UnsupportedRequestParameter
-from protocol.params import Applied, apply_policy, check_carriable, header_value
+from protocol.params import Applied, apply_policy, carried_by, check_carriable, header_value
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"
 
@@ -481,3 +481,13 @@ def test_property_applying_twice_is_idempotent(pol, payload):
     both = {"max_tokens", "max_completion_tokens"}
     if both <= {k for k, v in once.payload.items() if v is not None}:   # never written as a second spelling
         assert both <= {k for k, v in payload.items() if v is not None}
+
+
+def test_an_anthropic_backend_carries_sampling_only_before_version_2026_10_21():
+    old = BackendConfig(name="a", type=BackendType.ANTHROPIC, url="https://x", anthropic_version="2023-06-01")
+    new = BackendConfig(name="b", type=BackendType.ANTHROPIC, url="https://x", anthropic_version="2026-10-21")
+    assert carried_by(old) == {"max_tokens", "temperature", "top_p", "top_k"}
+    assert carried_by(new) == {"max_tokens"}
+    check_carriable(frozenset({"max_tokens"}), [new])
+    with pytest.raises(UnsupportedRequestParameter):
+        check_carriable(frozenset({"temperature"}), [new])

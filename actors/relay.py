@@ -125,16 +125,43 @@ class Rename:
 
 def total_tokens(payload: Any) -> int | None:
     """``usage.total_tokens`` of an answer or chunk (prompt + completion when only those are given)."""
-    usage = payload.get("usage") if isinstance(payload, dict) else None
+    return usage_total(payload.get("usage") if isinstance(payload, dict) else None)
+
+
+def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completion_tokens")) -> int | None:
+    """A usage object's ``total_tokens``, else the sum of its two ``parts`` (None when neither is whole)."""
     if not isinstance(usage, dict):
         return None
     total = usage.get("total_tokens")
     if not isinstance(total, int) or isinstance(total, bool):
-        parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-        if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        counts = [usage.get(part) for part in parts]
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
             return None
-        total = sum(parts)
+        total = sum(counts)
     return total if total >= 0 else None
+
+
+async def read_json_answer(backend: str, response: httpx.Response, attempt: AttemptBudget) -> tuple[bytes, Any]:
+    """A buffered 200 answer read whole, and its JSON; a body that is not JSON fails the attempt."""
+    attempt.got_data()  # the headers are the first byte; now only the attempt's total limits the body
+    # Read it all before the status goes out: a body that breaks half-way
+    # must become an error, not a 200 with half a JSON.
+    body = await response.aread()
+    try:
+        return body, json.loads(body)
+    except ValueError:
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
+
+
+def feed_events(decoder: SSEDecoder, chunk: bytes, backend: str) -> list[Event]:
+    """The whole events ``chunk`` completes; an event over the decoder's limit fails the attempt."""
+    try:
+        return decoder.feed(chunk)
+    except SSEEventTooLarge as exc:
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' sent an event too large to handle: {exc}",
+            code="upstream_event_too_large")) from None
 
 
 class AttemptFailed(Exception):
@@ -170,15 +197,7 @@ class Relay:
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
-        attempt.got_data()  # the headers are the first byte; now only the attempt's total limits the body
-        # Read it all before the status goes out: a body that breaks half-way
-        # must become an error, not a 200 with half a JSON.
-        body = await response.aread()
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
+        body, payload = await read_json_answer(backend, response, attempt)
         if isinstance(payload, dict) and payload.get("error") is not None:
             # An error with a success status: the backend's error object, with a status that says so.
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
@@ -188,6 +207,10 @@ class Relay:
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
+        await self.send_whole(body, payload, headers)
+
+    async def send_whole(self, body: bytes, payload: Any, headers: list[tuple[bytes, bytes]]) -> None:
+        """A buffered answer to the client in one piece, with the public model id put back."""
         if self.rename is not None:
             body = self.rename.payload(payload, body)
         await self.sink.start(200, headers)
@@ -213,13 +236,7 @@ class Relay:
         # here, since the client never sees its content-encoding.
         async for chunk in body_chunks(response):
             try:
-                try:
-                    events = decoder.feed(chunk)
-                except SSEEventTooLarge as exc:
-                    raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                        f"Backend '{backend}' sent an event too large to handle: {exc}",
-                        code="upstream_event_too_large")) from None
-                for event in events:
+                for event in feed_events(decoder, chunk, backend):
                     await self._event(backend, event, attempt, headers, state)
             except AttemptFailed:
                 await self._flush()   # what came before the failure is the client's already
@@ -286,16 +303,7 @@ class Relay:
             await self.finish_if_complete()
             attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
             return
-        try:
-            obj = json.loads(event.data)
-        except ValueError:
-            # Dropped, never forwarded, and counted. Whatever it carried is
-            # lost, so the answer can no longer complete here: the attempt
-            # fails and recovery continues from what the client really has.
-            self.malformed_events += 1
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                f"Backend '{backend}' sent a malformed event; its content is lost",
-                code="upstream_malformed_event")) from None
+        obj = self.event_json(backend, event)
         if isinstance(obj, dict) and "error" in obj:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' sent an error event: {_error_message(obj)}",
@@ -321,6 +329,18 @@ class Relay:
         elif self._timer is not None and not self.thinking.undecided:
             self._timer.cancel()   # decided by the marker, the size or the end
             self._timer = None
+
+    def event_json(self, backend: str, event: Event) -> Any:
+        """The event's data as JSON. A malformed event is dropped, never forwarded, and counted: whatever
+        it carried is lost, so the answer can no longer complete here and the attempt fails (recovery
+        continues from what the client really has)."""
+        try:
+            return json.loads(event.data)
+        except ValueError:
+            self.malformed_events += 1
+            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+                f"Backend '{backend}' sent a malformed event; its content is lost",
+                code="upstream_malformed_event")) from None
 
     def _emit(self, obj: Any, raw: bytes) -> None:
         outs = self.transform(obj, raw) if self.transform else ((raw, obj),)

@@ -22,7 +22,7 @@ _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
-def _type(value: Any) -> str:
+def type_name(value: Any) -> str:
     return {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
@@ -35,7 +35,7 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"Request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(payload, dict):
-        raise InvalidRequest(f"Request body must be a JSON object, got {_type(payload)}", code="invalid_json")
+        raise InvalidRequest(f"Request body must be a JSON object, got {type_name(payload)}", code="invalid_json")
     return payload
 
 
@@ -46,53 +46,71 @@ def parse_chat(body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes], 
 def parse_chat_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
                        request_id: str = "") -> Call:
     """The Call for ``payload`` (already parsed; ``body`` is its serialized form, sent as is when nothing changes)."""
-    model = payload.get("model")
-    if model is None:
-        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest(f"'model' must be a non-empty string, got {_type(model)}", param="model",
-                             code="invalid_type")
+    model = check_model(payload)
     messages = payload.get("messages")
     if messages is None:
         raise InvalidRequest("Missing required parameter: 'messages'", param="messages",
                              code="missing_required_parameter")
     if not isinstance(messages, list):
-        raise InvalidRequest(f"'messages' must be an array, got {_type(messages)}", param="messages",
+        raise InvalidRequest(f"'messages' must be an array, got {type_name(messages)}", param="messages",
                              code="invalid_type")
     if not messages:
         raise InvalidRequest("'messages' must contain at least one message", param="messages",
                              code="invalid_value")
     for i, msg in enumerate(messages):
         _check_message(msg, f"messages[{i}]")
+    return build_call(model, check_stream(payload), payload, body, snapshot, headers, request_id)
+
+
+def check_model(payload: Mapping[str, Any]) -> str:
+    """``payload["model"]``, a non-empty string; else the 400 naming it."""
+    model = payload.get("model")
+    if model is None:
+        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(f"'model' must be a non-empty string, got {type_name(model)}", param="model",
+                             code="invalid_type")
+    return model
+
+
+def check_stream(payload: Mapping[str, Any]) -> bool:
+    """``payload["stream"]``: a boolean, absent or null meaning False; else the 400 naming it."""
     stream = payload.get("stream", False)
     if stream is None:
         stream = False
     if not isinstance(stream, bool):
-        raise InvalidRequest(f"'stream' must be a boolean, got {_type(stream)}", param="stream", code="invalid_type")
-    return _call(model, stream, payload, body, snapshot, headers, request_id)
+        raise InvalidRequest(f"'stream' must be a boolean, got {type_name(stream)}", param="stream",
+                             code="invalid_type")
+    return stream
 
 
-def _call(model: str, stream: bool, payload: dict[str, Any], body: bytes, snapshot: Snapshot,
-          headers: Mapping[bytes, bytes], request_id: str) -> Call:
+def pin_of(headers: Mapping[bytes, bytes]) -> str | None:
+    """The backend an ``x-backend`` header pins the call to (None without one); a malformed name is a 400."""
+    pin = headers.get(b"x-backend")
+    if pin is None:
+        return None
+    name = pin.decode("latin-1").strip()
+    if not _BACKEND_NAME.fullmatch(name):
+        raise InvalidRequest("The 'x-backend' header must name a backend: 1-64 letters, digits, '.', '_' "
+                             "or '-'", param="x-backend", code="invalid_value")
+    return name
+
+
+def build_call(model: str, stream: bool, payload: dict[str, Any], body: bytes, snapshot: Snapshot,
+               headers: Mapping[bytes, bytes], request_id: str) -> Call:
     """The Call once the endpoint's own fields are checked: ``user``, the hash key and the ``x-backend`` pin."""
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
-        raise InvalidRequest(f"'user' must be a string, got {_type(user)}", param="user", code="invalid_type")
+        raise InvalidRequest(f"'user' must be a string, got {type_name(user)}", param="user", code="invalid_type")
     header = headers.get(snapshot.consistent_hash.key_header.encode())
     hash_key = header.decode("latin-1") if header else user
-    pin = headers.get(b"x-backend")
-    if pin is not None:
-        pin_text = pin.decode("latin-1").strip()
-        if not _BACKEND_NAME.fullmatch(pin_text):
-            raise InvalidRequest("The 'x-backend' header must name a backend: 1-64 letters, digits, '.', '_' "
-                                 "or '-'", param="x-backend", code="invalid_value")
     return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key,
-                request_id=request_id, pin=pin_text if pin is not None else None)
+                request_id=request_id, pin=pin_of(headers))
 
 
 def _check_message(msg: Any, path: str) -> None:
     if not isinstance(msg, dict):
-        raise InvalidRequest(f"'{path}' must be an object, got {_type(msg)}", param=path, code="invalid_type")
+        raise InvalidRequest(f"'{path}' must be an object, got {type_name(msg)}", param=path, code="invalid_type")
     role = msg.get("role")
     if role is None:
         raise InvalidRequest(f"Missing required parameter: '{path}.role'", param=f"{path}.role",
@@ -103,7 +121,7 @@ def _check_message(msg: Any, path: str) -> None:
     content = msg.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise InvalidRequest(f"'{path}.content' must be a string, an array of content parts or null, "
-                             f"got {_type(content)}", param=f"{path}.content", code="invalid_type")
+                             f"got {type_name(content)}", param=f"{path}.content", code="invalid_type")
 
 
 # --- text completions and embeddings ------------------------------------------------------
@@ -120,49 +138,34 @@ ENCODING_FORMATS = ("float", "base64")
 def parse_completions_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
                               headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
     """The Call for a ``POST /v1/completions`` body: ``model``, ``prompt`` and ``stream`` checked."""
-    model = _model(payload)
+    model = check_model(payload)
     _check_text_or_tokens(payload, "prompt", empty_text=True)
-    stream = payload.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise InvalidRequest(f"'stream' must be a boolean, got {_type(stream)}", param="stream", code="invalid_type")
-    return _call(model, stream, payload, body, snapshot, headers, request_id)
+    return build_call(model, check_stream(payload), payload, body, snapshot, headers, request_id)
 
 
 def parse_embeddings_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
                              headers: Mapping[bytes, bytes], request_id: str = "") -> Call:
     """The Call for a ``POST /v1/embeddings`` body: always answered whole, never streamed."""
-    model = _model(payload)
+    model = check_model(payload)
     _check_text_or_tokens(payload, "input", empty_text=False)
     if payload.get("stream") not in (None, False):
         raise InvalidRequest("'stream' is not a parameter of embeddings: they are answered whole",
                              param="stream", code="invalid_value")
     fmt = payload.get("encoding_format")
     if fmt is not None and not isinstance(fmt, str):
-        raise InvalidRequest(f"'encoding_format' must be a string, got {_type(fmt)}", param="encoding_format",
+        raise InvalidRequest(f"'encoding_format' must be a string, got {type_name(fmt)}", param="encoding_format",
                              code="invalid_type")
     if fmt is not None and fmt not in ENCODING_FORMATS:
         raise InvalidRequest(f"'encoding_format' must be one of {', '.join(ENCODING_FORMATS)}, got {fmt!r}",
                              param="encoding_format", code="invalid_value")
     dimensions = payload.get("dimensions")
     if dimensions is not None and not _is_int(dimensions):
-        raise InvalidRequest(f"'dimensions' must be a positive integer, got {_type(dimensions)}",
+        raise InvalidRequest(f"'dimensions' must be a positive integer, got {type_name(dimensions)}",
                              param="dimensions", code="invalid_type")
     if dimensions is not None and dimensions < 1:
         raise InvalidRequest(f"'dimensions' must be a positive integer, got {dimensions}", param="dimensions",
                              code="invalid_value")
-    return _call(model, False, payload, body, snapshot, headers, request_id)
-
-
-def _model(payload: dict[str, Any]) -> str:
-    model = payload.get("model")
-    if model is None:
-        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest(f"'model' must be a non-empty string, got {_type(model)}", param="model",
-                             code="invalid_type")
-    return model
+    return build_call(model, False, payload, body, snapshot, headers, request_id)
 
 
 def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool) -> None:
@@ -176,7 +179,7 @@ def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool)
         _check_text(value, field, empty_text)
         return
     if not isinstance(value, list):
-        raise InvalidRequest(f"'{field}' must be {TEXT_OR_TOKENS}, got {_type(value)}", param=field,
+        raise InvalidRequest(f"'{field}' must be {TEXT_OR_TOKENS}, got {type_name(value)}", param=field,
                              code="invalid_type")
     if not value:
         raise InvalidRequest(f"'{field}' must not be an empty array", param=field, code="invalid_value")
@@ -185,13 +188,13 @@ def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool)
         path = f"{field}[{i}]"
         if isinstance(first, str):
             if not isinstance(item, str):
-                raise InvalidRequest(f"'{path}' must be a string like every item of '{field}', got {_type(item)}",
+                raise InvalidRequest(f"'{path}' must be a string like every item of '{field}', got {type_name(item)}",
                                      param=path, code="invalid_type")
             _check_text(item, path, empty_text)
         elif isinstance(first, list):
             if not isinstance(item, list):
                 raise InvalidRequest(f"'{path}' must be an array of token ids like every item of '{field}', "
-                                     f"got {_type(item)}", param=path, code="invalid_type")
+                                     f"got {type_name(item)}", param=path, code="invalid_type")
             if not item:
                 raise InvalidRequest(f"'{path}' must not be an empty array", param=path, code="invalid_value")
             for j, token in enumerate(item):
@@ -200,7 +203,7 @@ def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool)
             _check_token(item, path)
         else:
             raise InvalidRequest(f"'{path}' must be a string, a token id or an array of token ids, got "
-                                 f"{_type(item)}", param=path, code="invalid_type")
+                                 f"{type_name(item)}", param=path, code="invalid_type")
 
 
 def _check_text(text: str, path: str, empty_ok: bool) -> None:
@@ -214,7 +217,7 @@ def _is_int(value: Any) -> bool:
 
 def _check_token(value: Any, path: str) -> None:
     if not _is_int(value):
-        raise InvalidRequest(f"'{path}' must be a token id (a non-negative integer), got {_type(value)}",
+        raise InvalidRequest(f"'{path}' must be a token id (a non-negative integer), got {type_name(value)}",
                              param=path, code="invalid_type")
     if value < 0:
         raise InvalidRequest(f"'{path}' must be a token id (a non-negative integer), got {value}", param=path,

@@ -22,14 +22,13 @@ from actors.wire import ENDPOINT_TYPES
 from config.schema import Snapshot
 from protocol.asgi import AsgiSink, Receive, Scope, Send, read_body
 from protocol.errors import GatewayError, InvalidRequest
-from protocol.openai import parse_json_object
+from protocol.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from protocol.responses_tools import enforce
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
     from protocol.app import App
 
-_BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 ROLES = ("user", "assistant", "system", "developer")
 
@@ -41,47 +40,36 @@ async def responses(app: "App", runtime: "Runtime", scope: Scope, receive: Recei
                          endpoint="responses", parse=parse_responses_payload)
 
 
-def _type(value: Any) -> str:
-    return {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
-            dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def _check(payload: Mapping[str, Any], key: str, *kinds: str) -> Any:
     """``payload[key]`` when absent, null or one of ``kinds``; else the 400 naming it."""
     value = payload.get(key)
-    if value is not None and _type(value) not in kinds:
+    if value is not None and type_name(value) not in kinds:
         wanted = " or ".join(f"an {k}" if k[0] in "aeio" else f"a {k}" for k in kinds)
-        raise InvalidRequest(f"'{key}' must be {wanted}, got {_type(value)}", param=key, code="invalid_type")
+        raise InvalidRequest(f"'{key}' must be {wanted}, got {type_name(value)}", param=key, code="invalid_type")
     return value
 
 
 def parse_responses_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
                             request_id: str = "") -> Call:
     """The Call for a Responses body; the serve_chat ``parse`` of the ``responses`` endpoint."""
-    model = payload.get("model")
-    if model is None:
-        raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest(f"'model' must be a non-empty string, got {_type(model)}", param="model",
-                             code="invalid_type")
+    model = check_model(payload)
     items = _check(payload, "input", "string", "array")
     for i, item in enumerate(items if isinstance(items, list) else ()):
         _check_item(item, f"input[{i}]")
-    stream = _check(payload, "stream", "boolean") or False
-    user = _check(payload, "user", "string")
+    stream = check_stream(payload)
+    _check(payload, "user", "string")   # checked again by build_call; here so its 400 comes before the tools'
     _check(payload, "instructions", "string")
     _check(payload, "tools", "array")
     _check(payload, "tool_choice", "string", "object")
     metadata = _check(payload, "metadata", "object")
     for key, value in (metadata or {}).items():
         if not isinstance(value, str):
-            raise InvalidRequest(f"'metadata.{key}' must be a string, got {_type(value)}", param=f"metadata.{key}",
+            raise InvalidRequest(f"'metadata.{key}' must be a string, got {type_name(value)}", param=f"metadata.{key}",
                                  code="invalid_type")
     enforce(payload, snapshot.responses_tools)
-    header = headers.get(snapshot.consistent_hash.key_header.encode())
-    hash_key = header.decode("latin-1") if header else user
-    return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key,
-                request_id=request_id, pin=_pin(headers, snapshot))
+    call = build_call(model, stream, payload, body, snapshot, headers, request_id)
+    _check_pin(call.pin, snapshot)
+    return call
 
 
 def _check_item(item: Any, path: str) -> None:
@@ -89,11 +77,11 @@ def _check_item(item: Any, path: str) -> None:
         raise InvalidRequest(f"'{path}' must be an object (an input item), got string", param=path,
                              code="invalid_type")
     if not isinstance(item, dict):
-        raise InvalidRequest(f"'{path}' must be an object (an input item), got {_type(item)}", param=path,
+        raise InvalidRequest(f"'{path}' must be an object (an input item), got {type_name(item)}", param=path,
                              code="invalid_type")
     kind = item.get("type")
     if kind is not None and not isinstance(kind, str):
-        raise InvalidRequest(f"'{path}.type' must be a string, got {_type(kind)}", param=f"{path}.type",
+        raise InvalidRequest(f"'{path}.type' must be a string, got {type_name(kind)}", param=f"{path}.type",
                              code="invalid_type")
     if kind in (None, "message"):
         role = item.get("role")
@@ -106,23 +94,15 @@ def _check_item(item: Any, path: str) -> None:
         content = item.get("content")
         if not isinstance(content, (str, list)):
             raise InvalidRequest(f"'{path}.content' must be a string or an array of content parts, got "
-                                 f"{_type(content)}", param=f"{path}.content", code="invalid_type")
+                                 f"{type_name(content)}", param=f"{path}.content", code="invalid_type")
 
 
-def _pin(headers: Mapping[bytes, bytes], snapshot: Snapshot) -> str | None:
-    """The ``x-backend`` pin, refused at once when it names a backend whose type has no Responses API."""
-    pin = headers.get(b"x-backend")
-    if pin is None:
-        return None
-    name = pin.decode("latin-1").strip()
-    if not _BACKEND_NAME.fullmatch(name):
-        raise InvalidRequest("The 'x-backend' header must name a backend: 1-64 letters, digits, '.', '_' "
-                             "or '-'", param="x-backend", code="invalid_value")
-    backend = snapshot.backend(name)
+def _check_pin(name: str | None, snapshot: Snapshot) -> None:
+    """The ``x-backend`` pin is refused at once when it names a backend whose type has no Responses API."""
+    backend = snapshot.backend(name) if name is not None else None
     if backend is not None and backend.type not in ENDPOINT_TYPES["responses"]:
         raise InvalidRequest(f"The backend '{name}' named by x-backend is of type {backend.type.value}, which has "
                              f"no /v1/responses", param="x-backend", code="unsupported_backend_type")
-    return name
 
 
 class ResponsesSink(AsgiSink):

@@ -27,11 +27,11 @@ import httpx
 import trio
 
 from actors.budgets import AttemptBudget
-from actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename
+from actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
 from actors.routing.failover import Failure, Kind
 from protocol.errors import UpstreamProtocolError, UpstreamStatusError
 from protocol.responses_answers import TERMINAL_EVENTS
-from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
+from protocol.sse import Event, SSEDecoder
 from protocol.transport import body_chunks
 
 LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
@@ -48,31 +48,17 @@ async def relay_responses(relay: Relay, backend: str, response: httpx.Response, 
 
 def _usage(relay: Relay, usage: Any) -> None:
     relay.usage = usage if isinstance(usage, dict) else None
-    total = relay.usage.get("total_tokens") if relay.usage is not None else None
-    if not (isinstance(total, int) and not isinstance(total, bool)) and relay.usage is not None:
-        parts = [relay.usage.get("input_tokens"), relay.usage.get("output_tokens")]
-        total = sum(parts) if all(isinstance(p, int) and not isinstance(p, bool) for p in parts) else None
-    relay.usage_tokens = total if isinstance(total, int) and total >= 0 else None
+    relay.usage_tokens = usage_total(usage, ("input_tokens", "output_tokens"))
 
 
 async def _buffered(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
                     headers: list[tuple[bytes, bytes]]) -> None:
-    attempt.got_data()
-    body = await response.aread()
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-            f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
+    body, payload = await read_json_answer(backend, response, attempt)
     if not isinstance(payload, dict) or (payload.get("object") != "response" and payload.get("error") is not None):
         # An error with a success status (or no object at all): failed, with a status that says so.
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))
     _usage(relay, payload.get("usage"))
-    if relay.rename is not None:
-        body = relay.rename.payload(payload, body)
-    await relay.sink.start(200, headers)
-    await relay.sink.send(body)
-    await relay.sink.finish()
+    await relay.send_whole(body, payload, headers)
 
 
 async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
@@ -83,12 +69,7 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
     async for chunk in body_chunks(response):
         if ended:
             continue   # read on briefly, so the connection can be reused
-        try:
-            events = decoder.feed(chunk)
-        except SSEEventTooLarge as exc:
-            raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-                f"Backend '{backend}' sent an event too large to handle: {exc}",
-                code="upstream_event_too_large")) from None
+        events = feed_events(decoder, chunk, backend)
         out: list[bytes] = []
         try:
             for event in events:
@@ -131,13 +112,7 @@ def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> 
     """The event's type, once it is known to be a sound event of a stream still going; raises when it fails."""
     if not event.has_data or event.is_done:
         return None
-    try:
-        obj = json.loads(event.data)
-    except ValueError:
-        relay.malformed_events += 1
-        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
-            f"Backend '{backend}' sent a malformed event; its content is lost",
-            code="upstream_malformed_event")) from None
+    obj = relay.event_json(backend, event)
     attempt.got_data()
     kind = obj.get("type") if isinstance(obj, dict) else None
     if not isinstance(kind, str):

@@ -35,7 +35,7 @@ import re
 import time
 from collections import deque
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 import trio
@@ -43,7 +43,7 @@ from attrs import frozen
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from config.schema import SimulatedEngine, Simulation
+from config.schema import SimulatedEngine, SimulatedFailure, Simulation
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -238,13 +238,13 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.in_flight -= 1       # an error answer: nothing left running
         return response
 
-    async def _reply(self, request: httpx.Request) -> httpx.Response:
+    async def _arrive(self, request: httpx.Request) -> tuple[Simulation, Any, bool, httpx.Response | None]:
+        """A chat request taken in, held for its latency: its Simulation, body, stream flag, scripted error answer."""
         sim = self.script.popleft() if self.script else self.simulation
         self.requests.append(request)
         self.record("request")
         body = json.loads(await request.aread())
-        stream = body.get("stream") is True
-        model = body.get("model", "")
+        stream = isinstance(body, dict) and body.get("stream") is True
         fail = sim.failure
         try:
             if fail.stall_before_first_byte and not stream:
@@ -253,15 +253,24 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         except trio.Cancelled:
             self.record("cancelled")
             raise
-        if fail.status is not None:
-            self.record(f"status:{fail.status}")
-            headers = dict(sim.response_headers)
-            if fail.retry_after is not None:
-                headers["retry-after"] = str(fail.retry_after)
-            return httpx.Response(fail.status, headers=headers, json={"error": {
-                "message": f"simulated failure from {self.name}", "type": "server_error" if fail.status >= 500
-                else "invalid_request_error", "param": None,
-                "code": fail.error_code or f"simulated_{fail.status}"}})
+        if fail.status is None:
+            return sim, body, stream, None
+        self.record(f"status:{fail.status}")
+        headers = dict(sim.response_headers)
+        if fail.retry_after is not None:
+            headers["retry-after"] = str(fail.retry_after)
+        return sim, body, stream, self._failure(fail, fail.status, headers)
+
+    def _failure(self, fail: SimulatedFailure, status: int, headers: dict[str, str]) -> httpx.Response:
+        return httpx.Response(status, headers=headers, json={"error": {   # OpenAI's error shape
+            "message": f"simulated failure from {self.name}", "type": "server_error" if status >= 500
+            else "invalid_request_error", "param": None, "code": fail.error_code or f"simulated_{status}"}})
+
+    async def _reply(self, request: httpx.Request) -> httpx.Response:
+        sim, body, stream, failed = await self._arrive(request)
+        if failed is not None:
+            return failed
+        model = body.get("model", "")
         if prefill_of(body) is not None and not sim.supports_prefill:
             self.record("prefill_unsupported")
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
@@ -355,42 +364,44 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"
 
-    async def _buffered(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
+    def _buffered(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
+        fail = sim.failure
+
+        def render(tokens: list[str]) -> str:
+            text, prompt, produced = "".join(tokens), _prompt_tokens(body), sum(1 for t in tokens if t)
+            message: dict[str, Any] = ({"role": "assistant", "content": None, "tool_calls": [
+                {"id": TOOL_CALL_ID, "type": "function", "function": {"name": TOOL_NAME, "arguments": text}}]}
+                if fail.tool_call else {"role": "assistant", "content": text})
+            return json.dumps({
+                "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if fail.tool_call else "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced},
+            })
+        return self.buffered_body(sim, cid, body, render)
+
+    async def buffered_body(self, sim: Simulation, cid: str, body: dict,
+                            render: Callable[[list[str]], str]) -> AsyncIterator[bytes]:
+        """A buffered body: the pieces paced, then ``render(pieces)``, unless a scripted failure breaks or cuts it."""
         fail = sim.failure
         tokens: list[str] = []
         cut = None
         async with aclosing(self._paced(sim, self._pieces(sim, body))) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
-                    yield b'{"id": "' + cid.encode() + b'", "choices": ['
                     self.record("completed")
+                    yield b'{"id": "' + cid.encode() + b'", "choices": ['
                     return
                 tokens.append(token)
-                if fail.error_event_after_chunk == k:
-                    # headers are out already: the error comes in the 200 body
+                if fail.error_event_after_chunk == k:   # headers are out already: the error comes in the 200 body
                     self.record(f"error_event_after:{k}")
                     yield json.dumps(IN_BAND_ERROR).encode()
                     return
                 if fail.truncate_after_chunk == k:
                     cut = k
                     break
-        prompt = _prompt_tokens(body)
-        produced = sum(1 for t in tokens if t)
-        if fail.tool_call:
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": TOOL_CALL_ID, "type": "function",
-                 "function": {"name": TOOL_NAME, "arguments": "".join(tokens)}}]}
-        else:
-            message = {"role": "assistant", "content": "".join(tokens)}
-        text = json.dumps({
-            "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if fail.tool_call else "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": produced,
-                      "total_tokens": prompt + produced},
-        })
-        if cut is not None:
-            # the body ends cleanly but short: invalid JSON, no finish_reason
+        text = render(tokens)
+        if cut is not None:   # the body ends cleanly but short: invalid JSON, no finish_reason
             self.record(f"truncated_after:{cut}")
             yield text[:text.index('"finish_reason"')].encode()
             return

@@ -38,7 +38,7 @@ from typing import Any, AsyncIterator
 import httpx
 import trio
 
-from config.schema import Simulation
+from config.schema import SimulatedFailure, Simulation
 from protocol.simulated import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, SimulatedTransport, split_words
 
 TOOL_USE_ID = "toolu_sim"
@@ -141,26 +141,13 @@ class SimulatedAnthropicTransport(SimulatedTransport):
             return await self._chat(request)   # the in-flight bookkeeping of the base, around _reply
         return self._error(404, f"no route {request.method} {path}")
 
+    def _failure(self, fail: SimulatedFailure, status: int, headers: dict[str, str]) -> httpx.Response:
+        return self._error(status, f"simulated failure from {self.name}", headers)
+
     async def _reply(self, request: httpx.Request) -> httpx.Response:
-        sim = self.script.popleft() if self.script else self.simulation
-        self.requests.append(request)
-        self.record("request")
-        body = json.loads(await request.aread())
-        stream = isinstance(body, dict) and body.get("stream") is True
-        fail = sim.failure
-        try:
-            if fail.stall_before_first_byte and not stream:
-                await trio.sleep_forever()
-            await trio.sleep(sim.latency)
-        except trio.Cancelled:
-            self.record("cancelled")
-            raise
-        if fail.status is not None:
-            self.record(f"status:{fail.status}")
-            headers = dict(sim.response_headers)
-            if fail.retry_after is not None:
-                headers["retry-after"] = str(fail.retry_after)
-            return self._error(fail.status, f"simulated failure from {self.name}", headers)
+        sim, body, stream, failed = await self._arrive(request)   # the script, the latency, a scripted status
+        if failed is not None:
+            return failed
         problem = problem_in(body, request.headers["anthropic-version"])
         if problem is not None:
             self.record("invalid")

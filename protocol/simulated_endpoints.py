@@ -3,9 +3,9 @@
 Kept apart from the chat simulator (``protocol/simulated.py``), which hands
 these two paths over after its common steps (the script, the latency, a
 scripted error status). Text completions reuse the chat reply's words,
-pacing and failure modes (the simulator's ``_pieces`` and ``_paced``) in the
-``text_completion`` shape, one choice per prompt, buffered or as SSE with
-``choices[].text`` and ``[DONE]``. Embeddings are one small vector per input,
+pacing and failure modes (the simulator's ``_pieces``, ``_paced`` and
+``buffered_body``) in the ``text_completion`` shape, one choice per prompt,
+buffered or as SSE with ``choices[].text`` and ``[DONE]``. Embeddings are one small vector per input,
 derived from the model and the input alone, so a test can compute the
 expected answer whichever backend gave it; ``encoding_format: base64`` gets
 the float32 little-endian bytes OpenAI sends.
@@ -98,35 +98,15 @@ def _usage(body: dict, produced: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
 
 
-async def _completion(owner: "SimulatedTransport", sim: Simulation, cid: str, model: str,
-                      body: dict) -> AsyncIterator[bytes]:
-    fail = sim.failure
+def _completion(owner: "SimulatedTransport", sim: Simulation, cid: str, model: str,
+                body: dict) -> AsyncIterator[bytes]:
     n = len(inputs_of(body.get("prompt", "")))
-    tokens: list[str] = []
-    cut = None
-    async with aclosing(owner._paced(sim, owner._pieces(sim, body))) as paced:
-        async for k, token in paced:
-            if fail.malformed_chunk == k:
-                owner.record("completed")
-                yield b'{"id": "' + cid.encode() + b'", "choices": ['
-                return
-            tokens.append(token)
-            if fail.error_event_after_chunk == k:   # headers are out already: the error comes in the 200 body
-                owner.record(f"error_event_after:{k}")
-                yield json.dumps(IN_BAND_ERROR).encode()
-                return
-            if fail.truncate_after_chunk == k:
-                cut = k
-                break
-    produced = n * sum(1 for t in tokens if t)
-    text = json.dumps({"id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
-                       "choices": _choices(n, "".join(tokens), "stop"), "usage": _usage(body, produced)})
-    if cut is not None:   # the body ends cleanly but short: invalid JSON, no finish_reason
-        owner.record(f"truncated_after:{cut}")
-        yield text[:text.index('"finish_reason"')].encode()
-        return
-    owner.record("completed")
-    yield text.encode()
+
+    def render(tokens: list[str]) -> str:
+        produced = n * sum(1 for t in tokens if t)
+        return json.dumps({"id": cid, "object": "text_completion", "created": int(time.time()), "model": model,
+                           "choices": _choices(n, "".join(tokens), "stop"), "usage": _usage(body, produced)})
+    return owner.buffered_body(sim, cid, body, render)
 
 
 async def _completion_sse(owner: "SimulatedTransport", sim: Simulation, cid: str, model: str,

@@ -28,17 +28,28 @@ from typing import TYPE_CHECKING, Callable
 import attrs
 import trio
 
+from actors.messages import Call
 from actors.routing import provider_rank, variants
 from actors.signals import engine_window
 from config.access import ApiKey
 from config.schema import BackendConfig
 from protocol.errors import PermissionDenied, UnsupportedRequestParameter
-from protocol.params import apply_policy, check_carriable
+from protocol.params import Applied, apply_policy, check_carriable
 from protocol.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
 
-RESPONSES_SAME_NAMES = frozenset({"temperature", "top_p"})
+# The policy's parameters a Responses body takes, and their names there.
+RESPONSES_NAMES = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_output_tokens"}
+
+
+def _policy_view(call: "Call") -> dict:
+    """The body as the policy reads it: a Responses body's max_output_tokens under the chat name."""
+    if call.endpoint != "responses" or "max_output_tokens" not in call.payload:
+        return call.payload
+    payload = dict(call.payload)
+    payload["max_tokens"] = payload.pop("max_output_tokens")
+    return payload
 
 if TYPE_CHECKING:
     from actors.request import RequestActor
@@ -59,17 +70,13 @@ class AdmissionMixin(_Base):
         if refusal is not None:
             raise refusal
         self._reach(self.model, primary=True)
-        applied = apply_policy(call.payload, call.snapshot.request_params, self.model)
-        if applied.managed and call.endpoint == "responses":
-            # The policy writes Chat Completions names; only these two mean the same in a Responses body.
-            other = sorted(applied.managed - RESPONSES_SAME_NAMES)
-            if other:
-                err = UnsupportedRequestParameter(
-                    f"The request parameter policy sets '{other[0]}', which /v1/responses does not take under "
-                    f"that name; the request is refused rather than sent with a field the API rejects",
-                    param=other[0])
-                self._policy_outcome("rejected", applied.tokens, err.message)
-                raise err
+        if call.endpoint == "embeddings":   # the policy's parameters are generation settings: none apply here
+            return
+        view = _policy_view(call)
+        applied = apply_policy(view, call.snapshot.request_params, self.model)
+        changed = applied.payload is not view
+        if call.endpoint == "responses" and changed:
+            applied = self._for_responses(applied)
         if applied.managed:
             try:
                 check_carriable(applied.managed, self._route_backends())
@@ -78,9 +85,24 @@ class AdmissionMixin(_Base):
                 raise
         if applied.tokens:
             self._policy_outcome("applied", applied.tokens)
-        if applied.payload is not call.payload:
+        if changed:
             self.call = attrs.evolve(call, payload=applied.payload, body=json.dumps(applied.payload).encode(),
                                      param_tokens=applied.tokens, managed_params=applied.managed)
+
+    def _for_responses(self, applied: Applied) -> Applied:
+        """The policy's outcome in a Responses body: max_tokens back under its Responses name; a
+        field /v1/responses does not take under any name is refused, never sent to be rejected."""
+        other = sorted(applied.managed - RESPONSES_NAMES.keys())
+        if other:
+            err = UnsupportedRequestParameter(
+                f"The request parameter policy sets '{other[0]}', which /v1/responses does not take; the "
+                f"request is refused rather than sent with a field the API rejects", param=other[0])
+            self._policy_outcome("rejected", applied.tokens, err.message)
+            raise err
+        payload = dict(applied.payload)
+        if "max_tokens" in payload:
+            payload["max_output_tokens"] = payload.pop("max_tokens")
+        return attrs.evolve(applied, payload=payload)
 
     def _check_models(self, key: ApiKey) -> None:
         """The key's ``allowed_models``: the requested name (a variant's base, since that is what is

@@ -123,7 +123,8 @@ ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "
 ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
                    "embeddings": frozenset({"input", "encoding_format", "dimensions"}),
                    "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
-                                           "include", "previous_response_id", "store", "parallel_tool_calls"})}
+                                           "include", "previous_response_id", "store", "parallel_tool_calls",
+                                           "conversation", "prompt", "truncation"})}
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
 NO_MESSAGES = frozenset({"completions", "embeddings", "responses"})
 

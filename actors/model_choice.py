@@ -163,6 +163,8 @@ class ModelChoiceMixin(_Base):
                                    f"x-backend", param="x-backend", code="backend_not_allowed")
         serving = {b.name: b for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)}
         backend = serving.get(call.pin or "")
+        if backend is not None and unfit(call, [backend]):   # a backend of a type that cannot take this endpoint
+            raise unfit_refusal(call, model, [backend])
         if backend is None:
             raise InvalidRequest(f"The backend '{call.pin}' named by x-backend does not serve the model "
                                  f"'{call.model}'", param="x-backend", code="invalid_backend_pin")

@@ -23,7 +23,7 @@ from actors.routing.resume import (
     choose_mode,
     resume_payload,
 )
-from actors.wire import ENDPOINTS, wire_for
+from actors.wire import translated
 from config.schema import BackendConfig, Snapshot
 from protocol.errors import ModelNotFound, NoHealthyBackend
 
@@ -90,7 +90,7 @@ class RecoveryMixin(_Base):
             # After output has started only the OpenAI wire is used: a backend spoken to through a
             # translation (Anthropic Messages, the Responses bridge) is skipped, not half converted.
             tried |= {b.name for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)
-                      if wire_for(call, b, model) is not ENDPOINTS[call.endpoint]}
+                      if translated(call, b, model)}
             try:
                 return self._pick(model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):

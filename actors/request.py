@@ -47,7 +47,7 @@ from actors.routing.failover import (
 )
 from actors.routing.stream_state import StreamAccumulator
 from actors.wire import wire_for
-from config.schema import BackendConfig
+from config.schema import BackendConfig, BackendType
 from protocol import logs
 from protocol.errors import (
     GatewayError,
@@ -280,7 +280,11 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
         logs.bind(backend=backend.name, model=model)   # for any line logged during this attempt
-        wire = wire_for(call, backend, model)
+        try:   # a backend this call cannot be translated for is passed over, never the call's end
+            wire = wire_for(call, backend, model)
+            content = wire.body(body if body is not None else self._body_for(model, backend), backend, call)
+        except GatewayError as err:
+            raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
         headers = wire.headers(backend, call)
         if call.trace is not None:
             # Same trace id on every attempt; a new span id for each one.
@@ -292,9 +296,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
-        request = rt.upstream.request(
-            "POST", api_url(backend.url, wire.path), headers=headers,
-            content=wire.body(body if body is not None else self._body_for(model, backend), backend, call))
+        request = rt.upstream.request("POST", api_url(backend.url, wire.path), headers=headers, content=content)
         # This backend answers with the id it was sent; the client sees the public one.
         upstream_id = backend.upstream_ids.get(model)
         self.relay.usage_tokens = self.relay.usage = None
@@ -371,13 +373,17 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
     async def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
                       attempt: AttemptBudget, began: float) -> None:
         status = response.status_code
+        # A native Anthropic backend's own request id reaches the client (the Messages door shows it).
+        own_id = response.headers.get("request-id") if backend.type is BackendType.ANTHROPIC else None
+        passed = [(b"request-id", own_id.encode("latin-1"))] if own_id else []
         if status >= 400:
             body = await response.aread()
             retry_after = response.headers.get("retry-after")
+            err = UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
+                                      retry_after)
+            err.extra_headers = [*err.extra_headers, *passed]
             raise AttemptFailed(
-                Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)),
-                UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
-                                    retry_after))
+                Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)), err)
         if status >= 300:  # a misconfigured url: no retry here, move on like an unhealthy backend
             raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamProtocolError(
                 f"Backend '{backend.name}' answered a redirect (HTTP {status}); point its url at the API itself",
@@ -386,7 +392,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
                    *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers(),
-                   *self.call.route_headers]
+                   *self.call.route_headers, *passed]
         if self.call.endpoint == "responses":   # a Responses answer is no chat answer: relayed unchanged, by its rules
             await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
         elif self.call.stream:

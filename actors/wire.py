@@ -52,6 +52,15 @@ TRANSLATED: dict[tuple[str, BackendType], Wire] = {}
 SPECIAL: list[Callable[[Call, BackendConfig, str], "Wire | None"]] = []
 
 
+# For each SPECIAL entry, a side-effect-free test of whether it applies (no log, no count, no refusal).
+SPECIAL_APPLIES: list[Callable[[Call, BackendConfig, str], bool]] = []
+
+
+def translated(call: Call, backend: BackendConfig, model: str) -> bool:
+    """Whether ``backend`` is spoken to through a translation for this call (asked, not dispatched)."""
+    return (call.endpoint, backend.type) in TRANSLATED or any(p(call, backend, model) for p in SPECIAL_APPLIES)
+
+
 def wire_for(call: Call, backend: BackendConfig, model: str) -> Wire:
     for special in SPECIAL:
         found = special(call, backend, model)

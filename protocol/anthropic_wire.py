@@ -218,7 +218,10 @@ def _output_config(payload: dict[str, Any], skip_effort: bool) -> dict[str, Any]
     if fmt is not None:
         kind = fmt.get("type") if isinstance(fmt, dict) else None
         if kind == "json_schema":
-            schema = (fmt.get("json_schema") or {}).get("schema")
+            given_schema = fmt.get("json_schema")
+            if not isinstance(given_schema, dict):
+                raise _invalid("response_format.json_schema", "is required and must be an object")
+            schema = given_schema.get("schema")
             if not isinstance(schema, dict):
                 raise _invalid("response_format.json_schema.schema", "is required and must be an object")
             _set(config, "format", {"type": "json_schema", "schema": schema}, "response_format")

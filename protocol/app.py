@@ -182,7 +182,11 @@ class App(ModelRoutes):
             log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
                 err = GatewayError("Internal error in the gateway; see its log")
-                await respond(send_with_id, err.status, err.body(), err.headers())
+                if scope["path"].startswith(ANTHROPIC_PREFIX):
+                    from protocol.anthropic_sink import respond_error
+                    await respond_error(send_with_id, err, request_id)
+                else:
+                    await respond(send_with_id, err.status, err.body(), err.headers())
         finally:
             logs.unbind(log_fields)
             if metrics is not None:

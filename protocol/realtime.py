@@ -219,14 +219,14 @@ class RealtimeSession:
                 trace.add("failed", backend=getattr(refusal, "backend", None) or self.backend,
                           model=self.model or name, status=refusal.status, code=refusal.code,
                           error=refusal.message, committed=False)
-                log.info("realtime session refused: model %s: %s %s", name, refusal.status, refusal.message)
+                log.info("realtime session refused: model %r: %s %s", name, refusal.status, refusal.message)
                 await self._refuse(refusal)
             elif self.accepted:
                 assert end is not None
                 trace.add("completed", backend=self.backend, model=self.model, closed_by=end.by,
                           client_code=end.client_code, upstream_code=end.upstream_code, reason=end.reason,
                           messages_to_upstream=self.relay.to_upstream, messages_to_client=self.relay.to_client)
-                log.info("realtime session ended: model %s on backend %s, %d message(s) to the upstream, %d to the "
+                log.info("realtime session ended: model %r on backend %s, %d message(s) to the upstream, %d to the "
                          "client, %.1fs; closed by %s (client %d, upstream %d: %s)", self.model, self.backend,
                          self.relay.to_upstream, self.relay.to_client, trio.current_time() - began, end.by,
                          end.client_code, end.upstream_code, end.reason or "-")

@@ -146,6 +146,9 @@ class ChatToResponses:
         if instructions is not None:
             body["instructions"] = instructions
         body["input"] = items
+        # Chat Completions stores nothing unless asked; the Responses API stores by default. A chat or
+        # Messages client did not opt in, so the bridge does not either (its own `store` wins).
+        body["store"] = False
         body.update(out)
         return body
 

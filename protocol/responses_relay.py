@@ -119,7 +119,7 @@ def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> 
         kind = ""
     failed = kind == "response.failed" and not relay.sink.started
     if kind == "error" or failed:
-        detail = obj.get("response", {}).get("error") if failed else obj
+        detail = (obj.get("response") or {}).get("error") if failed else obj
         message = detail.get("message") if isinstance(detail, dict) else None
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
             f"Backend '{backend}' sent an error event: {message or 'no message'}", code="upstream_stream_error"))

@@ -126,7 +126,8 @@ def _judge_tool(tool: Any, policy: ResponsesTools, where: Where, depth: int) -> 
     if not (tool_type in ALWAYS_ALLOWED or client_search):
         _judge_type(tool_type, policy, where.tool(tool_type))
         _judge_tool_resources(tool, tool_type, policy, where)
-    if tool_type in _NESTING and tool.get("tools") is not None:
+    # Members are judged whatever the container's spelling ("Namespace" must not hide a denied member).
+    if (tool_type in _NESTING or isinstance(tool.get("tools"), list)) and tool.get("tools") is not None:
         _judge_list(tool["tools"], policy, Where(where.prefix, f" member of {tool_type}"), depth + 1,
                     f"the tools of {tool_type}")
 
@@ -149,7 +150,7 @@ def _judge_type(tool_type: str, policy: ResponsesTools, label: str) -> None:
 
 def _judge_tool_resources(tool: Mapping[str, Any], tool_type: str, policy: ResponsesTools, where: Where) -> None:
     """Resource ids anywhere in a backend-executed tool; its member ``tools`` are judged on their own."""
-    body = {k: v for k, v in tool.items() if k != "tools"} if tool_type in _NESTING else tool
+    body = {k: v for k, v in tool.items() if k != "tools"} if "tools" in tool else tool
     found = _first_resource(body, TOOL_RESOURCE_KEYS, policy.deny_resource_fields)
     if found:
         raise _resource(where.field(tool_type, found[0]), found[1])

@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Mapping
 import httpx
 
 from actors.messages import Call
-from actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, Wire
+from actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, SPECIAL_APPLIES, Wire
 from config.schema import BackendConfig, Snapshot
 from protocol.errors import InvalidRequest
 from protocol.responses_answers import StreamToChat, response_to_chat
@@ -228,3 +228,4 @@ class _ChatStream(httpx.AsyncByteStream):
 
 if bridge_wire not in SPECIAL:
     SPECIAL.append(bridge_wire)
+    SPECIAL_APPLIES.append(lambda call, backend, model: bridge_reason(call, backend, model) is not None)

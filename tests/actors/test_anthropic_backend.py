@@ -279,3 +279,42 @@ async def test_a_streaming_messages_client_through_the_anthropic_backend_gets_me
         text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
         assert text == "Hello from claude. The quick"
         assert [e for e in events if e["type"] == "message_delta"][0]["usage"]["output_tokens"] == 3
+
+
+async def test_a_field_an_anthropic_backend_cannot_take_passes_it_over_not_the_call(autojump_clock):
+    async with gateway(TWO.replace("health_checks: {interval: 1h}",
+                                   "health_checks: {interval: 1h}\nselection_strategy: RoundRobin")) as app:
+        statuses = [(await request(app, "POST", "/v1/chat/completions", chat("claude-x", seed=1))).status
+                    for _ in range(4)]
+        assert statuses == [200, 200, 200, 200]
+        assert sim(app).count("request") == 0
+
+
+async def test_the_translation_refusal_is_the_answer_only_when_no_other_backend_is_left(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("claude-x", seed=1))
+        assert reply.status == 400 and reply.json()["error"]["param"] == "seed"
+
+
+async def test_a_malformed_json_schema_is_a_400_naming_it(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat("claude-x", response_format={"type": "json_schema", "json_schema": "x"}))
+        assert reply.status == 400 and reply.json()["error"]["param"] == "response_format.json_schema"
+
+
+async def test_a_pin_to_an_anthropic_backend_on_v1_embeddings_is_refused_by_type(autojump_clock):
+    async with gateway(TWO) as app:
+        reply = await request(app, "POST", "/v1/embeddings", {"model": "claude-x", "input": "hi"},
+                              headers=[(b"x-backend", b"claude")])
+        assert reply.status == 400 and reply.json()["error"]["code"] == "unsupported_backend_type"
+        assert sim(app).count("request") == 0
+
+
+async def test_the_native_backends_request_id_reaches_the_messages_client(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/anthropic/v1/messages",
+                              {"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+                              headers=[(b"anthropic-version", b"2023-06-01")])
+        assert reply.status == 200 and reply.headers[b"request-id"].startswith(b"req_sim_")
+        assert reply.headers[b"x-continuum-request-id"].startswith(b"req_")

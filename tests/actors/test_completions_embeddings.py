@@ -324,3 +324,13 @@ async def test_a_native_anthropic_backend_is_no_candidate(autojump_clock):
         for _ in range(3):   # a model it shares goes only to the OpenAI-compatible backend
             assert (await completion(app, {"model": "big", "prompt": "x"})).status == 200
         assert sim(app, "c").requests == [] and len(sim(app, "a").requests) == 3
+
+
+async def test_request_params_never_reach_an_embeddings_body(autojump_clock):
+    cfg = ("request_params: {defaults: {max_tokens: 100, temperature: 0.2}}\n" + CONFIG
+           + backend("e", "emb"))
+    async with gateway(cfg) as app:
+        reply = await embed(app, {"model": "emb", "input": "hi"})
+        assert reply.status == 200
+        [(path, body)] = sent(app, "e")
+        assert path.endswith("/v1/embeddings") and "max_tokens" not in body and "temperature" not in body

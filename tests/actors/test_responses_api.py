@@ -176,7 +176,7 @@ async def test_a_responses_only_model_is_dispatched_to_v1_responses_and_answers_
         assert body["usage"]["completion_tokens"] == 4
         assert sent(app) == [("/v1/responses", {
             "model": "pro", "instructions": "Be brief.",
-            "input": [{"type": "message", "role": "user", "content": "hi"}],
+            "input": [{"type": "message", "role": "user", "content": "hi"}], "store": False,
             "stream": False, "max_output_tokens": 50, "reasoning": {"effort": "low"}})]
 
 
@@ -324,12 +324,19 @@ async def test_a_responses_stream_never_gets_a_chat_usage_option_added(autojump_
         assert path.endswith("/v1/responses") and "stream_options" not in body
 
 
-async def test_a_request_params_policy_on_a_chat_only_name_is_refused_on_v1_responses(autojump_clock):
-    cfg = SIM + "request_params: {defaults: {max_tokens: 100, temperature: 0.5}}\n"
+async def test_request_params_apply_to_v1_responses_under_the_responses_names(autojump_clock):
+    cfg = SIM + "request_params: {defaults: {max_tokens: 100, temperature: 0.5}, limits: {max_tokens: {max: 200}}}\n"
     async with gateway(cfg) as app:
         reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi"})
-        assert reply.status == 400 and reply.json()["error"]["param"] == "max_tokens"
-        assert sent(app) == []
-    async with gateway(SIM + "request_params: {defaults: {temperature: 0.5}}\n") as app:
+        assert reply.status == 200
+        body = sent(app)[0][1]
+        assert (body["max_output_tokens"], body["temperature"]) == (100, 0.5) and "max_tokens" not in body
+        await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi", "max_output_tokens": 900})
+        assert sent(app)[1][1]["max_output_tokens"] == 200   # the client's own value, limited
+
+
+async def test_a_policy_field_v1_responses_does_not_take_is_refused(autojump_clock):
+    async with gateway(SIM + "request_params: {defaults: {top_k: 5}}\n") as app:
         reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi"})
-        assert reply.status == 200 and sent(app)[0][1]["temperature"] == 0.5
+        assert reply.status == 400 and reply.json()["error"]["param"] == "top_k"
+        assert sent(app) == []

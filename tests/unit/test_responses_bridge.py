@@ -138,7 +138,12 @@ def test_fields_the_responses_api_cannot_carry_are_refused_never_dropped(field, 
 
 def test_values_that_ask_for_nothing_pass_without_a_counterpart():
     body = translate(n=1, presence_penalty=0, frequency_penalty=0.0, logprobs=False, stop=None, seed=None)
-    assert set(body) == {"model", "input"}
+    assert set(body) == {"model", "input", "store"}
+
+
+def test_the_bridge_stores_nothing_unless_the_client_asks():
+    assert translate()["store"] is False
+    assert translate(store=True)["store"] is True
 
 
 def test_non_function_tools_and_message_names_are_refused():

@@ -480,3 +480,11 @@ async def test_a_reloaded_policy_applies_from_the_next_request(autojump_clock):
         app.runtime.apply(load_text(GATEWAY.replace("{deny: [web_search]}", "{allow: [mcp]}")).snapshot)
         assert (await request(app, "POST", "/v1/responses", body, KEY)).status == 200
         assert len(posts(app)) == 1
+
+
+def test_members_of_a_container_in_another_spelling_are_judged_too():
+    policy = ResponsesTools(unmodeled_types="allow", deny=frozenset({"mcp"}))
+    payload = {"model": "m", "input": "hi",
+               "tools": [{"type": "Namespace", "name": "ns", "tools": [{"type": "mcp", "server_label": "x"}]}]}
+    with pytest.raises(UnsupportedRequestParameter):
+        enforce(payload, policy)

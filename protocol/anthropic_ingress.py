@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 import attrs
 import trio
@@ -31,7 +31,7 @@ from protocol.anthropic_format import Translated, to_chat
 from protocol.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
 from protocol.asgi import Receive, Scope, Send, read_body, respond
 from protocol.auth import authenticate
-from protocol.errors import GatewayError, InvalidRequest, PermissionDenied
+from protocol.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
 from protocol.openai import parse_json_object
 
 if TYPE_CHECKING:
@@ -98,6 +98,26 @@ async def models(app: "App", runtime: "Runtime", scope: Scope, receive: Receive,
         await respond_error(send, err, request_id)
 
 
+async def model(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /anthropic/v1/models/{id}``: one row of that list, or a 404 in Anthropic's shape."""
+    request_id = scope["switchyard.request_id"]
+    try:
+        now = trio.current_time()
+        app._models_limit(scope, runtime, now)
+        wanted = unquote(scope["path"][len(MODEL_PATH):])
+        rows = app._visible(app._listing(runtime, now).rows, scope.get("switchyard.key"))
+        row = next((r for r in rows if r.id == wanted), None)
+        if row is None:
+            raise ModelNotFound(f"model: {wanted}", param="model")
+        await respond(send, 200, json.dumps(model_row(row), ensure_ascii=False).encode(),
+                      answer_headers([], JSON_TYPE, request_id))
+    except GatewayError as err:
+        await respond_error(send, err, request_id)
+
+
+MODEL_PATH = "/anthropic/v1/models/"
+
+
 async def _read(runtime: "Runtime", scope: Scope, receive: Receive, count_only: bool) -> Translated:
     body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
     payload = parse_json_object(body)
@@ -124,7 +144,8 @@ def _ingress(headers: list[tuple[bytes, bytes]], translated: Translated) -> dict
 
 def model_row(row: ListedModel) -> dict[str, Any]:
     name = row.entry.metadata.display_name if row.entry is not None else None
-    return {"type": "model", "id": row.id, "display_name": name or row.id, "created_at": EPOCH}
+    # Every model listed is one the router routes to now: "active" (the SDK requires the field).
+    return {"type": "model", "id": row.id, "display_name": name or row.id, "created_at": EPOCH, "lifecycle": "active"}
 
 
 def model_page(rows: tuple[ListedModel, ...] | list[ListedModel], query: dict[str, str]) -> dict[str, Any]:

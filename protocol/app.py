@@ -57,6 +57,7 @@ from protocol.tracing import TraceContext, trace_context
 log = logging.getLogger("switchyard.app")
 
 ANTHROPIC_PREFIX = "/anthropic/"
+ANTHROPIC_MODEL_PREFIX = "/anthropic/v1/models/"
 
 
 def new_request_id() -> str:
@@ -94,6 +95,8 @@ class App(ModelRoutes):
         }
         # Every other path under /v1/models/ names one model.
         self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
+        self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
+            "GET": self._capped(self.anthropic_model)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -163,6 +166,8 @@ class App(ModelRoutes):
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route
+            elif methods is None and path.startswith(ANTHROPIC_MODEL_PREFIX) and path != ANTHROPIC_MODEL_PREFIX:
+                methods = self.anthropic_model_route
             if methods is None:
                 raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])
@@ -296,6 +301,10 @@ class App(ModelRoutes):
     async def anthropic_models(self, scope: Scope, receive: Receive, send: Send) -> None:
         from protocol.anthropic_ingress import models
         await models(self, self._runtime(), scope, receive, send)
+
+    async def anthropic_model(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from protocol.anthropic_ingress import model
+        await model(self, self._runtime(), scope, receive, send)
 
     async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         from protocol.realtime import serve_websocket

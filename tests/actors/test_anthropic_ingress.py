@@ -293,7 +293,7 @@ async def test_model_list_honours_the_keys_allowlist(autojump_clock):
     async with gateway(KEYS) as app:
         narrow = await request(app, "GET", "/anthropic/v1/models", headers=NARROW)
         assert narrow.json() == {"data": [{"type": "model", "id": "other-1", "display_name": "other-1",
-                                           "created_at": "1970-01-01T00:00:00Z"}],
+                                           "created_at": "1970-01-01T00:00:00Z", "lifecycle": "active"}],
                                  "has_more": False, "first_id": "other-1", "last_id": "other-1"}
         wide = await request(app, "GET", "/anthropic/v1/models", headers=[(b"x-api-key", b"sk-wide-0123456789abcdef")])
         assert [m["id"] for m in wide.json()["data"]] == ["demo", "other-1"]

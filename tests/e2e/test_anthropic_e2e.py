@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import anthropic
+import pytest
 
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
@@ -99,9 +100,12 @@ async def test_count_tokens_and_the_model_list_through_the_sdk(start_gateway):
     gw = await start_gateway(gateway_config(backend("sim-a")))
     with sdk(gw) as client:
         counted = await in_thread(client.messages.count_tokens, model="demo", messages=PROMPT)
-        models = await in_thread(lambda: [m.id for m in client.models.list()])
+        models = await in_thread(lambda: [(m.id, m.lifecycle) for m in client.models.list()])
+        one = await in_thread(client.models.retrieve, "demo")
+        with pytest.raises(anthropic.NotFoundError):
+            await in_thread(client.models.retrieve, "nope")
     assert counted.input_tokens > 0
-    assert models == ["demo"]
+    assert models == [("demo", "active")] and one.id == "demo"
 
 
 def native(name: str, **simulation) -> dict:

@@ -115,7 +115,8 @@ class AttemptBodyMixin(_Base):
 
 
 # Backend types whose streaming API takes stream_options.include_usage.
-USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
+USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.VLLM, BackendType.SGLANG,
+                                   BackendType.SIMULATED})
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})

@@ -42,7 +42,8 @@ ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed
 # endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
 # serving the model is no candidate for such a call (actors/model_choice.py).
 ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
-    "responses": frozenset({BackendType.OPENAI, BackendType.SIMULATED}),   # simulated: the OpenAI emulator
+    # simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API
+    "responses": frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED}),
 }
 # Text completions and embeddings: every OpenAI-compatible type (the native Anthropic API has neither).
 ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(BackendType) - {BackendType.ANTHROPIC}

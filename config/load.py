@@ -21,6 +21,7 @@ import yaml
 from config import (
     check_smart_routing,
     load_access,
+    load_anthropic,
     load_extensions,
     load_metadata,
     load_operations,
@@ -309,19 +310,24 @@ def _backend(r: Reader) -> BackendConfig | None:
     declared = load_telemetry.backend_fields(r)
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
-    # An anthropic backend on a *.simulated host is served in-process (protocol/simulated_anthropic.py).
-    in_process = btype is BackendType.ANTHROPIC and (urlsplit(url).hostname or "").endswith(".simulated")
+    # An anthropic or azure backend on a *.simulated host is served in-process (protocol/upstream.py: in_process).
+    in_process = btype in (BackendType.ANTHROPIC, BackendType.AZURE) and \
+        (urlsplit(url).hostname or "").endswith(".simulated")
     if btype is BackendType.SIMULATED or in_process:
         simulation = load_simulation.simulation(section)
     elif r.has("simulation"):
-        r.problems.error(child(r.path, "simulation"), "is only allowed on an anthropic backend whose url host ends "
-                         "in .simulated" if btype is BackendType.ANTHROPIC else
+        r.problems.error(child(r.path, "simulation"), f"is only allowed on an {btype.value} backend whose url host "
+                         "ends in .simulated" if btype in (BackendType.ANTHROPIC, BackendType.AZURE) else
                          "is only allowed on backends of type simulated")
     version = r.get("anthropic_version", anthropic_version, attrs.fields(BackendConfig).anthropic_version.default)
     if r.has("anthropic_version") and btype is not BackendType.ANTHROPIC:
         r.problems.error(child(r.path, "anthropic_version"),
                          f"only applies to backends of type anthropic, not {btype.value}")
+    betas = load_anthropic.anthropic_betas(r, btype)
     r.finish()
+    if btype is BackendType.AZURE and url and not urlsplit(url).path.rstrip("/").endswith("/openai/v1"):
+        r.problems.error(child(r.path, "url"), "of an azure backend is its resource's v1 API root, "
+                         f"https://NAME.openai.azure.com/openai/v1, got {url!r}")
     if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
         r.problems.error(child(r.path, "url"),
                          f"of a simulated backend must have a host ending in .simulated, got {url!r}")
@@ -331,7 +337,8 @@ def _backend(r: Reader) -> BackendConfig | None:
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
-                         request_extensions=extensions, anthropic_version=version, **declared)
+                         request_extensions=extensions, anthropic_version=version, anthropic_betas=betas,
+                         **declared)
 
 
 def _health(r: Reader) -> HealthChecks:

@@ -37,6 +37,7 @@ class BackendType(str, Enum):
     GENERIC = "generic"
     SIMULATED = "simulated"
     ANTHROPIC = "anthropic"       # the native Messages API (protocol/anthropic_wire.py)
+    AZURE = "azure"               # Azure OpenAI's v1 API: OpenAI's wire, the key in an api-key header
 
 
 # Health-check path used when `health_checks.path` is not set: engines with a
@@ -49,6 +50,7 @@ DEFAULT_HEALTH_PATHS = {
     BackendType.GENERIC: "/v1/models",
     BackendType.SIMULATED: "/health",
     BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/upstream.py)
+    BackendType.AZURE: "/v1/models",        # under the resource's /openai/v1 root
 }
 
 
@@ -160,6 +162,8 @@ class BackendConfig:
     provider_rpm: int | None = None          # the provider's requests per minute (declared)
     engine_stats_url: str | None = None      # where the engine's Prometheus page is, if not url + engine_stats.path
     anthropic_version: str = "2023-06-01"    # type anthropic: the anthropic-version header it is sent
+    # type anthropic: the anthropic-beta names a client may turn on (None: all it sends; (): none)
+    anthropic_betas: tuple[str, ...] | None = None
 
     @property
     def exact_models(self) -> tuple[str, ...]:

@@ -9,9 +9,13 @@ Validation walks the body once, in Anthropic's own terms: each mistake is a
 400 naming its dotted path (``messages.0.content.1.source.type``), as the
 Messages API names them. A field the translation cannot carry is refused,
 never dropped; an unknown field is refused like the Messages API refuses it
-("Extra inputs are not permitted"). What is tolerated without effect
-(``cache_control`` hints, earlier turns' thinking blocks, ``service_tier``)
-is listed in docs/anthropic.md.
+("Extra inputs are not permitted"). What is tolerated without effect on a
+chat backend (``cache_control`` hints, earlier turns' thinking blocks,
+``service_tier``) is listed in docs/anthropic.md; a native Anthropic backend
+gets the client's own body (``protocol/anthropic_wire.py``), so it keeps them.
+What chat cannot hold at all (``document`` blocks, images in a
+``tool_result``) is accepted and listed in ``Translated.uncarried``: only the
+native passthrough carries it, and every chat translation refuses it.
 
 Pure: no I/O, no clock, no trio.
 """
@@ -31,7 +35,8 @@ TOP_LEVEL = frozenset({"model", "max_tokens", "messages", "system", "stop_sequen
                        "cache_control", "service_tier"})
 COUNT_TOKENS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config",
                           "cache_control"})
-# Messages API fields that exist but that no chat backend can be asked for: refused by name.
+# Messages API fields that exist but that no chat backend can be asked for: refused by name, here and by the
+# chat -> anthropic wire (protocol/anthropic_wire.py), so no client turns them on with the operator's key.
 NOT_CARRIED = frozenset({"container", "diagnostics", "inference_geo", "speed", "user_profile_id", "workspace_id",
                          "mcp_servers", "context_management"})
 
@@ -46,6 +51,8 @@ class Translated:
     thinking: dict[str, Any] | None = None   # the client's own thinking config, for native backends
     # Chat fields made up from `thinking` (a budget as reasoning_effort): a native backend takes the original.
     derived: tuple[str, ...] = ()
+    # (path, what) of content the chat payload leaves out: only the native passthrough may carry the call.
+    uncarried: tuple[tuple[str, str], ...] = ()
 
 
 def _fail(path: str, rule: str) -> NoReturn:
@@ -122,8 +129,9 @@ def to_chat(body: dict[str, Any], *, count_only: bool = False) -> Translated:
         _fail("messages", f"must be an array, got {_kind(raw)}")
     if not raw:
         _fail("messages", "must contain at least one message")
+    uncarried: list[tuple[str, str]] = []
     for i, message in enumerate(raw):
-        messages.extend(_message(message, f"messages.{i}"))
+        messages.extend(_message(message, f"messages.{i}", uncarried))
     out["messages"] = messages
     stops: tuple[str, ...] = ()
     if body.get("stop_sequences") is not None:
@@ -162,7 +170,7 @@ def to_chat(body: dict[str, Any], *, count_only: bool = False) -> Translated:
     _output_config(body.get("output_config"), out)
     own_effort = isinstance(body.get("output_config"), dict) and body["output_config"].get("effort") is not None
     derived = ("reasoning_effort",) if "reasoning_effort" in out and not own_effort else ()
-    return Translated(out, stops, show, thinking, derived)
+    return Translated(out, stops, show, thinking, derived, tuple(uncarried))
 
 
 def _text_of(value: Any, path: str) -> str:
@@ -187,7 +195,7 @@ def _text_block(block: dict[str, Any], path: str) -> str:
     return _str(block.get("text"), f"{path}.text")
 
 
-def _message(message: Any, path: str) -> list[dict[str, Any]]:
+def _message(message: Any, path: str, uncarried: list[tuple[str, str]]) -> list[dict[str, Any]]:
     message = _obj(message, path)
     _only(message, {"role", "content"}, path)
     role = message.get("role")
@@ -204,10 +212,12 @@ def _message(message: Any, path: str) -> list[dict[str, Any]]:
         _fail(f"{path}.content", f"must be a string or an array of content blocks, got {_kind(content)}")
     if not content:
         _fail(f"{path}.content", "must contain at least one content block")
-    return _user(content, f"{path}.content") if role == "user" else [_assistant(content, f"{path}.content")]
+    if role == "user":
+        return _user(content, f"{path}.content", uncarried)
+    return [_assistant(content, f"{path}.content")]
 
 
-def _user(blocks: list[Any], path: str) -> list[dict[str, Any]]:
+def _user(blocks: list[Any], path: str, uncarried: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """A user turn: its tool results first (one tool message each), then the rest as one user message."""
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
@@ -217,14 +227,17 @@ def _user(blocks: list[Any], path: str) -> list[dict[str, Any]]:
         if kind == "tool_result":
             if parts:
                 _fail(at, "tool_result blocks must come before any other content in a user message")
-            out.append(_tool_result(block, at))
+            out.append(_tool_result(block, at, uncarried))
         elif kind == "text":
             parts.append({"type": "text", "text": _text_block(block, at)})
         elif kind == "image":
             parts.append(_image(block, at))
+        elif kind == "document":
+            _document(block, at)
+            uncarried.append((at, "a 'document' block"))
         else:
             _unsupported(kind, at, "user")
-    if parts:
+    if parts or not out:   # a turn of documents alone stays a (never sent) empty user turn
         if all(p["type"] == "text" for p in parts):
             out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
         else:
@@ -261,10 +274,30 @@ def _assistant(blocks: list[Any], path: str) -> dict[str, Any]:
 
 
 def _unsupported(kind: str, path: str, role: str) -> NoReturn:
-    if kind in ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"):
+    if kind in ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"):
         _fail(f"{path}.type", f"a '{kind}' block cannot appear in a {role} message")
     _fail(f"{path}.type", f"'{kind}' blocks are not supported by Switchyard's Messages ingress; supported: text, "
-                          "image, tool_use, tool_result, thinking, redacted_thinking")
+                          "image, document, tool_use, tool_result, thinking, redacted_thinking")
+
+
+# A document's source types, with the fields each requires besides ``type``.
+DOCUMENT_SOURCES = {"base64": ("media_type", "data"), "text": ("media_type", "data"), "url": ("url",),
+                    "content": ("content",), "file": ("file_id",)}
+
+
+def _document(block: dict[str, Any], path: str) -> None:
+    """A ``document`` block, checked in shape; Anthropic judges its contents (a native backend only)."""
+    _only(block, {"type", "source", "title", "context", "citations", "cache_control"}, path)
+    source = _obj(block.get("source"), f"{path}.source")
+    kind = _type(source, f"{path}.source")
+    if kind not in DOCUMENT_SOURCES:
+        _fail(f"{path}.source.type", f"must be one of {', '.join(DOCUMENT_SOURCES)}, got {kind!r}")
+    for name in DOCUMENT_SOURCES[kind]:
+        if name not in source:
+            _fail(f"{path}.source.{name}", "Field required")
+    for name in ("title", "context"):
+        if block.get(name) is not None:
+            _str(block[name], f"{path}.{name}")
 
 
 def _image(block: dict[str, Any], path: str) -> dict[str, Any]:
@@ -285,16 +318,28 @@ def _image(block: dict[str, Any], path: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _tool_result(block: dict[str, Any], path: str) -> dict[str, Any]:
+def _tool_result(block: dict[str, Any], path: str, uncarried: list[tuple[str, str]]) -> dict[str, Any]:
+    """One tool message: its text blocks (a Chat Completions tool message holds text); its images and
+    documents are checked and listed as uncarried (only the native passthrough takes them)."""
     _only(block, {"type", "tool_use_id", "content", "is_error", "cache_control"}, path)
     call_id = _str(block.get("tool_use_id"), f"{path}.tool_use_id")
     content = block.get("content", "")
     if isinstance(content, list):
+        texts = []
         for i, inner in enumerate(content):
-            kind = _type(_obj(inner, f"{path}.content.{i}"), f"{path}.content.{i}")
-            if kind != "text":
-                _fail(f"{path}.content.{i}.type", f"only text blocks can be carried in a tool result (a Chat "
-                                                  f"Completions tool message holds text), got {kind!r}")
+            at = f"{path}.content.{i}"
+            kind = _type(_obj(inner, at), at)
+            if kind == "text":
+                texts.append(inner)
+            elif kind in ("image", "document"):
+                if kind == "image":
+                    _image(inner, at)
+                else:
+                    _document(inner, at)
+                uncarried.append((at, f"an {kind!r} block in a tool_result"))
+            else:
+                _fail(f"{at}.type", f"must be 'text', 'image' or 'document', got {kind!r}")
+        content = texts
     text = _text_of(content, f"{path}.content")
     is_error = block.get("is_error")
     if is_error is not None and not isinstance(is_error, bool):

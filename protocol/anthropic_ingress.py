@@ -4,7 +4,8 @@ A Messages call is translated into a chat call once (``to_chat``) and served
 by ``App.serve_chat`` like any chat call: keys, presets, the parameter
 policy, selection, budgets, retries, fallback chains and dedup apply
 unchanged, and a native Anthropic backend gets the client's
-``anthropic-version`` and ``anthropic-beta`` through ``Call.ingress``. The
+``anthropic-version`` and ``anthropic-beta`` and the client's own validated
+body through ``Call.ingress`` (the passthrough: docs/anthropic-backend.md). The
 answer comes back through ``AnthropicSink``, which speaks Messages.
 
 Every answer of these routes, errors included, is in Anthropic's shape and
@@ -47,8 +48,9 @@ async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receiv
     request_id = scope["switchyard.request_id"]
     sinks: list[AnthropicSink] = []
     try:
-        translated = await _read(runtime, scope, receive, count_only=False)
-        ingress = _ingress(scope["headers"], translated)
+        raw = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+        translated = _translate(runtime, raw, count_only=False)
+        ingress = _ingress(scope["headers"], translated, raw)
         model = translated.payload["model"]   # the answer names the model as the client asked for it
 
         def sink_for(call: Call) -> AnthropicSink:
@@ -119,7 +121,10 @@ MODEL_PATH = "/anthropic/v1/models/"
 
 
 async def _read(runtime: "Runtime", scope: Scope, receive: Receive, count_only: bool) -> Translated:
-    body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+    return _translate(runtime, await read_body(scope, receive, runtime.snapshot.server.max_body_bytes), count_only)
+
+
+def _translate(runtime: "Runtime", body: bytes, count_only: bool) -> Translated:
     payload = parse_json_object(body)
     if "provider" in payload and runtime.snapshot.proxy.client_provider_preferences:
         raise InvalidRequest("provider: the Messages ingress applies no client routing preferences; send them "
@@ -128,9 +133,16 @@ async def _read(runtime: "Runtime", scope: Scope, receive: Receive, count_only: 
     return to_chat(payload, count_only=count_only)
 
 
-def _ingress(headers: list[tuple[bytes, bytes]], translated: Translated) -> dict[str, Any]:
-    """What a native Anthropic backend needs that the chat payload cannot carry."""
-    out: dict[str, Any] = {"api": "anthropic"}
+def _ingress(headers: list[tuple[bytes, bytes]], translated: Translated, raw: bytes) -> dict[str, Any]:
+    """What a native Anthropic backend needs that the chat payload cannot carry: the client's headers,
+    its validated body (``messages_body``: the passthrough, protocol/anthropic_wire.py), the chat payload
+    as translated (``chat_payload``: what the wire compares an attempt's chat body to, to see whether
+    the chat side changed anything the passthrough would lose) and what chat cannot hold (``uncarried``).
+    Both bodies are fresh parses of the client's bytes, shared with nothing that could edit them."""
+    out: dict[str, Any] = {"api": "anthropic", "messages_body": parse_json_object(raw),
+                           "chat_payload": json.loads(json.dumps(translated.payload))}
+    if translated.uncarried:
+        out["uncarried"] = translated.uncarried
     for name in FORWARDED_HEADERS:
         values = [v.decode("latin-1").strip() for k, v in headers if k.lower() == name]
         if values:

@@ -10,31 +10,48 @@ A chat field the Messages API cannot carry is refused (400
 ``unsupported_request_parameter`` naming it) unless its value asks for
 nothing (``n: 1``, ``presence_penalty: 0``, ...); fields chat does not know
 (Anthropic's own ``thinking``, ``service_tier``, ...) pass as they are, and
-Anthropic judges them. The one value ever removed is the spec's: from
-anthropic-version 2026-10-21 Anthropic rejects ``temperature``, ``top_p``
-and ``top_k`` for every model, so a client's values are left out on such a
-hop; a value the request_params policy wrote is refused instead. What chat
-says that Messages has no place for and that changes no answer (a
+Anthropic judges them, except its server-side features (``NOT_CARRIED``:
+``container``, ``mcp_servers``, ...), which only the operator may turn on.
+The one value ever removed is the spec's: from anthropic-version 2026-10-21
+Anthropic rejects ``temperature``, ``top_p`` and ``top_k`` for every model,
+so a client's values are left out on such a hop; a value the request_params
+policy wrote is refused instead. What chat says that Messages has no place for and that changes no answer (a
 message's ``name``, an image's ``detail``, earlier ``reasoning_content``)
 is listed in docs/anthropic-backend.md.
+
+A Messages client is not made to lose what chat cannot say (prompt caching's
+``cache_control``, earlier thinking blocks and their signatures, documents,
+images in tool results, ``service_tier``): when the call came in as Messages
+the wire sends the client's own validated body (``Call.ingress
+["messages_body"]``) with the model's wire id, the policy's fields, the
+sampling rule, ``stream`` and the backend's extensions on top. It does so
+only when the attempt's chat body says nothing else the chat side decided (a
+global prompt, a variant's effort, a trimmed fallback hop, a resumption):
+then the chat translation is the faithful one, and content it cannot carry
+(``Call.ingress["uncarried"]``) is refused; so it is on every other backend
+type (``refuse_uncarried``, in ``SPECIAL``), which passes that backend over.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from actors.messages import Call
-from actors.wire import JSON, TRANSLATED, Wire
+from actors.routing.body_merge import merge_body
+from actors.wire import JSON, SPECIAL, SPECIAL_APPLIES, TRANSLATED, Wire
 from config.schema import BackendConfig, BackendType
 from protocol.anthropic_answer import chat_answer
-from protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from protocol.anthropic_betas import forwarded_betas
+from protocol.anthropic_chat_messages import invalid as _invalid
+from protocol.anthropic_chat_messages import translate_messages
+from protocol.anthropic_chat_messages import unsupported as _unsupported
+from protocol.anthropic_format import NOT_CARRIED
+from protocol.errors import UnsupportedRequestParameter
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING_REJECTED_FROM = "2026-10-21"
 SAMPLING = ("temperature", "top_p", "top_k")
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 # Chat fields with no Messages counterpart, with the one value that asks for nothing.
 NEUTRAL: dict[str, Any] = {"n": 1, "logprobs": False, "top_logprobs": 0, "presence_penalty": 0,
@@ -45,7 +62,6 @@ UNCARRIED = ("seed", "audio", "prediction", "functions", "function_call", "web_s
 CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
                       "stop", "user", "metadata", "tools", "tool_choice", "parallel_tool_calls",
                       "response_format", "reasoning_effort", "output_config", *SAMPLING, *NEUTRAL, *UNCARRIED})
-_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 
 
 def _ingress(call: Call, name: str) -> str | None:
@@ -70,22 +86,87 @@ def headers(backend: BackendConfig, call: Call) -> list[tuple[str, str]]:
     out = [JSON, ("anthropic-version", anthropic_version(backend, call))]
     if backend.api_key:
         out.append(("x-api-key", backend.api_key))
-    beta = _ingress(call, "anthropic-beta")
+    beta = forwarded_betas(backend, _ingress(call, "anthropic-beta"))   # backends[].anthropic_betas
     if beta:
         out.append(("anthropic-beta", beta))
     return out
 
 
 def body(raw: bytes, backend: BackendConfig, call: Call) -> bytes:
-    return json.dumps(messages_request(json.loads(raw), backend, call)).encode()
+    payload = json.loads(raw)
+    original = call.ingress.get("messages_body")
+    if original is not None and passthrough_fits(payload, backend, call):
+        return json.dumps(passthrough(original, payload, backend, call)).encode()
+    uncarried = call.ingress.get("uncarried")
+    if uncarried:
+        path, what = uncarried[0]
+        raise UnsupportedRequestParameter(f"{path}: {what} cannot be carried by the chat translation, and this "
+                                          f"attempt on backend '{backend.name}' is translated (the gateway changed "
+                                          f"the call: a global prompt, a variant, a fallback hop's trimmed "
+                                          f"parameters or a resumed stream)", param=path)
+    return json.dumps(messages_request(payload, backend, call)).encode()
 
 
-def _unsupported(field: str, why: str) -> UnsupportedRequestParameter:
-    return UnsupportedRequestParameter(f"'{field}' cannot be sent to an anthropic backend: {why}", param=field)
+# What the chat side may change without the passthrough losing it: the wire id, the policy's fields
+# (same names in Messages), the stream. The backend's extension keys are merged into both alike.
+PASSED_OVER = frozenset({"model", "max_tokens", "max_completion_tokens", "stream", "stream_options", *SAMPLING})
+_ABSENT = object()
 
 
-def _invalid(field: str, rule: str) -> InvalidRequest:
-    return InvalidRequest(f"'{field}' {rule}", param=field, code="invalid_value")
+def passthrough_fits(payload: dict[str, Any], backend: BackendConfig, call: Call) -> bool:
+    """Whether the attempt's chat ``payload`` differs from the ingress's own translation only in what
+    the passthrough applies itself (so sending the client's body loses nothing the gateway decided)."""
+    chat = call.ingress.get("chat_payload")
+    if not isinstance(chat, dict):
+        return False
+    ext = backend.request_extensions
+    skip = PASSED_OVER | set(ext.defaults) | set(ext.overrides)
+    return all(payload.get(k, _ABSENT) == chat.get(k, _ABSENT) for k in payload.keys() | chat.keys()
+               if k not in skip)
+
+
+def passthrough(original: dict[str, Any], payload: dict[str, Any], backend: BackendConfig,
+                call: Call) -> dict[str, Any]:
+    """The client's Messages body for this attempt: the wire id; max_tokens and the sampling fields as
+    the chat body has them (the request_params policy's values; a trimmed hop's absence); the sampling
+    rule of the hop's anthropic-version; ``stream`` as the call asks; the backend's extensions."""
+    out = dict(original)
+    out["model"] = payload["model"]
+    if payload.get("max_completion_tokens") is not None or payload.get("max_tokens") is not None:
+        out["max_tokens"] = _max_tokens(payload, backend)
+    version = anthropic_version(backend, call)
+    for field in SAMPLING:
+        out.pop(field, None)
+        if payload.get(field) is None:
+            continue
+        if takes_sampling(version):
+            out[field] = payload[field]
+        elif field in call.managed_params:
+            raise _unsupported(field, f"the request parameter policy set it, and Anthropic rejects it for every "
+                                      f"model from anthropic-version {SAMPLING_REJECTED_FROM} (this hop sends "
+                                      f"{version})")
+    out.pop("stream", None)
+    if call.stream:
+        out["stream"] = True
+    return merge_body(out, backend.request_extensions)
+
+
+def refuse_uncarried(call: Call, backend: BackendConfig, model: str) -> Wire | None:
+    """``SPECIAL``: a Messages call holding content chat cannot carry, on a backend that is not native
+    Anthropic: a wire that refuses it (the attempt passes that backend over), never one that drops it."""
+    if not _refuses(call, backend, model):
+        return None
+    path, what = call.ingress["uncarried"][0]
+
+    def refuse(raw: bytes, backend: BackendConfig, call: Call) -> bytes:
+        raise UnsupportedRequestParameter(f"{path}: {what} can be sent only to a native anthropic backend, and "
+                                          f"backend '{backend.name}' is of type {backend.type.value} (spoken to "
+                                          f"in chat, which cannot carry it)", param=path)
+    return Wire("/v1/messages", body=refuse)
+
+
+def _refuses(call: Call, backend: BackendConfig, model: str) -> bool:
+    return call.endpoint == "chat" and bool(call.ingress.get("uncarried")) and backend.type is not BackendType.ANTHROPIC
 
 
 def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call) -> dict[str, Any]:
@@ -97,6 +178,7 @@ def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call
     for field in UNCARRIED:
         if payload.get(field) is not None:
             raise _unsupported(field, "the Messages API has no such parameter")
+    _server_side_features(payload, backend)
     system, messages = translate_messages(payload["messages"])
     out: dict[str, Any] = {"model": payload["model"], "max_tokens": _max_tokens(payload, backend),
                            "messages": messages}
@@ -143,9 +225,24 @@ def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call
     if payload.get("stream") is True:
         out["stream"] = True
     for key, value in payload.items():   # Anthropic's own fields (thinking, service_tier, ...)
-        if key not in CONSUMED:
-            out[key] = value
+        if key in CONSUMED:
+            continue
+        if key in out:   # e.g. a top-level `system` beside the system messages: never silently replaced
+            raise _invalid(key, f"is set by the translation of the chat body ({key} comes from its messages "
+                                f"or fields); send it one way only")
+        out[key] = value
     return out
+
+
+def _server_side_features(payload: dict[str, Any], backend: BackendConfig) -> None:
+    """Anthropic's server-side features the Messages ingress refuses by name (``NOT_CARRIED``) are refused
+    here too, unless the value is exactly what this backend's ``request_extensions.body`` writes: the operator
+    may turn one on, a client may not."""
+    configured = merge_body({}, backend.request_extensions)
+    for field in sorted(NOT_CARRIED & payload.keys()):
+        if field not in configured or payload[field] != configured[field]:
+            raise _unsupported(field, "an Anthropic server-side feature Switchyard does not let a client turn on "
+                                      "(only the backend's request_extensions may)")
 
 
 def _max_tokens(payload: dict[str, Any], backend: BackendConfig) -> Any:
@@ -244,127 +341,7 @@ def _set(config: dict[str, Any], key: str, value: Any, field: str) -> None:
 
 # --- messages -----------------------------------------------------------------------------
 
-def translate_messages(messages: list[Any]) -> tuple[Any, list[dict[str, Any]]]:
-    """(system, turns): system and developer messages hoisted, in order, into ``system``; tool
-    messages as user ``tool_result`` blocks; consecutive turns of one role merged into one."""
-    system: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
-    for i, msg in enumerate(messages):
-        path = f"messages[{i}]"
-        role = msg.get("role")
-        if role in ("system", "developer"):
-            system.extend(_blocks(msg.get("content"), path, kinds=("text",)))
-            continue
-        if role == "user":
-            blocks = _blocks(msg.get("content"), path)
-        elif role == "assistant":
-            blocks = _assistant(msg, path)
-        elif role == "tool":
-            role, blocks = "user", [_tool_result(msg, path)]
-        else:
-            raise _unsupported(f"{path}.role", f"role {role!r} has no Messages counterpart; use tools and "
-                                               f"tool messages")
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:
-        turn["content"] = _plain(turn["content"])
-    return _plain(system) if system else None, turns
-
-
-def _plain(blocks: list[dict[str, Any]]) -> Any:
-    """One plain text block as the string shorthand; anything else as the blocks."""
-    if not blocks:
-        return ""
-    if len(blocks) == 1 and blocks[0].keys() == {"type", "text"}:
-        return blocks[0]["text"]
-    return blocks
-
-
-def _blocks(content: Any, path: str, kinds: tuple[str, ...] = ("text", "image_url", "file")) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    out = []
-    for j, part in enumerate(content):
-        where = f"{path}.content[{j}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in kinds:
-            raise _unsupported(f"{where}.type", f"content parts of type {kind!r} have no Messages counterpart "
-                                                f"here (accepted: {', '.join(kinds)})")
-        if kind == "text":
-            if not isinstance(part.get("text"), str):
-                raise _invalid(f"{where}.text", "is required and must be a string")
-            block: dict[str, Any] = {"type": "text", "text": part["text"]}
-        elif kind == "refusal":   # an assistant's earlier refusal is what it said
-            if not isinstance(part.get("refusal"), str):
-                raise _invalid(f"{where}.refusal", "is required and must be a string")
-            block = {"type": "text", "text": part["refusal"]}
-        elif kind == "image_url":
-            block = _image(part.get("image_url"), f"{where}.image_url")
-        else:
-            block = _document(part.get("file"), f"{where}.file")
-        if part.get("cache_control") is not None:   # Anthropic prompt caching, as some clients send it
-            block["cache_control"] = part["cache_control"]
-        out.append(block)
-    return out
-
-
-def _image(image: Any, path: str) -> dict[str, Any]:
-    url = image.get("url") if isinstance(image, dict) else image
-    if not isinstance(url, str):
-        raise _invalid(f"{path}.url", "is required and must be a string")
-    data = _DATA_URL.fullmatch(url)
-    if data is not None:
-        if data.group(1) not in IMAGE_TYPES:
-            raise _unsupported(f"{path}.url", f"Anthropic takes images as {', '.join(sorted(IMAGE_TYPES))}, "
-                                              f"got {data.group(1)!r}")
-        return {"type": "image", "source": {"type": "base64", "media_type": data.group(1), "data": data.group(2)}}
-    if url.startswith(("https://", "http://")):
-        return {"type": "image", "source": {"type": "url", "url": url}}
-    raise _invalid(f"{path}.url", "must be an http(s) URL or a data: URL with base64 data")
-
-
-def _document(file: Any, path: str) -> dict[str, Any]:
-    data = _DATA_URL.fullmatch(file.get("file_data") or "") if isinstance(file, dict) else None
-    if data is None or data.group(1) != "application/pdf":
-        raise _unsupported(path, "only a PDF given inline as file_data (a data:application/pdf;base64 URL) has a "
-                                 "Messages counterpart; file ids mean nothing to Anthropic")
-    return {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
-                                           "data": data.group(2)}}
-
-
-def _assistant(msg: dict[str, Any], path: str) -> list[dict[str, Any]]:
-    # Empty text is left out: Messages refuses empty text blocks, and a tool-calling turn often has "".
-    blocks = [b for b in _blocks(msg.get("content"), path, kinds=("text", "refusal")) if b.get("text", True)]
-    calls = msg.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise _invalid(f"{path}.tool_calls", "must be an array")
-    for j, call in enumerate(calls):
-        where = f"{path}.tool_calls[{j}]"
-        fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
-            raise _invalid(where, "needs an id and a function with a name")
-        arguments = fn.get("arguments") or "{}"
-        try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise _invalid(f"{where}.function.arguments", "must be a JSON object (an anthropic backend takes a tool "
-                                                          "call's input as an object)")
-        blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": parsed})
-    return blocks
-
-
-def _tool_result(msg: dict[str, Any], path: str) -> dict[str, Any]:
-    if not isinstance(msg.get("tool_call_id"), str):
-        raise _invalid(f"{path}.tool_call_id", "is required on a tool message and must be a string")
-    content = msg.get("content")
-    result = content if isinstance(content, str) else _blocks(content, path, kinds=("text", "image_url"))
-    return {"type": "tool_result", "tool_use_id": msg["tool_call_id"], "content": result}
-
-
 TRANSLATED[("chat", BackendType.ANTHROPIC)] = Wire("/v1/messages", headers=headers, body=body, answer=chat_answer)
+if refuse_uncarried not in SPECIAL:
+    SPECIAL.append(refuse_uncarried)
+    SPECIAL_APPLIES.append(_refuses)

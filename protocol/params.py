@@ -35,6 +35,7 @@ _NO_TOP_K_MIN_P = _ALL - {"top_k", "min_p"}
 # it is the type for "another OpenAI-compatible engine".
 CARRIES: Mapping[BackendType, frozenset[str]] = {
     BackendType.OPENAI: _NO_TOP_K_MIN_P,
+    BackendType.AZURE: _NO_TOP_K_MIN_P,
     BackendType.OLLAMA: _NO_TOP_K_MIN_P,
     BackendType.VLLM: _ALL,
     BackendType.SGLANG: _ALL,

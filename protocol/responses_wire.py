@@ -124,7 +124,7 @@ def bridge_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
         raise InvalidRequest(
             f"The model '{call.model}' is served only through the Responses API ({flag_name}), but backend "
             f"'{backend.name}' is of type {backend.type.value}, which has no /v1/responses; only backends of type "
-            f"openai serve it", param="model", code="responses_api_unsupported_backend")
+            f"openai or azure serve it", param="model", code="responses_api_unsupported_backend")
     BRIDGE.dispatched(call, backend.name, model, reason)
     return _BridgeAttempt(call).wire()
 

@@ -11,8 +11,11 @@ Like the real API it is strict, so a test sees what Anthropic would refuse:
 requests need ``anthropic-version`` and, when the backend has an
 ``api_key``, a matching ``x-api-key`` (else 401); ``POST /v1/messages``
 refuses unknown top-level fields, roles other than user/assistant, a
-``tool_result`` with no ``tool_use`` before it, and (from anthropic-version
-2026-10-21) ``temperature``/``top_p``/``top_k``. Errors come in Anthropic's
+``tool_result`` with no ``tool_use`` before it, with thinking on a final
+assistant turn with ``tool_use`` that does not start with its signed
+thinking block (so a tool loop with extended thinking needs the client's
+own blocks back), and (from anthropic-version 2026-10-21)
+``temperature``/``top_p``/``top_k``. Errors come in Anthropic's
 shape, ``{"type": "error", "error": {"type", "message"}}``, with a
 ``request-id`` header.
 
@@ -103,7 +106,25 @@ def problem_in(body: Any, version: str) -> str | None:
                         f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
                         f"`tool_use` block in the previous message.")
         previous_tool_uses = tool_uses
-    return None
+    return _thinking_problem(body, messages)
+
+
+def _thinking_problem(body: dict[str, Any], messages: list[Any]) -> str | None:
+    """Anthropic's rule: with thinking on, the final assistant turn, when it calls tools, starts with
+    its thinking block, signature and all (redacted thinking counts too)."""
+    if (body.get("thinking") or {}).get("type") not in ("enabled", "adaptive"):
+        return None
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), None)
+    content = messages[last]["content"] if last is not None else None
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+        return None
+    first = content[0] if isinstance(content[0], dict) else {}
+    if first.get("type") == "redacted_thinking" or \
+            (first.get("type") == "thinking" and isinstance(first.get("signature"), str) and first["signature"]):
+        return None
+    return (f"messages.{last}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+            f"`{first.get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
+            f"thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
 
 
 class SimulatedAnthropicTransport(SimulatedTransport):

@@ -65,17 +65,21 @@ def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
     if backend.type is BackendType.ANTHROPIC:
         key = [("x-api-key", backend.api_key)] if backend.api_key else []
         return [*key, ("anthropic-version", backend.anthropic_version)]
+    if backend.type is BackendType.AZURE:   # Azure OpenAI takes its key as api-key
+        return [("api-key", backend.api_key)] if backend.api_key else []
     if backend.api_key:
         return [("authorization", f"Bearer {backend.api_key}")]
     return []
 
 
 def in_process(backend: BackendConfig) -> bool:
-    """Served by an in-process simulator: a simulated backend, or an anthropic one on a ``*.simulated`` host."""
+    """Served by an in-process simulator: a simulated backend, or an anthropic or azure one on a
+    ``*.simulated`` host (azure by the OpenAI simulator)."""
     if backend.simulation is None:
         return False
     return backend.type is BackendType.SIMULATED or (
-        backend.type is BackendType.ANTHROPIC and (urlsplit(backend.url).hostname or "").endswith(".simulated"))
+        backend.type in (BackendType.ANTHROPIC, BackendType.AZURE)
+        and (urlsplit(backend.url).hostname or "").endswith(".simulated"))
 
 
 def simulator_for(backend: BackendConfig) -> SimulatedTransport:

@@ -318,3 +318,12 @@ async def test_the_native_backends_request_id_reaches_the_messages_client(autoju
                               headers=[(b"anthropic-version", b"2023-06-01")])
         assert reply.status == 200 and reply.headers[b"request-id"].startswith(b"req_sim_")
         assert reply.headers[b"x-continuum-request-id"].startswith(b"req_")
+
+
+async def test_a_top_level_field_the_translation_also_writes_is_refused_not_overwritten(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat("claude-x", messages=[{"role": "system", "content": "Be brief."},
+                                                         {"role": "user", "content": "hi"}], system="other"))
+        assert reply.status == 400 and reply.json()["error"]["param"] == "system"
+        assert sim(app).count("request") == 0

@@ -250,8 +250,13 @@ async def test_anthropic_headers_reach_the_call_for_native_backends(autojump_clo
     async with gateway(CONFIG) as app:
         await request(app, "POST", MESSAGES, body(thinking={"type": "enabled", "budget_tokens": 2048}), headers=[
             (b"anthropic-version", b"2023-06-01"), (b"anthropic-beta", b"a-1"), (b"anthropic-beta", b"b-2")])
-        assert seen == [{"api": "anthropic", "anthropic-version": "2023-06-01", "anthropic-beta": "a-1,b-2",
-                         "thinking": {"type": "enabled", "budget_tokens": 2048}, "derived": ("reasoning_effort",)}]
+        assert len(seen) == 1
+        ingress = seen[0]
+        assert {k: ingress[k] for k in ("api", "anthropic-version", "anthropic-beta", "thinking", "derived")} == \
+            {"api": "anthropic", "anthropic-version": "2023-06-01", "anthropic-beta": "a-1,b-2",
+             "thinking": {"type": "enabled", "budget_tokens": 2048}, "derived": ("reasoning_effort",)}
+        assert ingress["messages_body"]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+        assert ingress["chat_payload"]["reasoning_effort"] == "low" and "uncarried" not in ingress
         assert sent(app)["reasoning_effort"] == "low"
 
 

@@ -97,10 +97,27 @@ def test_tool_result_after_other_content_is_refused():
     assert err.param == "messages.0.content.1"
 
 
-def test_image_inside_a_tool_result_is_refused():
+def test_an_image_inside_a_tool_result_is_accepted_and_listed_as_uncarried():
     image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
-    err = refused(body(user({"type": "tool_result", "tool_use_id": "t", "content": [image]})))
-    assert err.param == "messages.0.content.0.content.0.type"
+    out = to_chat(body(user({"type": "tool_result", "tool_use_id": "t", "content": [text("done"), image]})))
+    assert out.payload["messages"][0] == {"role": "tool", "tool_call_id": "t", "content": "done"}
+    assert out.uncarried == (("messages.0.content.0.content.1", "an 'image' block in a tool_result"),)
+
+
+def test_a_malformed_image_inside_a_tool_result_is_refused_by_path():
+    bad = {"type": "image", "source": {"type": "file"}}
+    err = refused(body(user({"type": "tool_result", "tool_use_id": "t", "content": [bad]})))
+    assert err.param == "messages.0.content.0.content.0.source.type"
+
+
+def test_a_document_block_is_accepted_and_listed_as_uncarried():
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}
+    assert to_chat(body(user(doc, text("Sum up.")))).uncarried == (("messages.0.content.0", "a 'document' block"),)
+
+
+def test_a_document_source_missing_its_data_is_refused_by_path():
+    err = refused(body(user({"type": "document", "source": {"type": "base64", "media_type": "application/pdf"}})))
+    assert err.param == "messages.0.content.0.source.data"
 
 
 def test_thinking_blocks_of_earlier_turns_are_left_out():

@@ -124,7 +124,7 @@ def test_backend_url_required_except_simulated():
 
 def test_backend_type_must_be_known():
     assert errors_of("backends:\n  - {name: a, type: bedrock, url: 'http://x'}\n") == [
-        "backends[0].type: must be one of openai, vllm, sglang, ollama, generic, simulated, anthropic, got 'bedrock'"]
+        "backends[0].type: must be one of openai, vllm, sglang, ollama, generic, simulated, anthropic, azure, got 'bedrock'"]
 
 
 def test_url_trailing_slash_removed_and_query_refused():

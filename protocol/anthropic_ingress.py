@@ -19,7 +19,7 @@ refuses unknown fields.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qsl, unquote
 
 import attrs
@@ -88,31 +88,33 @@ async def count_tokens(app: "App", runtime: "Runtime", scope: Scope, receive: Re
 
 async def models(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
     """The model list as the key may see it (the /v1/models rows and rate limit), in the Models API's pages."""
-    request_id = scope["switchyard.request_id"]
-    try:
-        now = trio.current_time()
-        app._models_limit(scope, runtime, now)
-        rows = app._visible(app._listing(runtime, now).rows, scope.get("switchyard.key"))
+    def page(rows: list[ListedModel]) -> Any:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
-        body = json.dumps(model_page(rows, query), ensure_ascii=False).encode()
-        await respond(send, 200, body, answer_headers([], JSON_TYPE, request_id))
-    except GatewayError as err:
-        await respond_error(send, err, request_id)
+        return model_page(rows, query)
+    await _listing(app, runtime, scope, send, page)
 
 
 async def model(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /anthropic/v1/models/{id}``: one row of that list, or a 404 in Anthropic's shape."""
+    def one(rows: list[ListedModel]) -> Any:
+        wanted = unquote(scope["path"][len(MODEL_PATH):])
+        row = next((r for r in rows if r.id == wanted), None)
+        if row is None:
+            raise ModelNotFound(f"model: {wanted}", param="model")
+        return model_row(row)
+    await _listing(app, runtime, scope, send, one)
+
+
+async def _listing(app: "App", runtime: "Runtime", scope: Scope, send: Send,
+                   shape: Callable[[list[ListedModel]], Any]) -> None:
+    """The rows the key may see, under the /v1/models rate limit, shaped and answered in Anthropic's way."""
     request_id = scope["switchyard.request_id"]
     try:
         now = trio.current_time()
         app._models_limit(scope, runtime, now)
-        wanted = unquote(scope["path"][len(MODEL_PATH):])
         rows = app._visible(app._listing(runtime, now).rows, scope.get("switchyard.key"))
-        row = next((r for r in rows if r.id == wanted), None)
-        if row is None:
-            raise ModelNotFound(f"model: {wanted}", param="model")
-        await respond(send, 200, json.dumps(model_row(row), ensure_ascii=False).encode(),
-                      answer_headers([], JSON_TYPE, request_id))
+        body = json.dumps(shape(list(rows)), ensure_ascii=False).encode()
+        await respond(send, 200, body, answer_headers([], JSON_TYPE, request_id))
     except GatewayError as err:
         await respond_error(send, err, request_id)
 

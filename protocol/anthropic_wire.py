@@ -134,17 +134,9 @@ def passthrough(original: dict[str, Any], payload: dict[str, Any], backend: Back
     out["model"] = payload["model"]
     if payload.get("max_completion_tokens") is not None or payload.get("max_tokens") is not None:
         out["max_tokens"] = _max_tokens(payload, backend)
-    version = anthropic_version(backend, call)
     for field in SAMPLING:
         out.pop(field, None)
-        if payload.get(field) is None:
-            continue
-        if takes_sampling(version):
-            out[field] = payload[field]
-        elif field in call.managed_params:
-            raise _unsupported(field, f"the request parameter policy set it, and Anthropic rejects it for every "
-                                      f"model from anthropic-version {SAMPLING_REJECTED_FROM} (this hop sends "
-                                      f"{version})")
+    _sampling(out, payload, backend, call)
     out.pop("stream", None)
     if call.stream:
         out["stream"] = True
@@ -167,6 +159,21 @@ def refuse_uncarried(call: Call, backend: BackendConfig, model: str) -> Wire | N
 
 def _refuses(call: Call, backend: BackendConfig, model: str) -> bool:
     return call.endpoint == "chat" and bool(call.ingress.get("uncarried")) and backend.type is not BackendType.ANTHROPIC
+
+
+def _sampling(out: dict[str, Any], payload: dict[str, Any], backend: BackendConfig, call: Call) -> None:
+    """The chat body's sampling fields into ``out``, under the hop's anthropic-version: from 2026-10-21
+    a client's value is left out (the spec's rule) and one the request_params policy set is refused."""
+    version = anthropic_version(backend, call)
+    for field in SAMPLING:
+        if payload.get(field) is None:
+            continue
+        if takes_sampling(version):
+            out[field] = payload[field]
+        elif field in call.managed_params:
+            raise _unsupported(field, f"the request parameter policy set it, and Anthropic rejects it for every "
+                                      f"model from anthropic-version {SAMPLING_REJECTED_FROM} (this hop sends "
+                                      f"{version})")
 
 
 def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call) -> dict[str, Any]:
@@ -192,17 +199,7 @@ def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call
             out["stop_sequences"] = stop
     elif stop is not None:
         raise _invalid("stop", "must be a string or an array of strings")
-    version = anthropic_version(backend, call)
-    for field in SAMPLING:
-        if payload.get(field) is None:
-            continue
-        if takes_sampling(version):
-            out[field] = payload[field]
-        elif field in call.managed_params:
-            raise _unsupported(field, f"the request parameter policy set it, and Anthropic rejects it for every "
-                                      f"model from anthropic-version {SAMPLING_REJECTED_FROM} (this hop sends "
-                                      f"{version})")
-        # else: a client's value, which Anthropic refuses at this version: left out (the spec's rule)
+    _sampling(out, payload, backend, call)
     metadata = _metadata(payload)
     if metadata:
         out["metadata"] = metadata

@@ -6,12 +6,10 @@ instant. The demo config uses it; tests script it per request through
 ``script`` (chat behaviours), ``health_script`` (health statuses) and
 ``metrics_script`` (engine pages), and read back what it saw in ``events``.
 
-The reply is ``Simulation.text`` split into at most ``chunks`` word-ish
-pieces, or by default ``Hello from NAME.`` followed by words of a fixed
-sentence. A request whose last message is from the assistant (a prefill) is
-continued: when the prefill is a prefix of the reply only the rest is sent,
-otherwise the whole reply; a simulator with ``supports_prefill`` false
-answers 400 instead.
+The reply is ``Simulation.text`` in at most ``chunks`` word-ish pieces, or
+``Hello from NAME.`` and words of a fixed sentence. A trailing assistant
+message (a prefill) is continued when it is a prefix of the reply, else the
+whole reply is sent; ``supports_prefill`` false answers 400 instead.
 
 Failure modes (``Simulation.failure``): answer an error status (with a
 Retry-After header and an error code of choice); stall before the first

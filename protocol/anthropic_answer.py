@@ -65,6 +65,7 @@ def chat_completion(message: dict[str, Any], created: int) -> dict[str, Any]:
     """A Messages ``message`` object as a ``chat.completion``."""
     texts: list[str] = []
     reasoning: list[str] = []
+    signature: str | None = None
     calls: list[dict[str, Any]] = []
     content = message.get("content")
     for block in content if isinstance(content, list) else ():
@@ -73,12 +74,16 @@ def chat_completion(message: dict[str, Any], created: int) -> dict[str, Any]:
             texts.append(block["text"])
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             reasoning.append(block["thinking"])
+            if isinstance(block.get("signature"), str):
+                signature = block["signature"]
         elif kind == "tool_use":
             calls.append({"id": block.get("id"), "type": "function", "function": {
                 "name": block.get("name"), "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
     reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if reasoning:
         reply["reasoning_content"] = "".join(reasoning)
+        if signature:   # the thinking block's signature, so a Messages client can send the block back
+            reply["reasoning_signature"] = signature
     if calls:
         reply["tool_calls"] = calls
     return {"id": message.get("id"), "object": "chat.completion", "created": created, "model": message.get("model"),
@@ -207,6 +212,8 @@ class StreamTranslator:
             return [self._chunk({"content": delta["text"]})]
         if kind == "thinking_delta" and delta.get("thinking"):
             return [self._chunk({"reasoning_content": delta["thinking"]})]
+        if kind == "signature_delta" and delta.get("signature"):
+            return [self._chunk({"reasoning_signature": delta["signature"]})]
         if kind == "input_json_delta" and delta.get("partial_json") and index in self.tools:
             return [self._chunk({"tool_calls": [{"index": self.tools[index],
                                                  "function": {"arguments": delta["partial_json"]}}]})]

@@ -100,7 +100,9 @@ def message_from_chat(payload: Any, *, message_id: str, model: str, stop_sequenc
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if show_thinking and isinstance(reasoning, str) and reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+        signature = message.get("reasoning_signature")
+        content.append({"type": "thinking", "thinking": reasoning,
+                        "signature": signature if isinstance(signature, str) else ""})
     text = message.get("content")
     if isinstance(text, list):   # content parts
         text = "".join(p.get("text", "") for p in text if isinstance(p, dict) and isinstance(p.get("text"), str))
@@ -179,6 +181,9 @@ class StreamTranslator:
         if self.show_thinking and isinstance(reasoning, str) and reasoning:
             index = self._block(out, ("thinking", -1), {"type": "thinking", "thinking": "", "signature": ""})
             out.append(self._delta(index, {"type": "thinking_delta", "thinking": reasoning}))
+        signature = delta.get("reasoning_signature")
+        if self.show_thinking and isinstance(signature, str) and signature and self.open == ("thinking", -1):
+            out.append(self._delta(self.blocks - 1, {"type": "signature_delta", "signature": signature}))
         for key in ("content", "refusal"):
             text = delta.get(key)
             if isinstance(text, str) and text:

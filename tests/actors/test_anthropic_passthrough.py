@@ -146,3 +146,15 @@ async def test_content_chat_cannot_carry_is_refused_when_the_native_attempt_is_t
         reply = await request(app, "POST", MESSAGES, with_document(), headers=VERSION)
         assert reply.status == 400 and "messages.0.content.1" in reply.json()["error"]["message"]
         assert sim(app).count("request") == 0
+
+
+async def test_the_thinking_blocks_signature_reaches_the_messages_client(autojump_clock):
+    ask = {"model": "claude-x", "max_tokens": 100, "thinking": THINKING,
+           "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+    async with gateway(CONFIG) as app:
+        buffered = await request(app, "POST", MESSAGES, ask, headers=VERSION)
+        [thinking] = [b for b in buffered.json()["content"] if b["type"] == "thinking"]
+        assert thinking["signature"] == "sig_sim"
+        streamed = await request(app, "POST", MESSAGES, {**ask, "stream": True}, headers=VERSION)
+        assert b'"type": "signature_delta", "signature": "sig_sim"' in streamed.body \
+            or b'"type":"signature_delta","signature":"sig_sim"' in streamed.body

@@ -283,6 +283,7 @@ def test_a_message_becomes_a_chat_completion():
     assert out["object"] == "chat.completion" and out["id"] == "msg_1" and out["model"] == "claude-x"
     assert out["choices"] == [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
         "role": "assistant", "content": "Let me check. One moment.", "reasoning_content": "Hmm.",
+        "reasoning_signature": "s",
         "tool_calls": [{"id": "toolu_1", "type": "function",
                         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}}]
     assert out["usage"] == {"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20,
@@ -334,6 +335,7 @@ def test_a_stream_becomes_chat_chunks_with_tool_call_deltas_finish_usage_and_don
     deltas = [c["choices"][0]["delta"] for c in out[1:-3]]
     assert deltas == [
         {"role": "assistant", "reasoning_content": "Hmm."},
+        {"reasoning_signature": "s"},
         {"content": "Checking."},
         {"tool_calls": [{"index": 0, "id": "toolu_1", "type": "function",
                          "function": {"name": "get_weather", "arguments": ""}}]},

@@ -34,7 +34,7 @@ from actors.signals import engine_window
 from config.access import ApiKey
 from config.schema import BackendConfig
 from protocol.errors import PermissionDenied, UnsupportedRequestParameter
-from protocol.params import Applied, apply_policy, check_carriable
+from protocol.params import Applied, apply_policy, check_carriable, limited_only
 from protocol.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
@@ -79,7 +79,7 @@ class AdmissionMixin(_Base):
             applied = self._for_responses(applied)
         if applied.managed:
             try:
-                check_carriable(applied.managed, self._route_backends())
+                check_carriable(applied.managed, self._route_backends(), limited_only(applied.tokens))
             except UnsupportedRequestParameter as err:
                 self._policy_outcome("rejected", applied.tokens, err.message)
                 raise

@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from config import rules
 from config.params import PARAMS, SPECS, Bound, Number, ParamPolicy, ParamScope, Preset
 from config.rules import Invalid, Problems, Reader, child
+from config.schema import BackendConfig, BackendType
 
 MODES = ("defaults", "overrides", "limits")
 MAX_MODEL_SCOPES = 64
@@ -179,3 +180,26 @@ def _preset(slug: str, r: Reader) -> Preset | None:
         problems.error(r.path, "must set model, params or both")
         return None
     return Preset(slug=slug, model=model, params=params)
+
+
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
+ANTHROPIC_NO_SAMPLING_FROM = "2026-10-21"   # as protocol/anthropic_wire.py: SAMPLING_REJECTED_FROM
+
+
+def check_anthropic_sampling(policy: ParamPolicy, backends: Sequence[BackendConfig], problems: Problems) -> None:
+    """Warn where the policy writes a sampling field for a model an anthropic backend serves at an
+    anthropic-version that rejects them: such calls are refused there (a limit alone is fine)."""
+    for i, b in enumerate(backends):
+        if b.type is not BackendType.ANTHROPIC or b.anthropic_version < ANTHROPIC_NO_SAMPLING_FROM:
+            continue
+        for model in b.models or ("*",):
+            scope = policy.scope_for(model) if model != "*" else policy.base
+            written = sorted(f for f in SAMPLING_FIELDS if f in scope.defaults or f in scope.overrides)
+            if written:
+                problems.warn(f"backends[{i}].anthropic_version",
+                              f"{b.anthropic_version} rejects {', '.join(written)} for every model, and "
+                              f"request_params writes {'it' if len(written) == 1 else 'them'} for '{model}': "
+                              f"calls that reach this backend with it are refused (use an earlier "
+                              f"anthropic_version, or a limit instead of a default or override)")
+                break
+

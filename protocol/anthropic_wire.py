@@ -48,6 +48,7 @@ from protocol.anthropic_chat_messages import translate_messages
 from protocol.anthropic_chat_messages import unsupported as _unsupported
 from protocol.anthropic_format import NOT_CARRIED
 from protocol.errors import UnsupportedRequestParameter
+from protocol.params import limited_only
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING_REJECTED_FROM = "2026-10-21"
@@ -163,14 +164,15 @@ def _refuses(call: Call, backend: BackendConfig, model: str) -> bool:
 
 def _sampling(out: dict[str, Any], payload: dict[str, Any], backend: BackendConfig, call: Call) -> None:
     """The chat body's sampling fields into ``out``, under the hop's anthropic-version: from 2026-10-21
-    a client's value is left out (the spec's rule) and one the request_params policy set is refused."""
+    a client's value is left out (the spec's rule; one the policy only limited too: it is the client's)
+    and one the request_params policy wrote (a default, an override) is refused."""
     version = anthropic_version(backend, call)
     for field in SAMPLING:
         if payload.get(field) is None:
             continue
         if takes_sampling(version):
             out[field] = payload[field]
-        elif field in call.managed_params:
+        elif field in call.managed_params and field not in limited_only(call.param_tokens):
             raise _unsupported(field, f"the request parameter policy set it, and Anthropic rejects it for every "
                                       f"model from anthropic-version {SAMPLING_REJECTED_FROM} (this hop sends "
                                       f"{version})")

@@ -229,7 +229,15 @@ def _same_field(before: Mapping[str, Any], after: Mapping[str, Any], field: str)
     return old is not None and new is not None and _same(old, new) and _same(new, old)
 
 
-def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig]) -> None:
+def limited_only(tokens: Iterable[str]) -> frozenset[str]:
+    """Fields the policy only limited: the client's own value, clamped (no default, no override)."""
+    tokens = tuple(tokens)
+    written = {t.split(":", 1)[1] for t in tokens if t.startswith(("default:", "override:"))}
+    return frozenset(t.split(":", 1)[1] for t in tokens if t.startswith("limit:")) - written
+
+
+def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig],
+                    limited: frozenset[str] = frozenset()) -> None:
     """Refuse, before any upstream I/O, a call whose policy-written field some backend it
     may reach (first choice or fallback) would not carry. Client fields the policy left
     alone are not checked: they pass through as they always did."""
@@ -238,6 +246,10 @@ def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig]) 
     fields = [name for name in PARAMS if name in managed] + sorted(managed - _ALL)
     for backend in backends:
         carried = carried_by(backend)
+        if backend.type is BackendType.ANTHROPIC:
+            # Such a hop leaves a client's sampling value out, so a limit on one changes nothing there:
+            # the field counts as absent (the spec's rule); only a value the policy wrote must arrive.
+            carried = carried | (limited & ANTHROPIC_ALL)
         for field in fields:
             if field not in carried:
                 raise UnsupportedRequestParameter(

@@ -327,3 +327,14 @@ async def test_a_top_level_field_the_translation_also_writes_is_refused_not_over
                                                          {"role": "user", "content": "hi"}], system="other"))
         assert reply.status == 400 and reply.json()["error"]["param"] == "system"
         assert sim(app).count("request") == 0
+
+
+async def test_a_limited_client_sampling_value_is_left_out_on_a_2026_10_21_backend(autojump_clock):
+    cfg = CONFIG.replace("    api_key: sk-ant-test\n", "    api_key: sk-ant-test\n    anthropic_version: '2026-10-21'\n")
+    cfg += "request_params: {limits: {temperature: {max: 0.5}}}\n"
+    async with gateway(cfg) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("claude-x", temperature=0.9))
+        assert reply.status == 200 and "temperature" not in sent(app)
+    async with gateway(cfg.replace("limits: {temperature: {max: 0.5}}", "defaults: {temperature: 0.3}")) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat("claude-x"))
+        assert reply.status == 400 and reply.json()["error"]["param"] == "temperature"

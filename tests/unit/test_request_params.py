@@ -491,3 +491,26 @@ def test_an_anthropic_backend_carries_sampling_only_before_version_2026_10_21():
     check_carriable(frozenset({"max_tokens"}), [new])
     with pytest.raises(UnsupportedRequestParameter):
         check_carriable(frozenset({"temperature"}), [new])
+
+
+def test_a_limit_alone_on_an_anthropic_sampling_field_counts_as_absent_from_2026_10_21():
+    from protocol.params import limited_only
+
+    assert limited_only(["limit:temperature", "default:max_tokens", "default:top_p", "limit:top_p"]) == {"temperature"}
+    new = BackendConfig(name="b", type=BackendType.ANTHROPIC, url="https://x", anthropic_version="2026-10-21")
+    check_carriable(frozenset({"temperature"}), [new], limited=frozenset({"temperature"}))
+    with pytest.raises(UnsupportedRequestParameter):
+        check_carriable(frozenset({"temperature"}), [new])
+
+
+def test_a_policy_writing_sampling_for_a_2026_10_21_anthropic_backend_warns_at_its_version():
+    text = textwrap.dedent("""
+        backends:
+          - {name: c, type: anthropic, url: 'https://x', anthropic_version: '2026-10-21', models: [claude-x]}
+        request_params: {defaults: {temperature: 0.3}}
+    """)
+    warnings = load_text(text, env={}).warnings
+    assert any(w.startswith("backends[0].anthropic_version: 2026-10-21 rejects temperature for every model")
+               for w in warnings)
+    limited = text.replace("defaults: {temperature: 0.3}", "limits: {temperature: {max: 0.5}}")
+    assert not any(w.startswith("backends[0].anthropic_version") for w in load_text(limited, env={}).warnings)

@@ -330,7 +330,8 @@ async def test_a_top_level_field_the_translation_also_writes_is_refused_not_over
 
 
 async def test_a_limited_client_sampling_value_is_left_out_on_a_2026_10_21_backend(autojump_clock):
-    cfg = CONFIG.replace("    api_key: sk-ant-test\n", "    api_key: sk-ant-test\n    anthropic_version: '2026-10-21'\n")
+    cfg = CONFIG.replace("    api_key: sk-ant-test\n",
+                         "    api_key: sk-ant-test\n    anthropic_version: '2026-10-21'\n")
     cfg += "request_params: {limits: {temperature: {max: 0.5}}}\n"
     async with gateway(cfg) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("claude-x", temperature=0.9))

@@ -65,7 +65,7 @@ def chat_completion(message: dict[str, Any], created: int) -> dict[str, Any]:
     """A Messages ``message`` object as a ``chat.completion``."""
     texts: list[str] = []
     reasoning: list[str] = []
-    signature: str | None = None
+    blocks: list[dict[str, Any]] = []   # the thinking blocks as sent, for a Messages client to send back
     calls: list[dict[str, Any]] = []
     content = message.get("content")
     for block in content if isinstance(content, list) else ():
@@ -74,16 +74,18 @@ def chat_completion(message: dict[str, Any], created: int) -> dict[str, Any]:
             texts.append(block["text"])
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             reasoning.append(block["thinking"])
-            if isinstance(block.get("signature"), str):
-                signature = block["signature"]
+            blocks.append({"type": "thinking", "thinking": block["thinking"],
+                           "signature": block.get("signature") if isinstance(block.get("signature"), str) else ""})
+        elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            blocks.append({"type": "redacted_thinking", "data": block["data"]})
         elif kind == "tool_use":
             calls.append({"id": block.get("id"), "type": "function", "function": {
                 "name": block.get("name"), "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
     reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if reasoning:
         reply["reasoning_content"] = "".join(reasoning)
-        if signature:   # the thinking block's signature, so a Messages client can send the block back
-            reply["reasoning_signature"] = signature
+    if blocks:   # signed and redacted blocks as they came (an extra field chat clients ignore)
+        reply["reasoning_blocks"] = blocks
     if calls:
         reply["tool_calls"] = calls
     return {"id": message.get("id"), "object": "chat.completion", "created": created, "model": message.get("model"),
@@ -200,6 +202,8 @@ class StreamTranslator:
             return [self._chunk({"content": block["text"]})]
         if kind == "thinking" and block.get("thinking"):
             return [self._chunk({"reasoning_content": block["thinking"]})]
+        if kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            return [self._chunk({"reasoning_redacted": block["data"]})]
         if kind == "tool_use":
             self.tools[index] = n = len(self.tools)
             return [self._chunk({"tool_calls": [{"index": n, "id": block.get("id"), "type": "function",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl
 
 import attrs
 import trio
@@ -97,7 +97,7 @@ async def models(app: "App", runtime: "Runtime", scope: Scope, receive: Receive,
 async def model(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /anthropic/v1/models/{id}``: one row of that list, or a 404 in Anthropic's shape."""
     def one(rows: list[ListedModel]) -> Any:
-        wanted = unquote(scope["path"][len(MODEL_PATH):])
+        wanted = scope["path"][len(MODEL_PATH):]   # ASGI paths arrive decoded
         row = next((r for r in rows if r.id == wanted), None)
         if row is None:
             raise ModelNotFound(f"model: {wanted}", param="model")

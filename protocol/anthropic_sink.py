@@ -99,10 +99,18 @@ def message_from_chat(payload: Any, *, message_id: str, model: str, stop_sequenc
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if show_thinking and isinstance(reasoning, str) and reasoning:
-        signature = message.get("reasoning_signature")
-        content.append({"type": "thinking", "thinking": reasoning,
-                        "signature": signature if isinstance(signature, str) else ""})
+    blocks = message.get("reasoning_blocks")
+    if isinstance(blocks, list) and blocks:
+        # A native backend's blocks, each with its signature (or redacted data), so the client can send
+        # them back in a tool loop; display "omitted" keeps the block and its signature, not its text.
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "redacted_thinking":
+                content.append({"type": "redacted_thinking", "data": block.get("data", "")})
+            elif isinstance(block, dict):
+                content.append({"type": "thinking", "thinking": block.get("thinking", "") if show_thinking else "",
+                                "signature": block.get("signature", "")})
+    elif show_thinking and isinstance(reasoning, str) and reasoning:
+        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     text = message.get("content")
     if isinstance(text, list):   # content parts
         text = "".join(p.get("text", "") for p in text if isinstance(p, dict) and isinstance(p.get("text"), str))
@@ -182,8 +190,13 @@ class StreamTranslator:
             index = self._block(out, ("thinking", -1), {"type": "thinking", "thinking": "", "signature": ""})
             out.append(self._delta(index, {"type": "thinking_delta", "thinking": reasoning}))
         signature = delta.get("reasoning_signature")
-        if self.show_thinking and isinstance(signature, str) and signature and self.open == ("thinking", -1):
-            out.append(self._delta(self.blocks - 1, {"type": "signature_delta", "signature": signature}))
+        if isinstance(signature, str) and signature:   # display "omitted" too: the block, empty, with its signature
+            index = self._block(out, ("thinking", -1), {"type": "thinking", "thinking": "", "signature": ""})
+            out.append(self._delta(index, {"type": "signature_delta", "signature": signature}))
+        redacted = delta.get("reasoning_redacted")
+        if isinstance(redacted, str):
+            self._block(out, ("redacted", self.blocks), {"type": "redacted_thinking", "data": redacted})
+            self._close(out)
         for key in ("content", "refusal"):
             text = delta.get(key)
             if isinstance(text, str) and text:

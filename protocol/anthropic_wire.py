@@ -112,6 +112,7 @@ def body(raw: bytes, backend: BackendConfig, call: Call) -> bytes:
 # (same names in Messages), the stream. The backend's extension keys are merged into both alike.
 PASSED_OVER = frozenset({"model", "max_tokens", "max_completion_tokens", "stream", "stream_options", *SAMPLING})
 _ABSENT = object()
+SAME_IN_MESSAGES = frozenset({"metadata"})   # a chat field an extension may set that Messages reads alike
 
 
 def passthrough_fits(payload: dict[str, Any], backend: BackendConfig, call: Call) -> bool:
@@ -121,7 +122,11 @@ def passthrough_fits(payload: dict[str, Any], backend: BackendConfig, call: Call
     if not isinstance(chat, dict):
         return False
     ext = backend.request_extensions
-    skip = PASSED_OVER | set(ext.defaults) | set(ext.overrides)
+    extended = set(ext.defaults) | set(ext.overrides)
+    if extended & (CONSUMED - PASSED_OVER - SAME_IN_MESSAGES):   # chat-named extensions (stop, user, ...)
+        # need the translation: the passthrough would send them under their chat names
+        return False
+    skip = PASSED_OVER | extended
     return all(payload.get(k, _ABSENT) == chat.get(k, _ABSENT) for k in payload.keys() | chat.keys()
                if k not in skip)
 
@@ -293,8 +298,8 @@ def _tool_choice(choice: Any, parallel: Any, has_tools: bool) -> dict[str, Any] 
         out = {"type": choice}
     elif choice == "required":
         out = {"type": "any"}
-    elif isinstance(choice, dict) and choice.get("type") == "function" \
-            and isinstance((choice.get("function") or {}).get("name"), str):
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
+            and isinstance(choice["function"].get("name"), str):
         out = {"type": "tool", "name": choice["function"]["name"]}
     else:
         raise _invalid("tool_choice", "must be auto, required, none or {type: function, function: {name}}")

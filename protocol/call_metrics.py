@@ -43,6 +43,7 @@ DISCONNECTED = "client_disconnected"
 MODEL_LABEL_LIMIT = 100    # distinct model label values per process; later names count as "other"
 MODEL_NAME_MAX = 200       # characters; a longer name is never a label
 MODEL_ROUTE = "/v1/models/"   # GET /v1/models/{model} (as App routes it)
+ANTHROPIC_MODEL_ROUTE = "/anthropic/v1/models/"   # GET /anthropic/v1/models/{model}
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # attempt_failed detail.timeout values: the gateway's limits, and httpx's own (connect, read, write, pool).
 TIMEOUT_KINDS = frozenset({"first_byte", "chunk_interval", "total", "fallback_budget",
@@ -211,6 +212,8 @@ def http_route(path: str, routes: Mapping[str, Any]) -> str:
         return path
     if path.startswith(MODEL_ROUTE) and len(path) > len(MODEL_ROUTE):
         return MODEL_ROUTE + "{model}"
+    if path.startswith(ANTHROPIC_MODEL_ROUTE) and len(path) > len(ANTHROPIC_MODEL_ROUTE):
+        return ANTHROPIC_MODEL_ROUTE + "{model}"
     if path.startswith("/admin/"):
         return "/admin/*"
     return OTHER

@@ -53,8 +53,8 @@ DEFAULT_FLAGS = "01"   # sampled
 
 # Never set from tracing config: a header name chosen for tracing must not
 # replace the backend's credentials or the body's framing.
-RESERVED = frozenset({"authorization", "content-type", "content-length", "host", "transfer-encoding",
-                      "connection"})
+RESERVED = frozenset({"authorization", "api-key", "x-api-key", "content-type", "content-length", "host",
+                      "transfer-encoding", "connection"})
 
 Headers = Iterable[tuple[bytes, bytes]]
 

@@ -339,3 +339,10 @@ async def test_a_limited_client_sampling_value_is_left_out_on_a_2026_10_21_backe
     async with gateway(cfg.replace("limits: {temperature: {max: 0.5}}", "defaults: {temperature: 0.3}")) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("claude-x"))
         assert reply.status == 400 and reply.json()["error"]["param"] == "temperature"
+
+
+async def test_a_tool_choice_whose_function_is_not_an_object_is_a_400(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat("claude-x", tools=TOOLS, tool_choice={"type": "function", "function": 5}))
+        assert reply.status == 400 and reply.json()["error"]["param"] == "tool_choice"

@@ -438,3 +438,15 @@ def test_a_native_anthropic_error_passes_as_it_came():
 def test_a_non_json_backend_error_is_quoted():
     err = UpstreamStatusError("a", 502, b"<html>bad gateway</html>", b"text/html")
     assert anthropic_envelope(err)["error"]["message"] == "Backend 'a' answered HTTP 502: <html>bad gateway</html>"
+
+
+def test_thinking_blocks_come_back_one_by_one_with_signatures_even_when_display_is_omitted():
+    blocks = [{"type": "thinking", "thinking": "a", "signature": "s1"}, {"type": "redacted_thinking", "data": "r"},
+              {"type": "thinking", "thinking": "b", "signature": "s2"}]
+    chat = {"choices": [{"message": {"role": "assistant", "content": "ok", "reasoning_content": "ab",
+                                     "reasoning_blocks": blocks}, "finish_reason": "stop"}]}
+    shown = message_from_chat(chat, message_id="msg_1", model="m")["content"]
+    assert shown[:3] == blocks and shown[3] == {"type": "text", "text": "ok"}
+    omitted = message_from_chat(chat, message_id="msg_1", model="m", show_thinking=False)["content"]
+    assert [b.get("signature") for b in omitted[:3]] == ["s1", None, "s2"]
+    assert omitted[0]["thinking"] == "" and omitted[1] == {"type": "redacted_thinking", "data": "r"}

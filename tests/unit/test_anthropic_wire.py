@@ -283,7 +283,7 @@ def test_a_message_becomes_a_chat_completion():
     assert out["object"] == "chat.completion" and out["id"] == "msg_1" and out["model"] == "claude-x"
     assert out["choices"] == [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
         "role": "assistant", "content": "Let me check. One moment.", "reasoning_content": "Hmm.",
-        "reasoning_signature": "s",
+        "reasoning_blocks": [{"type": "thinking", "thinking": "Hmm.", "signature": "s"}],
         "tool_calls": [{"id": "toolu_1", "type": "function",
                         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}}]
     assert out["usage"] == {"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20,

@@ -23,8 +23,9 @@ from actors.request import RequestActor
 from actors.runtime import Runtime
 from config.load import load_demo, load_file
 from config.schema import Snapshot
-from protocol import limits, logs
+from protocol import anthropic_ingress, endpoints, limits, logs, responses_api
 from protocol.admin import AdminApi
+from protocol.anthropic_sink import respond_error
 from protocol.asgi import (
     AsgiSink,
     ClientGone,
@@ -52,6 +53,7 @@ from protocol.openai import (
 )
 from protocol.params import apply_preset
 from protocol.provider_prefs import parse_provider
+from protocol.realtime import serve_websocket
 from protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
@@ -80,12 +82,12 @@ class App(ModelRoutes):
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
             "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
-            "/v1/completions": {"POST": self._capped(self.completions)},
-            "/v1/embeddings": {"POST": self._capped(self.embeddings)},
-            "/v1/responses": {"POST": self._capped(self.responses)},
-            "/anthropic/v1/messages": {"POST": self._capped(self.anthropic_messages)},
-            "/anthropic/v1/messages/count_tokens": {"POST": self._capped(self.anthropic_count_tokens)},
-            "/anthropic/v1/models": {"GET": self._capped(self.anthropic_models)},
+            "/v1/completions": {"POST": self._door(endpoints.completions)},
+            "/v1/embeddings": {"POST": self._door(endpoints.embeddings)},
+            "/v1/responses": {"POST": self._door(responses_api.responses)},
+            "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
+            "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
+            "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models)},
             "/v1/models": {"GET": self._capped(self.models)},
             "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
             "/v1/models/extended": {"GET": self._capped(self.models_extended)},
@@ -96,13 +98,13 @@ class App(ModelRoutes):
         # Every other path under /v1/models/ names one model.
         self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
         self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
-            "GET": self._capped(self.anthropic_model)}
+            "GET": self._door(anthropic_ingress.model)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self.http(scope, receive, send)
         elif scope["type"] == "websocket":
-            await self.websocket(scope, receive, send)
+            await serve_websocket(self, scope, receive, send)
         elif scope["type"] == "lifespan":
             await self.lifespan(receive, send)
 
@@ -176,7 +178,6 @@ class App(ModelRoutes):
             await handler(scope, receive, send_with_id)
         except GatewayError as err:
             if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
-                from protocol.anthropic_sink import respond_error
                 await respond_error(send_with_id, err, request_id)
             else:
                 await respond(send_with_id, err.status, err.body(), err.headers())
@@ -188,7 +189,6 @@ class App(ModelRoutes):
             if not started:
                 err = GatewayError("Internal error in the gateway; see its log")
                 if scope["path"].startswith(ANTHROPIC_PREFIX):
-                    from protocol.anthropic_sink import respond_error
                     await respond_error(send_with_id, err, request_id)
                 else:
                     await respond(send_with_id, err.status, err.body(), err.headers())
@@ -276,39 +276,12 @@ class App(ModelRoutes):
             return
         await self._dispatch(runtime, actor, sink, receive)
 
-    # --- the other doors: each lives in a module of its own (imported when first used) ---
-
-    async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.endpoints import completions
-        await completions(self, self._runtime(), scope, receive, send)
-
-    async def embeddings(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.endpoints import embeddings
-        await embeddings(self, self._runtime(), scope, receive, send)
-
-    async def responses(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.responses_api import responses
-        await responses(self, self._runtime(), scope, receive, send)
-
-    async def anthropic_messages(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.anthropic_ingress import messages
-        await messages(self, self._runtime(), scope, receive, send)
-
-    async def anthropic_count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.anthropic_ingress import count_tokens
-        await count_tokens(self, self._runtime(), scope, receive, send)
-
-    async def anthropic_models(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.anthropic_ingress import models
-        await models(self, self._runtime(), scope, receive, send)
-
-    async def anthropic_model(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.anthropic_ingress import model
-        await model(self, self._runtime(), scope, receive, send)
-
-    async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.realtime import serve_websocket
-        await serve_websocket(self, scope, receive, send)
+    def _door(self, handler: Callable[..., Awaitable[None]]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send)``,
+        counted against ``server.max_concurrent_requests`` like every call."""
+        async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+            await handler(self, self._runtime(), scope, receive, send)
+        return self._capped(serve)
 
     @staticmethod
     async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:

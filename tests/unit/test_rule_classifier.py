@@ -27,11 +27,11 @@ def classify(payload: dict, settings: RuleSettings | None = None) -> Classificat
     return (RuleClassifier(settings) if settings else RULE).classify(payload)
 
 
-def padded(text: str, tokens: int) -> str:
-    """``text`` padded with a word no table knows, to ``tokens`` estimated tokens."""
+def padded(text: str, tokens: int, word: str = " zebra") -> str:
+    """``text`` padded with ``word``, which no table knows, to ``tokens`` estimated tokens."""
     out = text + "."
     while estimated_tokens(out) < tokens - 2:
-        out += " zebra"
+        out += word
     while estimated_tokens(out) < tokens:
         out += "z"
     assert estimated_tokens(out) == tokens
@@ -409,14 +409,7 @@ KO_THREE_COMPLEX = "아키텍처 분산 최적화"
 
 
 def padded_ko(text: str, tokens: int) -> str:
-    """``text`` padded with a Korean word no table knows, to ``tokens`` estimated tokens."""
-    out = text + "."
-    while estimated_tokens(out) < tokens - 2:
-        out += " 바다"
-    while estimated_tokens(out) < tokens:
-        out += "z"
-    assert estimated_tokens(out) == tokens
-    return out
+    return padded(text, tokens, " 바다")
 
 
 @pytest.mark.parametrize(("text", "tokens", "score", "level"), [

@@ -39,7 +39,7 @@ from actors.routing.stream_state import StreamAccumulator
 from actors.thinking import ThinkingStream
 from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
-from protocol.transport import body_chunks
+from protocol.transport import body_chunks, whole_body
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
@@ -146,7 +146,7 @@ async def read_json_answer(backend: str, response: httpx.Response, attempt: Atte
     attempt.got_data()  # the headers are the first byte; now only the attempt's total limits the body
     # Read it all before the status goes out: a body that breaks half-way
     # must become an error, not a 200 with half a JSON.
-    body = await response.aread()
+    body = await whole_body(response)
     try:
         return body, json.loads(body)
     except ValueError:

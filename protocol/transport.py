@@ -25,12 +25,43 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator
 
+import h11
 import httpcore
 import httpx
 import trio
 
 Key = tuple[bytes, bytes, int]   # scheme, host, port
-Conn = httpcore.AsyncHTTP11Connection
+
+# A request body up to this size goes out in the same write as the head.
+COALESCE_MAX = 64 * 1024
+
+
+class Conn(httpcore.AsyncHTTP11Connection):
+    """httpcore's HTTP/1.1 connection, writing a request's head and its body in one ``send()``.
+
+    httpcore writes the head and each body chunk separately: two system
+    calls and two trips through Trio's scheduler for every chat request,
+    whose body is one small chunk. Here the head waits for the first body
+    chunk (or the end of a bodiless request) and goes out with it. A larger
+    first chunk is not copied: the head goes out alone, then the chunk, as
+    httpcore would. Parsing and the state machine are untouched.
+    """
+
+    _head = b""
+
+    async def _send_event(self, event: h11.Event, timeout: float | None = None) -> None:
+        data = self._h11_state.send(event) or b""
+        if type(event) is h11.Request:
+            self._head = data
+            return
+        head, self._head = self._head, b""
+        if head:
+            if len(data) <= COALESCE_MAX:
+                data = head + data
+            else:
+                await self._network_stream.write(head, timeout=timeout)
+        if data:
+            await self._network_stream.write(data, timeout=timeout)
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 
@@ -323,6 +354,20 @@ def body_chunks(response: httpx.Response) -> AsyncIterable[bytes]:
     return response.stream   # type: ignore[return-value]   # an AsyncByteStream: iterable once
 
 
+async def whole_body(response: httpx.Response) -> bytes:
+    """A response body read to its end, for a caller that closes ``response`` itself.
+
+    Like ``response.aread()`` but, for the pool's own unencoded bodies, read
+    straight from the pool's stream (``body_chunks``' reasons). The body is
+    not kept on the response: a second read raises ``httpx.StreamConsumed``.
+    """
+    stream = response.stream
+    if type(stream) is not _PooledStream or "content-encoding" in response.headers:
+        return await response.aread()
+    parts = [part async for part in stream]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class _PooledStream(httpx.AsyncByteStream):
     """A response body that gives its connection back once, when closed.
 
@@ -343,6 +388,9 @@ class _PooledStream(httpx.AsyncByteStream):
         self._done = False
 
     def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._parts is not None:
+            raise httpx.StreamConsumed()   # read once: a second pass would find it silently empty
+        self._parts = self._stream.__aiter__()
         return self
 
     async def __anext__(self) -> bytes:

@@ -12,13 +12,14 @@ import ssl
 from pathlib import Path
 
 import h11
+import httpcore
 import httpx
 import pytest
 import trio
 import trio.testing
 
 from config.load import load_text
-from protocol.transport import PooledTransport, body_chunks
+from protocol.transport import COALESCE_MAX, PooledTransport, body_chunks, whole_body
 from protocol.upstream import Upstream
 
 LIMIT = 10.0   # seconds any one test may take
@@ -32,6 +33,7 @@ class Server:
         self.ssl_context = ssl_context
         self.accepted = 0
         self.requests: list[tuple[int, str]] = []   # (connection number, path)
+        self.bodies: list[bytes] = []               # each request's body, as received
         self.open: dict[int, trio.CancelScope] = {}
         self.idle: set[int] = set()
         self.closed: list[int] = []
@@ -85,8 +87,10 @@ class Server:
             self.idle.discard(number)
             if not isinstance(event, h11.Request):
                 return
-            while not isinstance(await self._next(stream, h), h11.EndOfMessage):
-                pass
+            body = []
+            while not isinstance(part := await self._next(stream, h), h11.EndOfMessage):
+                body.append(part.data)
+            self.bodies.append(b"".join(body))
             path = event.target.decode()
             self.requests.append((number, path))
             if path == "/noreply":
@@ -147,6 +151,42 @@ async def test_sequential_requests_share_one_connection(server):
             assert r.text == "ok 0"
         assert server.accepted == 1 and pool.connects == 1
         assert (pool.open_connections, pool.idle_connections) == (1, 1)
+
+
+class CountingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's trio backend, recording the size of every write on its streams."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.TrioBackend()
+        self.writes: list[int] = []
+
+    async def connect_tcp(self, *args, **kwargs):
+        stream = await self.inner.connect_tcp(*args, **kwargs)
+        writes = self.writes
+        write = stream.write
+
+        async def counted(buffer: bytes, timeout: float | None = None) -> None:
+            writes.append(len(buffer))
+            await write(buffer, timeout)
+        stream.write = counted
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+async def test_request_head_and_a_small_body_go_out_in_one_write(server):
+    backend = CountingBackend()
+    transport = PooledTransport(httpx.Limits(max_connections=1), network_backend=backend)
+    async with httpx.AsyncClient(transport=transport, base_url=server.url, timeout=5.0) as http:
+        small, large = b'{"model":"m"}', b"x" * (COALESCE_MAX + 1)
+        assert (await http.post("/", content=small)).text == "ok 0"
+        assert len(backend.writes) == 1 and backend.writes[0] > len(small)
+        assert (await http.get("/")).text == "ok 0"   # no body: the head alone, once
+        assert len(backend.writes) == 2
+        assert (await http.post("/", content=large)).text == "ok 0"   # not copied: head, then body
+        assert backend.writes[2:] == [backend.writes[2], len(large)] and backend.writes[2] < 1000
+        assert server.bodies == [small, b"", large] and server.accepted == 1
 
 
 async def test_parallel_requests_open_parallel_connections_up_to_the_cap(server):
@@ -303,6 +343,29 @@ async def test_body_chunks_of_a_plain_body_come_straight_from_the_pool(server):
             assert b"".join([chunk async for chunk in chunks]) == b"first,rest"
         assert (pool.open_connections, pool.idle_connections) == (1, 1)
         assert (await http.get("/")).text == "ok 0"
+
+
+async def test_whole_body_reads_a_pooled_body_once_and_gives_the_connection_back(server):
+    http, pool = client(server)
+    server.gate.set()
+    async with http:
+        # As Upstream.send does: straight to the transport, so the body is the pool's own stream.
+        response = await pool.handle_async_request(httpx.Request("GET", server.url + "/stream"))
+        try:
+            assert await whole_body(response) == b"first,rest"
+            with pytest.raises(httpx.StreamConsumed):   # never a silent empty second read
+                await whole_body(response)
+        finally:
+            await response.aclose()
+        assert (pool.open_connections, pool.idle_connections) == (1, 1)
+        assert (await http.get("/")).text == "ok 0"
+
+
+async def test_whole_body_of_an_encoded_or_foreign_body_is_httpx_own_read():
+    raw = gzip.compress(b'{"ok":true}')
+    encoded = httpx.Response(200, headers={"content-encoding": "gzip"}, content=raw)
+    assert await whole_body(encoded) == b'{"ok":true}'
+    assert await whole_body(httpx.Response(200, content=b"plain")) == b"plain"
 
 
 async def test_body_chunks_cancelled_half_read_close_the_connection(server):

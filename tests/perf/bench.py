@@ -8,7 +8,9 @@ ports (targets.py builds them):
   direct              nginx answering OpenAI routes from memory: the upstream of every
                       target below, and the floor of the load generators
   passthrough         tests/perf/passthrough.py: hypercorn(trio) + httpx forwarding only,
-                      the ceiling for anything on that stack (opt-in: passthrough-httpx2)
+                      on httpx's own pool (opt-in: passthrough-httpx2, on the httpx2 fork)
+  passthrough-pool    the same pass-through on Switchyard's upstream pool (--client pool):
+                      the floor of our fixed stack, what any router on it could reach
   litellm             LiteLLM's proxy, installed once into its own venv from
                       litellm.requirements.txt, config litellm_config.yaml (master key sent)
   switchyard          `switchyard serve --workers 1`, tracing off, no keys or policies
@@ -29,12 +31,14 @@ so slow drift of the machine hits every target alike. Per target and round:
   * "other CPU": CPU of processes outside the benchmark during each phase;
     a wrk phase above --disturbed-pct is repeated once.
 
-After the rounds, Switchyard holds 1,000 streams open at once against
-paced_upstream.py (20 chunks over ~10 s) and its RSS is read meanwhile.
+After the rounds, a fresh Switchyard and a fresh pooled pass-through (if
+those targets ran) each hold 1,000 streams open at once against
+paced_upstream.py (20 chunks over ~10 s) and their RSS is read meanwhile:
+Switchyard's figure next to the floor of the stack it is built on.
 It prints one table of medians over rounds with the ratios
-Switchyard/LiteLLM, Switchyard/pass-through and features-on/features-off,
-the issue's targets met or missed, and per-round figures; --out writes it
-as markdown, --json the raw numbers.
+Switchyard/LiteLLM, Switchyard/pass-through (both pools) and
+features-on/features-off, the issue's targets met or missed, and per-round
+figures; --out writes it as markdown, --json the raw numbers.
 
     /tmp/probe/bin/python tests/perf/bench.py --out /tmp/bench.md --json /tmp/bench.json
     ... --targets direct,passthrough,switchyard   # without LiteLLM (no install)
@@ -64,16 +68,33 @@ from pathlib import Path
 
 import httpx
 import trio
-
 from loadgen import Scraper, hold_streams, measure_streams, raise_fd_limit, run_wrk, write_wrk_lua
 from report import CONNECTION_LEVELS, machine_info, render_markdown
-from targets import (CHAT_REQUEST, FEATURES_HEADERS, HERE, Server, ensure_litellm, free_port, litellm_master_key,
-                     litellm_pin, litellm_env, memory_mb, other_cpu_seconds, proc_snapshot, tree_cpu_seconds,
-                     tree_pids, write_litellm_config, write_nginx_conf, write_switchyard_config)
+from targets import (
+    CHAT_REQUEST,
+    FEATURES_HEADERS,
+    HERE,
+    Server,
+    ensure_litellm,
+    free_port,
+    litellm_env,
+    litellm_master_key,
+    litellm_pin,
+    memory_mb,
+    other_cpu_seconds,
+    proc_snapshot,
+    tree_cpu_seconds,
+    tree_pids,
+    write_litellm_config,
+    write_nginx_conf,
+    write_switchyard_config,
+)
 
-ALL_TARGETS = ("direct", "passthrough", "passthrough-httpx2", "litellm", "switchyard", "switchyard-features",
-               "switchyard-2w")
-DEFAULT_TARGETS = "direct,passthrough,litellm,switchyard,switchyard-features"
+ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
+               "switchyard-features", "switchyard-2w")
+DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
+HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
+PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
 
 
 # --------------------------------------------------------------------------- servers
@@ -87,8 +108,22 @@ def switchyard_argv(args, config: Path, port: int, workers: int = 1) -> list[str
     return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
 
 
+def passthrough_argv(target: str, upstream: str, port: int) -> list[str]:
+    return [sys.executable, str(HERE / "passthrough.py"), "--upstream", upstream, "--bind", f"127.0.0.1:{port}",
+            "--client", PASSTHROUGH_CLIENTS[target], "--pool-size", "1100"]
+
+
+def holds(args, targets: list[str]) -> list[str]:
+    """The targets that will hold --hold streams open after the rounds."""
+    return [t for t in HOLD_TARGETS if t in targets] if args.hold > 0 else []
+
+
 def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
-    """Every server of the run, in start order: the upstreams first, since the proxies check them."""
+    """Every server of the run, in start order: the upstreams first, since the proxies check them.
+
+    The paced upstream runs when a Switchyard target does (its configs have a
+    backend on it) or when a target will hold streams (they come from it).
+    """
     nginx_port, paced_port = free_port(), free_port()
     prefix = workdir / "nginx"
     prefix.mkdir(mode=0o755)
@@ -97,17 +132,15 @@ def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
     on_nginx = {**common, "stream_path": "/stream/v1/chat/completions"}  # nginx serves streams under /stream
     nginx = ["nginx", "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)]
     servers = {"direct": Server("direct", nginx, nginx_port, workdir, **on_nginx, ready_paths=("/health",))}
-    if any(t.startswith("switchyard") for t in targets):
+    if any(t.startswith("switchyard") for t in targets) or holds(args, targets):
         servers["paced"] = Server("paced", [sys.executable, str(HERE / "paced_upstream.py"), "--bind",
                                             f"127.0.0.1:{paced_port}", "--interval", str(args.hold_seconds / 20)],
                                   paced_port, workdir, **common, ready_paths=("/health",))
-    for name, lib in (("passthrough", "httpx"), ("passthrough-httpx2", "httpx2")):
+    for name in PASSTHROUGH_CLIENTS:
         if name in targets:
             port = free_port()
-            servers[name] = Server(name, [sys.executable, str(HERE / "passthrough.py"), "--upstream",
-                                          f"http://127.0.0.1:{nginx_port}", "--bind", f"127.0.0.1:{port}",
-                                          "--client", lib, "--pool-size", "1100"], port, workdir,
-                                   **on_nginx, ready_paths=("/health",))
+            servers[name] = Server(name, passthrough_argv(name, f"http://127.0.0.1:{nginx_port}", port), port,
+                                   workdir, **on_nginx, ready_paths=("/health",))
     if "litellm" in targets:
         exe, seconds = ensure_litellm(args.cache_dir, args.litellm_python, timeout=900)
         print(f"LiteLLM: {litellm_pin()} at {exe}" + (f" (installed in {seconds:.0f}s)" if seconds else " (cached)"),
@@ -194,37 +227,56 @@ def measure(server: Server, lua: Path, args) -> dict:
     return row
 
 
-def hold_phase(args, servers: dict[str, Server], workdir: Path, failed: dict[str, str]) -> dict:
-    """Open --hold streams at once on a fresh Switchyard process and read its RSS while they are open.
+def hold_server(args, target: str, servers: dict[str, Server], workdir: Path) -> Server:
+    """A fresh process of `target` whose streams (model bench-slow) come from the paced upstream.
+
+    Switchyard gets the `switchyard` config, which routes bench-slow to the
+    paced upstream; the pooled pass-through forwards everything to the paced
+    upstream, which answers any model.
+    """
+    port, name = free_port(), f"{target}-hold"
+    if target == "switchyard":
+        config = write_switchyard_config(workdir / f"{name}.yaml", port, servers["direct"].port,
+                                         servers["paced"].port, features=False)
+        argv = switchyard_argv(args, config, port)
+        ready: tuple[str, ...] = ("/ready", "/health")
+    else:
+        argv = passthrough_argv(target, servers["paced"].base, port)
+        ready = ("/health",)  # forwarded: the paced upstream answers it
+    return Server(name, argv, port, workdir, chat_path="/v1/chat/completions", stream_path="/v1/chat/completions",
+                  stream_model="bench-slow", ready_paths=ready)
+
+
+def hold_phase(args, target: str, servers: dict[str, Server], workdir: Path, failed: dict[str, str]) -> dict:
+    """Open --hold streams at once on a fresh process of `target` and read its RSS while they are open.
 
     A fresh process, because the rounds' 500-stream bursts leave the
     measured instance's heap at its high-water mark: the figure is then what
     1,000 open streams cost, not what the run before them left behind. Its
     streams come from the paced upstream (model bench-slow), so they stay
-    open for --hold-seconds.
+    open for --hold-seconds. Switchyard first answers one chat and one fast
+    stream (Server.check, on nginx); the pass-through has only the paced
+    upstream behind it, and the hold itself checks every stream it relays.
     """
-    port = free_port()
-    config = write_switchyard_config(workdir / "switchyard-hold.yaml", port, servers["direct"].port,
-                                     servers["paced"].port, features=False)
-    server = servers["switchyard-hold"] = Server(
-        "switchyard-hold", switchyard_argv(args, config, port), port, workdir, chat_path="/v1/chat/completions",
-        stream_path="/v1/chat/completions", stream_model="bench-stream", ready_paths=("/ready", "/health"))
-    print(f"holding {args.hold} streams open on a fresh switchyard: {' '.join(server.argv)}", flush=True)
+    server = servers[f"{target}-hold"] = hold_server(args, target, servers, workdir)
+    print(f"holding {args.hold} streams open on a fresh {target}: {' '.join(server.argv)}", flush=True)
     try:
         server.start()
         server.wait_ready(args.ready_timeout)
-        server.check()
-        server.stream_model = "bench-slow"
+        if target == "switchyard":
+            server.stream_model = "bench-stream"
+            server.check()
+            server.stream_model = "bench-slow"
         h = hold_streams(server, args.hold)
     except (RuntimeError, httpx.HTTPError, trio.TooSlowError) as exc:
-        failed["switchyard-hold"] = f"holding {args.hold} streams failed: {exc}"
+        failed[server.name] = f"holding {args.hold} streams failed: {exc}"
         return {}
     finally:
         server.stop()
     print(f"   RSS {h['rss_all_open_mb']:.0f} MB with all open (before: {h['rss_idle_mb']:.0f} MB), "
           f"{h['ok']}/{h['streams']} complete", flush=True)
     if h["ok"] < h["streams"] or h["samples_all_open"] == 0:
-        failed["switchyard-hold"] = f"{h['ok']}/{h['streams']} held streams complete, {h['max_open']} open at most"
+        failed[server.name] = f"{h['ok']}/{h['streams']} held streams complete, {h['max_open']} open at most"
     return h
 
 
@@ -310,7 +362,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of wrk per target before round 1")
     parser.add_argument("--streams", type=parse_streams, default=parse_streams("100:2,500:1"),
                         help="concurrent streams:bursts per round, comma separated (default 100:2,500:1)")
-    parser.add_argument("--hold", type=int, default=1000, help="streams Switchyard holds open at once (0: skip)")
+    parser.add_argument("--hold", type=int, default=1000,
+                        help="streams switchyard and passthrough-pool each hold open at once (0: skip)")
     parser.add_argument("--hold-seconds", type=float, default=10.0,
                         help="how long each held stream lasts (20 chunks paced over it)")
     parser.add_argument("--scrape-interval", type=float, default=1.0, help="/metrics scrapes of switchyard-features")
@@ -347,6 +400,7 @@ def main() -> int:
     phase = 2 * (args.duration + 2) * (1 + args.retry_disturbed) + sum(5 + b * (n / 20) for n, b in args.streams)
     budget = int(len(targets) * (args.rounds * phase + args.warmup + 10 + args.ready_timeout) + 300
                  + 4 * args.quiet_wait + (1000 if "litellm" in targets else 0)
+                 + len(holds(args, targets)) * (args.hold_seconds + args.ready_timeout + 60)
                  + (args.duration + 40 if args.profile else 0))
 
     def on_alarm(signum, frame):
@@ -423,8 +477,8 @@ def main() -> int:
                       f"{row['c128_cpu_ms_per_req']:.2f}ms | {streams} | rss {row['peak_rss_mb']:.0f}MB | errors "
                       f"{row['errors']} | other cpu {row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%",
                       flush=True)
-        if args.hold and "switchyard" in targets:
-            hold["switchyard"] = hold_phase(args, servers, workdir, failed)
+        for t in holds(args, targets):
+            hold[t] = hold_phase(args, t, servers, workdir, failed)
         if args.profile and args.profile_target in targets:
             prefix = str((args.out.parent / args.out.stem) if args.out else workdir / "bench")
             prefix += f"-profile-{args.profile_target}"

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import trio
-
 from targets import MESSAGES, STREAM_EVENTS, Server, memory_mb, proc_snapshot, tree_cpu_seconds, tree_pids
 
 # One TLS context for every client: httpx builds one per client otherwise

@@ -42,6 +42,12 @@ def basic_auth(url: httpx.URL) -> tuple[str, str] | None:
     return ("authorization", "Basic " + token)
 
 
+@functools.lru_cache(maxsize=1024)
+def _addressed(url: httpx.URL) -> tuple[tuple[str, str] | None, tuple[bytes, bytes]]:
+    """What a request to ``url`` always carries: its Basic credentials (or None) and its Host header."""
+    return basic_auth(url), (b"host", url.netloc)
+
+
 def join_url(base: str, path: str) -> str:
     """``base`` + ``path``, where a base ending in ``/v1`` names the API root.
 
@@ -125,12 +131,20 @@ class Upstream:
 
     def request(self, method: str, url: httpx.URL, headers: list[tuple[str, str]], content: bytes) -> httpx.Request:
         """A request for ``send``, carrying the client's timeouts (and, like the client, the
-        Basic credentials of a ``user:password@`` URL, which win over any other authorization)."""
-        basic = basic_auth(url)
+        Basic credentials of a ``user:password@`` URL, which win over any other authorization).
+
+        ``headers`` never name host or content-length: they are set here. The
+        body is handed over as a stream with both already set, which spares
+        httpx its content encoding and header preparation (about 12 µs a call).
+        """
+        basic, host = _addressed(url)
         if basic is not None:
             headers = [h for h in headers if h[0].lower() != "authorization"] + [basic]
-        return httpx.Request(method, url, headers=[*headers, USER_AGENT], content=content,
-                             extensions={"timeout": self._timeout})
+        request = httpx.Request(method, url, headers=[host, *headers, USER_AGENT,
+                                                      (b"content-length", str(len(content)).encode())],
+                                stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})
+        request.read()   # the body is in memory already: readable as request.content, as with content=
+        return request
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         """``request`` straight to the transport, its response unread (the caller closes it).

@@ -29,3 +29,17 @@ def test_chat_requests_carry_the_basic_credentials_of_a_userinfo_url():
     plain = upstream.request("POST", api_url("http://vllm.internal:8000", "/v1/chat/completions"),
                              [("authorization", "Bearer sk-x")], b"{}")
     assert plain.headers["authorization"] == "Bearer sk-x"
+
+
+def test_chat_requests_carry_host_and_content_length_once_and_their_body():
+    from config.schema import Snapshot
+    from protocol.upstream import Upstream, api_url
+
+    upstream = Upstream(Snapshot())
+    request = upstream.request("POST", api_url("http://user:pw@vllm.internal:8000/v1", "/v1/chat/completions"),
+                               [("content-type", "application/json")], b'{"model":"m"}')
+    names = [name.lower() for name, _ in request.headers.raw]
+    assert names.count(b"host") == 1 and names.count(b"content-length") == 1
+    assert request.headers["host"] == "vllm.internal:8000"   # never the userinfo
+    assert request.headers["content-length"] == "13" and request.content == b'{"model":"m"}'
+    assert str(request.url) == "http://user:pw@vllm.internal:8000/v1/chat/completions"

@@ -136,10 +136,11 @@ def main() -> None:
     config.accesslog = None
     if args.client == "pool":
         # The floor runs its process as a Switchyard worker does (protocol/serving.py): the imported
-        # code frozen out of the collector, the youngest generation collected every 10,000 allocations.
+        # code frozen out of the collector, the youngest generation collected as rarely.
+        from protocol.serving import GC_YOUNG_THRESHOLD
         gc.collect()
         gc.freeze()
-        gc.set_threshold(10_000, 10, 10)
+        gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
         config.keep_alive_timeout = 75
     trio.run(partial(serve, make_app(args.upstream.rstrip("/"), args.pool_size, args.client), config, mode="asgi"))
 

@@ -36,18 +36,38 @@ Key = tuple[bytes, bytes, int]   # scheme, host, port
 COALESCE_MAX = 64 * 1024
 
 
+class _Uncontended:
+    """A lock for state only one task ever holds at a time: entering never waits, nor yields."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
 class Conn(httpcore.AsyncHTTP11Connection):
-    """httpcore's HTTP/1.1 connection, writing a request's head and its body in one ``send()``.
+    """httpcore's HTTP/1.1 connection, without two costs the pool makes needless.
 
     httpcore writes the head and each body chunk separately: two system
     calls and two trips through Trio's scheduler for every chat request,
     whose body is one small chunk. Here the head waits for the first body
     chunk (or the end of a bodiless request) and goes out with it. A larger
     first chunk is not copied: the head goes out alone, then the chunk, as
-    httpcore would. Parsing and the state machine are untouched.
+    httpcore would.
+
+    httpcore guards the connection's state with a lock, taken when a request
+    starts and when its response closes; each take is a trip through the
+    scheduler even when free. The pool gives a connection to one request at
+    a time, so the lock is never contended: it is replaced by one that does
+    not yield. Parsing and the state machine are untouched.
     """
 
     _head = b""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)   # type: ignore[arg-type]
+        self._state_lock = _Uncontended()   # type: ignore[assignment]
 
     async def _send_event(self, event: h11.Event, timeout: float | None = None) -> None:
         data = self._h11_state.send(event) or b""

@@ -17,6 +17,8 @@ ports (targets.py builds them):
   switchyard-features the same build with API keys (key sent), a request_params policy,
                       fallback chains, tracing (trace headers sent) and /metrics scraped 1/s
   switchyard-2w       (opt-in) `switchyard` with `--workers 2`, to see how it scales
+  switchyard-base     (opt-in) `switchyard`'s config served by another build (--base-cmd),
+                      so two builds are compared in one interleaved run
 
 and measures them interleaved (round 1: every target in turn; round 2: ...),
 so slow drift of the machine hits every target alike. Per target and round:
@@ -91,7 +93,7 @@ from targets import (
 )
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
-               "switchyard-features", "switchyard-2w")
+               "switchyard-features", "switchyard-2w", "switchyard-base")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
@@ -99,9 +101,10 @@ PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "pass
 
 # --------------------------------------------------------------------------- servers
 
-def switchyard_argv(args, config: Path, port: int, workers: int = 1) -> list[str]:
-    if args.switchyard_cmd:
-        base = shlex.split(args.switchyard_cmd)
+def switchyard_argv(args, config: Path, port: int, workers: int = 1, cmd: str | None = None) -> list[str]:
+    cmd = cmd or args.switchyard_cmd
+    if cmd:
+        base = shlex.split(cmd)
     else:
         script = Path(sys.executable).parent / "switchyard"
         base = [str(script)] if script.exists() else [sys.executable, "-m", "protocol.cli"]
@@ -152,12 +155,13 @@ def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
                                     ready_paths=("/health/liveliness",), warm_path="/health/liveliness",
                                     headers={"authorization": f"Bearer {litellm_master_key()}"}, env=litellm_env(),
                                     ready_timeout=max(args.ready_timeout, 120))
-    for name, features, workers in (("switchyard", False, 1), ("switchyard-features", True, 1),
-                                    ("switchyard-2w", False, 2)):
+    builds = (("switchyard", False, 1, None), ("switchyard-features", True, 1, None),
+              ("switchyard-2w", False, 2, None), ("switchyard-base", False, 1, args.base_cmd))
+    for name, features, workers, cmd in builds:
         if name in targets:
             port = free_port()
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features)
-            servers[name] = Server(name, switchyard_argv(args, config, port, workers), port, workdir, **common,
+            servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None)
     return servers
 
@@ -372,6 +376,8 @@ def main() -> int:
     parser.add_argument("--litellm-python", default=sys.executable, help="interpreter that creates LiteLLM's venv")
     parser.add_argument("--switchyard-cmd", help="command before 'serve ...' (default: switchyard console "
                         "script next to this python, else python -m protocol.cli)")
+    parser.add_argument("--base-cmd", help="command before 'serve ...' for the switchyard-base target: another "
+                        "build, e.g. 'env PYTHONPATH=/tmp/old python -m protocol.cli'")
     parser.add_argument("--profile", action="store_true", help="after the rounds, one py-spy profiled wrk phase")
     parser.add_argument("--profile-target", default="switchyard")
     parser.add_argument("--ready-timeout", type=float, default=30.0)
@@ -392,6 +398,8 @@ def main() -> int:
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             parser.error(f"{tool} not on PATH: apt-get install -y nginx-light wrk")
+    if "switchyard-base" in targets and not args.base_cmd:
+        parser.error("the switchyard-base target needs --base-cmd")
     if args.profile and args.profile_target not in targets:
         parser.error("--profile-target must be one of --targets")
     raise_fd_limit(4 * max([args.hold] + [n for n, _ in args.streams]) + 1024)

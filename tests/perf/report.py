@@ -15,9 +15,9 @@ from pathlib import Path
 
 CONNECTION_LEVELS = (32, 128)
 RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard", "passthrough-pool"),
-          ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"))
+          ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
-         "passthrough-pool": "pt-pool"}
+         "passthrough-pool": "pt-pool", "switchyard-base": "base"}
 
 
 def table_rows(levels: list[int]) -> list[tuple[str, str, str]]:

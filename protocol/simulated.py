@@ -4,7 +4,11 @@ It is an httpx transport, so it runs under Trio's MockClock with no sockets:
 every chunk is paced with ``trio.sleep`` and arrives at an exact virtual
 instant. The demo config uses it; tests script it per request through
 ``script`` (chat behaviours), ``health_script`` (health statuses) and
-``metrics_script`` (engine pages), and read back what it saw in ``events``.
+``metrics_script`` (engine pages), and read back what it saw in ``events``
+and ``requests``. That history is kept only when asked for (``history``:
+a test's, never the demo's, which would grow with every call) and bounded.
+A body the simulator cannot serve is refused as a real server would
+(``protocol/simulated_checks.py``).
 
 The reply is ``Simulation.text`` in at most ``chunks`` word-ish pieces, or
 ``Hello from NAME.`` and words of a fixed sentence. A trailing assistant
@@ -33,7 +37,7 @@ import re
 import time
 from collections import deque
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, ClassVar
 
 import httpx
 import trio
@@ -42,6 +46,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from config.schema import SimulatedEngine, SimulatedFailure, Simulation
+from protocol.simulated_checks import refusal
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -137,22 +142,47 @@ class SimulatedStream(httpx.AsyncByteStream):
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):
-    def __init__(self, name: str, simulation: Simulation | None = None, models: tuple[str, ...] = ()) -> None:
+    # How many recent requests and events a simulator keeps (0: none) when its constructor is not
+    # told; tests that read them raise it for their run (tests/conftest.py, ``simulator_history``).
+    history: ClassVar[int] = 0
+
+    def __init__(self, name: str, simulation: Simulation | None = None, models: tuple[str, ...] = (),
+                 history: int | None = None) -> None:
         self.name = name
         self.simulation = simulation or Simulation()
         self.models = tuple(m for m in models if not any(c in m for c in "*?["))
         self.script: deque[Simulation] = deque()
         self.health_script: deque[int] = deque()
         self.metrics_script: deque[SimulatedEngine | MetricsReply] = deque()
-        self.events: list[tuple[float, str]] = []
-        self.requests: list[httpx.Request] = []
+        self.keep = type(self).history if history is None else history
+        self._events: deque[tuple[float, str]] = deque(maxlen=self.keep)
+        self._requests: deque[httpx.Request] = deque(maxlen=self.keep)
+        self.served = 0                # chat requests taken in (their ids count them)
         self.in_flight = 0             # chat requests not yet answered in full
         self.generated = 0             # tokens streamed so far, for the engine's generation counter
         self.background = 0.0          # tokens generated "for other clients" up to the last engine page
         self.engine_at: float | None = None      # when the last engine page was rendered
 
+    @property
+    def events(self) -> list[tuple[float, str]]:
+        """The last ``keep`` (instant, kind) events, oldest first; reading them needs a history."""
+        return self.kept(self._events)
+
+    @property
+    def requests(self) -> list[httpx.Request]:
+        """The last ``keep`` chat requests, oldest first; reading them needs a history."""
+        return self.kept(self._requests)
+
+    def kept(self, store: deque[Any]) -> list[Any]:
+        """A copy of ``store``; loud without a history, so a test that forgot to ask never passes on an empty one."""
+        if not self.keep:
+            raise RuntimeError(f"simulator {self.name!r} keeps no history: construct it with history=N "
+                               "(a test: mark it simulator_history)")
+        return list(store)
+
     def record(self, kind: str) -> None:
-        self.events.append((trio.current_time(), kind))
+        if self.keep:
+            self._events.append((trio.current_time(), kind))
 
     def count(self, kind: str) -> int:
         return sum(1 for _, k in self.events if k == kind)
@@ -239,9 +269,14 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
     async def _arrive(self, request: httpx.Request) -> tuple[Simulation, Any, bool, httpx.Response | None]:
         """A chat request taken in, held for its latency: its Simulation, body, stream flag, scripted error answer."""
         sim = self.script.popleft() if self.script else self.simulation
-        self.requests.append(request)
+        self.served += 1
+        if self.keep:
+            self._requests.append(request)
         self.record("request")
-        body = json.loads(await request.aread())
+        try:
+            body = json.loads(await request.aread())
+        except (ValueError, RecursionError):
+            body = None   # refused once it has "arrived" (simulated_checks)
         stream = isinstance(body, dict) and body.get("stream") is True
         fail = sim.failure
         try:
@@ -268,6 +303,10 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         sim, body, stream, failed = await self._arrive(request)
         if failed is not None:
             return failed
+        refused = refusal(request.url.path, body)
+        if refused is not None:
+            self.record("invalid")
+            return refused
         model = body.get("model", "")
         if prefill_of(body) is not None and not sim.supports_prefill:
             self.record("prefill_unsupported")
@@ -278,7 +317,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings
             from protocol.simulated_endpoints import answer
             return answer(self, sim, request.url.path, body)
-        completion_id = f"chatcmpl-sim-{len(self.requests)}"
+        completion_id = f"chatcmpl-sim-{self.served}"
         if stream:
             return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
                                   stream=SimulatedStream(self, self._sse(sim, completion_id, model, body)))

@@ -35,6 +35,7 @@ model list (Anthropic's list shape).
 from __future__ import annotations
 
 import json
+from collections import deque
 from contextlib import aclosing
 from typing import Any, AsyncIterator
 
@@ -42,6 +43,7 @@ import httpx
 import trio
 
 from config.schema import SimulatedFailure, Simulation
+from protocol.client_json import utf8
 from protocol.simulated import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, SimulatedTransport, split_words
 
 TOOL_USE_ID = "toolu_sim"
@@ -79,6 +81,13 @@ def problem_in(body: Any, version: str) -> str | None:
             return f"{key}: Field required"
     if not isinstance(body["max_tokens"], int) or isinstance(body["max_tokens"], bool) or body["max_tokens"] < 1:
         return "max_tokens: Input should be a positive integer"
+    for key, kind, wanted in (("thinking", dict, "an object"), ("stop_sequences", list, "a list"),
+                              ("system", (str, list), "a string or a list of blocks")):
+        if key in body and body[key] is not None and not isinstance(body[key], kind):
+            return f"{key}: Input should be {wanted}"
+    for i, stop in enumerate(body.get("stop_sequences") or ()):
+        if not isinstance(stop, str):
+            return f"stop_sequences.{i}: Input should be a valid string"
     if version >= SAMPLING_REJECTED_FROM:
         for key in ("temperature", "top_p", "top_k"):
             if key in body:
@@ -99,6 +108,8 @@ def problem_in(body: Any, version: str) -> str | None:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind not in BLOCKS:
                 return f"messages.{i}.content.{j}.type: Input tag {kind!r} does not match any expected tag"
+            if kind == "text" and not isinstance(block.get("text"), str):
+                return f"messages.{i}.content.{j}.text: Input should be a valid string"
             if kind == "tool_use":
                 tool_uses.add(block.get("id"))
             if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
@@ -129,18 +140,24 @@ def _thinking_problem(body: dict[str, Any], messages: list[Any]) -> str | None:
 
 class SimulatedAnthropicTransport(SimulatedTransport):
     def __init__(self, name: str, simulation: Simulation | None = None, models: tuple[str, ...] = (),
-                 api_key: str | None = None) -> None:
-        super().__init__(name, simulation, models)
+                 api_key: str | None = None, history: int | None = None) -> None:
+        super().__init__(name, simulation, models, history)
         self.api_key = api_key
-        self.gets: list[httpx.Request] = []     # health checks and model listings, for their headers
+        self._gets: deque[httpx.Request] = deque(maxlen=self.keep)
+
+    @property
+    def gets(self) -> list[httpx.Request]:
+        """The last ``keep`` health checks and model listings, for their headers; needs a history."""
+        return self.kept(self._gets)
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> httpx.Response:
-        return httpx.Response(status, headers={"request-id": f"req_sim_{len(self.events)}", **(headers or {})},
-                              json=error_body(status, message))
+        # Not json=: httpx encodes strict UTF-8, and the message may quote a client's lone surrogate.
+        head = {"request-id": f"req_sim_{self.served}", "content-type": "application/json", **(headers or {})}
+        return httpx.Response(status, headers=head, content=utf8(error_body(status, message)))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            self.gets.append(request)
+        if request.method == "GET" and self.keep:
+            self._gets.append(request)
         if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
             self.record("unauthorized")
             return self._error(401, "invalid x-api-key")
@@ -176,8 +193,8 @@ class SimulatedAnthropicTransport(SimulatedTransport):
         if body["messages"][-1].get("role") == "assistant" and not sim.supports_prefill:
             self.record("prefill_unsupported")
             return self._error(400, "This model does not support assistant message prefill.")
-        reply = _Reply(self, sim, body, f"msg_sim_{len(self.requests)}")
-        headers = {**sim.response_headers, "request-id": f"req_sim_{len(self.requests)}"}
+        reply = _Reply(self, sim, body, f"msg_sim_{self.served}")
+        headers = {**sim.response_headers, "request-id": f"req_sim_{self.served}"}
         if stream:
             return httpx.Response(200, headers={**headers, "content-type": "text/event-stream; charset=utf-8"},
                                   stream=SimulatedStream(self, reply.events()))

@@ -39,10 +39,10 @@ def answer(owner: "SimulatedTransport", sim: Simulation, path: str, body: dict) 
     if path.endswith("/embeddings"):
         chunks, kind = _embeddings(owner, sim, model, body), "application/json"
     elif body.get("stream") is True:
-        chunks, kind = _completion_sse(owner, sim, f"cmpl-sim-{len(owner.requests)}", model, body), \
+        chunks, kind = _completion_sse(owner, sim, f"cmpl-sim-{owner.served}", model, body), \
             "text/event-stream"
     else:
-        chunks, kind = _completion(owner, sim, f"cmpl-sim-{len(owner.requests)}", model, body), "application/json"
+        chunks, kind = _completion(owner, sim, f"cmpl-sim-{owner.served}", model, body), "application/json"
     return httpx.Response(200, headers={**sim.response_headers, "content-type": kind},
                           stream=SimulatedStream(owner, chunks))
 
@@ -76,17 +76,18 @@ async def _embeddings(owner: "SimulatedTransport", sim: Simulation, model: str, 
         yield json.dumps(IN_BAND_ERROR).encode()
         return
     items = inputs_of(body.get("input"))
-    dimensions = body.get("dimensions") or DIMENSIONS
-    data = []
+    dimensions = body.get("dimensions") or DIMENSIONS   # at most simulated_checks.MAX_DIMENSIONS
+    # One piece per vector, with a checkpoint between: a large answer never holds the event loop.
+    yield b'{"object": "list", "data": ['
     for i, item in enumerate(items):
         vector: Any = embedding_vector(model, item, dimensions)
         if body.get("encoding_format") == "base64":
             vector = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode("ascii")
-        data.append({"object": "embedding", "index": i, "embedding": vector})
+        yield (b", " if i else b"") + json.dumps({"object": "embedding", "index": i, "embedding": vector}).encode()
+        await trio.lowlevel.checkpoint()
     tokens = sum(_tokens(item) for item in items)
     owner.record("completed")
-    yield json.dumps({"object": "list", "data": data, "model": model,
-                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode()
+    yield b"], " + json.dumps({"model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode()[1:]
 
 
 def _choices(n: int, text: str, finish_reason: str | None) -> list[dict[str, Any]]:

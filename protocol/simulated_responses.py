@@ -55,7 +55,7 @@ def script_responses(owner: "SimulatedTransport", *turns: ResponsesTurn) -> None
 def answer(owner: "SimulatedTransport", sim: Simulation, body: dict) -> httpx.Response:
     queue = getattr(owner, "responses_script", None)
     turn = queue.popleft() if queue else ResponsesTurn()
-    reply = _Reply(owner, sim, turn, body, f"resp_sim_{len(owner.requests)}")
+    reply = _Reply(owner, sim, turn, body, f"resp_sim_{owner.served}")
     if body.get("stream") is True:
         return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
                               stream=SimulatedStream(owner, reply.events()))

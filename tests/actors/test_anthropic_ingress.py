@@ -15,6 +15,8 @@ from protocol.errors import UpstreamTimeout
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 CONFIG = """
 health_checks: {interval: 1h}
 backends:

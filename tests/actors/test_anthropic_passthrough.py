@@ -2,8 +2,12 @@
 
 import copy
 
+import pytest
+
 from tests.actors.test_anthropic_backend import CONFIG, TWO, sent, sim
 from tests.harness import gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 MESSAGES = "/anthropic/v1/messages"
 VERSION = [(b"anthropic-version", b"2023-06-01")]

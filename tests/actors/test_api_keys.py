@@ -12,6 +12,8 @@ from protocol import logs
 from protocol.auth import open_beyond_loopback
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 TEAM_A = b"sk-team-a-0123456789abcdef"
 TEAM_B = b"sk-team-b-0123456789abcdef"
 OPEN = b"sk-open-0123456789abcdef"

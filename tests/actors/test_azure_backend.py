@@ -7,6 +7,8 @@ import pytest
 from config.load import ConfigError, load_text
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 CONFIG = """
 health_checks: {interval: 1h}
 backends:

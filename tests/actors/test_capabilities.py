@@ -1,10 +1,13 @@
 """Fallback never degrades silently: routes lacking what the request needs are skipped."""
 
+import pytest
 import trio
 
 from tests.actors.test_failover import BASE, times
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 CONFIG = BASE.replace("fallback_chains: {big: [small]}", "fallback_chains: {big: [small, medium]}") + """
   - {name: a, type: simulated, models: [big], simulation: {latency: 10ms, failure: {status: 503}}}

@@ -10,6 +10,8 @@ from protocol.simulated_endpoints import embedding_vector
 from tests.actors.test_smart_routing_flow import config as smart_config
 from tests.harness import gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 TOKEN = "test-admin-token-0123456789"
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode())]
 

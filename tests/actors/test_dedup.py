@@ -9,6 +9,7 @@ import json
 from typing import Any, AsyncIterator
 
 import attrs
+import pytest
 import trio
 
 from actors.dedup import DedupCoordinator, Role, Served, dedup_key
@@ -19,6 +20,8 @@ from protocol.asgi import AsgiSink, disconnect_waiter
 from protocol.errors import GatewayError, InvalidRequest, Unavailable
 from protocol.openai import parse_chat
 from tests.harness import Reply, chat, gateway
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 ON = Dedup(enabled=True)
 KEY = b"k" * 32

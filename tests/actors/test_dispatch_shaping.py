@@ -3,7 +3,11 @@ request path with retries and fallback hops (autojump_clock, simulated backends)
 
 import json
 
+import pytest
+
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 BASE = """
 health_checks: {interval: 1h}

@@ -16,6 +16,8 @@ from protocol.simulated import MetricsReply
 from protocol.upstream import Upstream
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 CONFIG = """
 engine_stats: {enabled: true, interval: 15s, timeout: 2s}
 backends:

@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
 import trio
 
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 BASE = """
 health_checks: {interval: 1h}

@@ -1,5 +1,6 @@
 """BackendHealthActor: transitions at exact virtual instants (autojump_clock)."""
 
+import pytest
 import trio
 
 from actors.health import BackendHealthActor
@@ -7,6 +8,8 @@ from actors.routing.circuit import CircuitState
 from actors.routing.health import HealthState
 from config.load import load_text
 from protocol.upstream import Upstream
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 CONFIG = """
 health_checks:

@@ -3,12 +3,15 @@
 import contextlib
 import json
 
+import pytest
 import trio
 
 from actors.runtime import Runtime
 from config.load import load_file
 from protocol.app import App
 from tests.harness import chat, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 CONFIG = """
 server: {bind_address: "127.0.0.1:8080"}

@@ -18,6 +18,8 @@ from config.smart_routing import ClassifierSettings, CustomDomain, CustomLevel, 
 from protocol.simulated import SimulatedTransport
 from protocol.upstream import Upstream
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 GOOD = '{"complexity": "moderate", "domain": "code", "confidence": 0.75}'
 PAYLOAD = {"model": "auto", "messages": [
     {"role": "system", "content": "You are a careful assistant."},

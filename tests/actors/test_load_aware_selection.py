@@ -4,11 +4,14 @@ its dead band and freshness, the admission gate, usage weight windows and observ
 import json
 import re
 
+import pytest
 import trio
 
 from config.schema import SimulatedEngine
 from protocol.simulated import MetricsReply
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 ENGINES = """
 health_checks: {interval: 1h}

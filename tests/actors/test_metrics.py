@@ -10,6 +10,8 @@ from tests.actors.test_failover import BASE, backend
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 CHAT = "/v1/chat/completions"
 NO_CHAIN = BASE.replace("fallback_chains: {big: [small]}", "fallback_chains: {}")
 TOKEN = "test-admin-token-0123456789"

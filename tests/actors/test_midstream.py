@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
 import trio
 
 from tests.actors.test_failover import content_of, times
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 TEXT = "one two three four five six seven eight"
 

@@ -3,10 +3,13 @@
 import json
 import logging
 
+import pytest
 import trio
 
 from tests.actors.test_failover import content_of
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 ALIAS = """
 health_checks: {interval: 1h}

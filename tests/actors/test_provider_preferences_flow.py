@@ -8,7 +8,11 @@ retries, fallback and the bytes a backend receives.
 import json
 import re
 
+import pytest
+
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 BACKENDS = """
 health_checks: {interval: 1h}

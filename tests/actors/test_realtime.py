@@ -15,6 +15,8 @@ from protocol import realtime, realtime_relay
 from tests.harness import gateway, request
 from tests.realtime_upstream import RealtimeUpstream
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 KEY = b"sk-client-0123456789abcdef"
 
 CONFIG = """

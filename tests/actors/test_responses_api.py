@@ -12,6 +12,8 @@ from protocol.responses_wire import BRIDGE
 from protocol.simulated_responses import ResponsesTurn, script_responses
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 SIM = """
 health_checks: {interval: 1h}
 selection_strategy: RoundRobin

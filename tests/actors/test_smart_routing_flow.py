@@ -9,6 +9,8 @@ import trio
 from config.schema import SimulatedFailure, Simulation
 from tests.harness import gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 ADMIN = [(b"authorization", b"Bearer admin-token-0123456789")]
 KEY_HEADERS = [(b"authorization", b"Bearer sk-light")]
 

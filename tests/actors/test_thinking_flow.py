@@ -3,10 +3,13 @@ models without a pattern left byte for byte alone."""
 
 import json
 
+import pytest
 import trio
 
 from protocol import simulated
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 THINKING = ("{pattern: unterminated_start, end_marker: '</think>', assume_reasoning_first: true"
             "EXTRA}")

@@ -6,10 +6,14 @@ import json
 import logging
 import re
 
+import pytest
+
 from protocol import logs
 from protocol.logs import JsonFormatter
 from tests.actors.test_failover import BASE, backend, sims
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 TID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"

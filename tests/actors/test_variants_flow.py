@@ -3,10 +3,13 @@
 
 import json
 
+import pytest
 import trio
 
 from actors.routing.variants import ThroughputSample
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 CONFIG = """
 health_checks: {interval: 1h, unhealthy_threshold: 1, warmup_check_interval: 100ms}

@@ -10,6 +10,8 @@ import pytest
 
 from tests.e2e.support import backend, gateway_config, in_thread
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 KEY = "sk-e2e-team-0123456789abcdef"
 
 

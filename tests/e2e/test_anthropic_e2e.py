@@ -14,6 +14,8 @@ import pytest
 
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 PROMPT = [{"role": "user", "content": "hi"}]
 WEATHER = {"name": "get_weather", "description": "Weather now",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}

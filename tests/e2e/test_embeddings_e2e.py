@@ -8,6 +8,8 @@ import pytest
 from protocol.simulated_endpoints import embedding_vector
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 TEXT = "Hello from sim-a. The quick brown fox"
 
 

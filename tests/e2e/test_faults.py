@@ -31,6 +31,8 @@ import actors.routing.circuit as circuit_module
 from config.schema import SimulatedFailure, Simulation
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 TEXT = "one two three four five six seven eight"
 OTHER = "alpha beta gamma delta epsilon zeta eta theta"
 USER = [{"role": "user", "content": "hi"}]

@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import openai
+import pytest
 
 from tests.e2e.support import Gateway, gateway_config, in_thread
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 WIRE = "gemma-4-26b-a4b-it-fp8"

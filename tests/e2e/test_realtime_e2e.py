@@ -14,6 +14,8 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_
 from tests.e2e.support import Gateway, gateway_config
 from tests.realtime_upstream import RealtimeUpstream
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 KEY = "sk-client-0123456789abcdef"
 AUTH = [(b"authorization", f"Bearer {KEY}".encode())]
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import openai
+import pytest
 
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 TEXT = "Hello from sim-a. The quick brown fox"
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+import pytest
 
 from tests.e2e.support import backend, gateway_config, in_thread
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 
 def serving(name: str, model: str) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import pytest
 
 from tests.e2e.support import backend, gateway_config, in_thread
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 
 def priced(name: str, price: float) -> dict[str, Any]:
     b = backend(name)

@@ -15,6 +15,8 @@ from protocol.anthropic_wire import headers, messages_request
 from protocol.errors import UnsupportedRequestParameter
 from tests.harness import chat, gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))
 CLIENT = "prompt-caching-2024-07-31, files-api-2025-04-14,context-1m-2025-08-07"

@@ -16,6 +16,8 @@ from protocol.errors import UnsupportedRequestParameter
 from protocol.responses_tools import enforce
 from tests.harness import gateway, request
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"
 
 SPEC_EXAMPLE = """

@@ -16,6 +16,8 @@ from config.schema import SimulatedFailure, Simulation
 from protocol.simulated import SimulatedTransport, split_even, split_words
 from protocol.sse import SSEDecoder
 
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 TEXT = "The capital of France is Paris, a city on the Seine."
 
 

@@ -285,6 +285,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
             content = wire.body(body if body is not None else self._body_for(model, backend), backend, call)
         except GatewayError as err:
             raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
+        except Exception as exc:   # the wire's own failure: passed over too, and loud
+            raise AttemptFailed(Failure(Kind.UNHEALTHY), adapter_failed(backend.name, exc), upstream=False) from None
         headers = wire.headers(backend, call)
         if call.trace is not None:
             # Same trace id on every attempt; a new span id for each one.
@@ -347,6 +349,15 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                 rt.health.call_failed(backend.name, model, err.message)
                 timeout = (err.details or {}).get("timeout") if kind is Kind.TIMEOUT else None
                 raise AttemptFailed(Failure(kind, timeout=timeout), err) from None
+            except GatewayError:
+                raise
+            except Exception as exc:
+                # Raised inside the backend's adapter (its transport, its wire's translation, a simulator):
+                # that backend failed, like one that broke its protocol; never the gateway's 500.
+                settled = True
+                err = adapter_failed(backend.name, exc)
+                rt.health.call_failed(backend.name, model, err.message)
+                raise AttemptFailed(Failure(Kind.PROTOCOL), err) from None
             finally:
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left) before the probe proved anything either way
@@ -402,6 +413,16 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
 
 async def _never() -> None:
     await trio.sleep_forever()
+
+
+def adapter_failed(backend: str, exc: Exception) -> UpstreamProtocolError:
+    """The attempt's error for an unexpected exception in ``backend``'s adapter, logged once with its traceback."""
+    log.error("backend %r failed inside its adapter (%s); the attempt counts as its failure", backend,
+              type(exc).__name__, exc_info=exc)
+    err = UpstreamProtocolError(f"Backend '{backend}' failed inside its adapter ({type(exc).__name__})",
+                                code="upstream_adapter_error")
+    err.backend = backend
+    return err
 
 
 def _backend_fault(failure: Failure) -> bool:

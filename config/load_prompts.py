@@ -57,11 +57,20 @@ def decode(data: bytes, st: FileStamp | None = None) -> PromptText:
     return PromptText(text.removeprefix("\ufeff"), len(data), hashlib.sha256(data).hexdigest(), st)
 
 
+MAX_NAME_BYTES = 255     # one file or directory name (NAME_MAX on Linux and macOS)
+MAX_PATH_BYTES = 1024    # a whole prompt path, well under PATH_MAX with the sandbox's own path in front
+
+
 def lexical(name: str, where: str) -> PurePosixPath:
     """The rules a name must pass before it touches the disk: a relative path without '..'."""
     if not name or "\x00" in name:
         raise PromptFileError("file_name", "must name a file")
     path = PurePosixPath(name)
+    # Past these the file system refuses with OSError ("File name too long"): refused here, by rule.
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or \
+            any(len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for part in path.parts):
+        raise PromptFileError("file_name", f"must be at most {MAX_PATH_BYTES} bytes, each name in it at most "
+                                           f"{MAX_NAME_BYTES} bytes (got {len(name)} characters)")
     if path.is_absolute():
         raise PromptFileError("relative_only", f"must be a relative path inside {where}, got {name!r}")
     if ".." in path.parts:

@@ -117,7 +117,11 @@ def _headers(value: Any) -> Mapping[str, tuple[str, ...]]:
             if isinstance(v, bool) or not isinstance(v, (str, int)):
                 raise Invalid(f"[{name}] item [{i}] must be a string, got {rules.type_name(v)}")
             text = str(v).strip()   # request values are compared stripped too
-            if len(text.encode()) > sr.MAX_HEADER_VALUE:
+            try:
+                size = len(text.encode())
+            except UnicodeEncodeError:   # a lone surrogate ("\\ud800" in JSON): no request header can carry it
+                raise Invalid(f"[{name}] item [{i}] is not UTF-8 text (it holds a lone surrogate)") from None
+            if size > sr.MAX_HEADER_VALUE:
                 raise Invalid(f"[{name}] item [{i}] is longer than {sr.MAX_HEADER_VALUE} bytes; a longer request "
                               "header value counts as absent, so it can never match")
             accepted.append(text.lower())

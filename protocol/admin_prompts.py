@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from config.load_prompts import PromptFileError
 from config.prompts import MAX_FILE_BYTES
+from protocol import client_json
 from protocol.errors import (
     BodyTooLarge,
     GatewayError,
@@ -85,13 +86,13 @@ class PromptsAdmin:
         await self.respond(send, status, json.dumps(result).encode())
 
 
-async def _content(scope: Any, receive: Any) -> str:
+async def _content(scope: Any, receive: Any, server: Any) -> str:
     """The ``content`` string of a PUT body ``{"content": "..."}``."""
     from protocol.app import read_body  # late: protocol.app imports the admin modules
 
-    raw = await read_body(scope, receive, BODY_LIMIT)
+    raw = await read_body(scope, receive, BODY_LIMIT, server)
     try:
-        body = json.loads(raw)
+        body = client_json.loads(raw)
     except ValueError:
         raise InvalidRequest("The body must be JSON: {\"content\": \"...\"}", code="invalid_json") from None
     if not isinstance(body, dict):

@@ -18,6 +18,7 @@ import attrs
 
 from actors.smart_router import text_headers
 from config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
+from protocol import client_json
 from protocol.asgi import read_body
 from protocol.errors import InvalidRequest
 
@@ -78,7 +79,8 @@ class SmartRoutingAdmin:
                                                     and isinstance(v, str) for k, v in headers.items()):
             raise InvalidRequest("'headers' must be an object of HTTP header names to string values",
                                  param="headers", code="invalid_type")
-        raw = {k.lower().encode("latin-1"): v.encode("utf-8") for k, v in headers.items()}
+        # A lone surrogate (JSON allows "\\ud800") has no UTF-8 bytes: it goes in as its escape.
+        raw = {k.lower().encode("latin-1"): v.encode("utf-8", "backslashreplace") for k, v in headers.items()}
         snap = runtime.snapshot
         decision = await runtime.smart.decide(snap, payload, key=None, key_tier=body.get("key_tier"),
                                               org=body.get("org"), headers=text_headers(raw),
@@ -123,10 +125,10 @@ def _invalid(err: SmartRoutingError, field: str) -> InvalidRequest:
                           code="invalid_smart_routing_config", details={"errors": list(err.errors)})
 
 
-async def _object(scope: Any, receive: Any, shape: str) -> dict[str, Any]:
-    raw = await read_body(scope, receive, BODY_LIMIT)
+async def _object(scope: Any, receive: Any, server: Any, shape: str) -> dict[str, Any]:
+    raw = await read_body(scope, receive, BODY_LIMIT, server)
     try:
-        body = json.loads(raw)
+        body = client_json.loads(raw)
     except ValueError:
         raise InvalidRequest(f"The body must be JSON: {shape}", code="invalid_json") from None
     if not isinstance(body, dict):
@@ -134,11 +136,11 @@ async def _object(scope: Any, receive: Any, shape: str) -> dict[str, Any]:
     return body
 
 
-async def _listed(scope: Any, receive: Any, field: str) -> Any:
+async def _listed(scope: Any, receive: Any, server: Any, field: str) -> Any:
     """The list of a PUT body ``{"<field>": [...]}`` (a bare JSON list is taken as that list)."""
-    raw = await read_body(scope, receive, BODY_LIMIT)
+    raw = await read_body(scope, receive, BODY_LIMIT, server)
     try:
-        body = json.loads(raw)
+        body = client_json.loads(raw)
     except ValueError:
         raise InvalidRequest(f"The body must be JSON: {{\"{field}\": [...]}}", code="invalid_json") from None
     if isinstance(body, list):

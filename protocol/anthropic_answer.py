@@ -32,6 +32,7 @@ from typing import Any, AsyncIterator, Protocol
 import httpx
 
 from actors.messages import Call
+from protocol.client_json import utf8
 from protocol.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
 from protocol.transport import body_chunks
 
@@ -245,7 +246,7 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 def _data(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + utf8(payload, separators=(",", ":")) + b"\n\n"
 
 
 class TranslatedStream(httpx.AsyncByteStream):

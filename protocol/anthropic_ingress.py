@@ -30,8 +30,9 @@ from actors.routing.listing import ListedModel
 from actors.routing.token_estimate import estimate_tokens
 from protocol.anthropic_format import Translated, to_chat
 from protocol.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
-from protocol.asgi import Receive, Scope, Send, read_body, respond
+from protocol.asgi import Receive, Scope, Send, respond
 from protocol.auth import authenticate
+from protocol.client_json import utf8
 from protocol.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
 from protocol.openai import parse_json_object
 
@@ -113,7 +114,7 @@ async def _listing(app: "App", runtime: "Runtime", scope: Scope, send: Send,
         now = trio.current_time()
         app._models_limit(scope, runtime, now)
         rows = app._visible(app._listing(runtime, now).rows, scope.get("switchyard.key"))
-        body = json.dumps(shape(list(rows)), ensure_ascii=False).encode()
+        body = utf8(shape(list(rows)))   # a discovered id may hold a lone surrogate
         await respond(send, 200, body, answer_headers([], JSON_TYPE, request_id))
     except GatewayError as err:
         await respond_error(send, err, request_id)

@@ -30,6 +30,7 @@ import secrets
 from typing import Any
 
 from protocol.asgi import AsgiSink, Send, respond
+from protocol.client_json import utf8
 from protocol.errors import GatewayError, UpstreamProtocolError, anthropic_envelope
 from protocol.sse import SSEDecoder
 
@@ -136,8 +137,7 @@ def message_from_chat(payload: Any, *, message_id: str, model: str, stop_sequenc
 
 def encode(name: str, data: dict[str, Any]) -> bytes:
     """One Messages SSE event: its ``event:`` line, then its JSON (which repeats the name as ``type``)."""
-    return b"event: " + name.encode() + b"\ndata: " + json.dumps(data, ensure_ascii=False,
-                                                                 separators=(",", ":")).encode() + b"\n\n"
+    return b"event: " + name.encode() + b"\ndata: " + utf8(data, separators=(",", ":")) + b"\n\n"
 
 
 PING = encode("ping", {"type": "ping"})
@@ -273,7 +273,7 @@ def answer_headers(headers: list[tuple[bytes, bytes]], content_type: bytes,
 
 async def respond_error(send: Send, err: GatewayError, request_id: str) -> None:
     """``err`` as a whole Anthropic error answer, with its own status and headers."""
-    body = json.dumps(anthropic_envelope(err, request_id), ensure_ascii=False).encode()
+    body = utf8(anthropic_envelope(err, request_id))   # never fails, even on a client's lone surrogate
     await respond(send, err.status, body, answer_headers(err.headers(), JSON_TYPE, request_id))
 
 
@@ -363,7 +363,7 @@ class AnthropicSink:
             return
         self.finished = True
         await self._inner.start(self.status, answer_headers(self._headers, JSON_TYPE, self._request_id))
-        await self._inner.send(json.dumps(message, ensure_ascii=False).encode())
+        await self._inner.send(utf8(message))
         await self._inner.finish()
 
     async def fail(self, error: GatewayError) -> None:

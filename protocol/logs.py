@@ -63,6 +63,14 @@ def redact(text: str) -> str:
     return _BEARER.sub(r"\1[redacted]", text)
 
 
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate (a client's ``"\\ud800"``) as its escape: a stream that
+    writes strict UTF-8 would fail on the line otherwise."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def rfc3339(created: float) -> str:
     moment = datetime.fromtimestamp(created, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
@@ -86,7 +94,7 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = record.exc_text
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return redact(json.dumps(line, ensure_ascii=False, default=str))
+        return printable(redact(json.dumps(line, ensure_ascii=False, default=str)))
 
 
 class TextFormatter(logging.Formatter):
@@ -101,7 +109,7 @@ class TextFormatter(logging.Formatter):
         if fields:
             head, sep, tail = text.partition("\n")   # keep a traceback below the line
             text = head + " " + " ".join(f"{k}={v}" for k, v in fields.items()) + sep + tail
-        return redact(text)
+        return printable(redact(text))
 
 
 def formatter(fmt: str) -> logging.Formatter:

@@ -4,7 +4,6 @@ built-in rate limits. Mixed into the App."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -15,6 +14,7 @@ from actors.routing.listing import ListedModel, find, list_models
 from config.access import ApiKey
 from protocol import limits
 from protocol.asgi import Receive, Scope, Send, respond
+from protocol.client_json import utf8
 from protocol.errors import ModelNotFound, RateLimited
 from protocol.openai import model_list, model_list_extended, model_object_extended
 
@@ -70,7 +70,7 @@ class ModelRoutes(_Base):
         """The /v1/models body (rendered once per cached listing)."""
         cached = self._listing(runtime, now)
         if cached.body is None:
-            cached.body = json.dumps(model_list(cached.rows), ensure_ascii=False).encode()
+            cached.body = utf8(model_list(cached.rows))
         return cached.body
 
     def _models_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
@@ -119,7 +119,7 @@ class ModelRoutes(_Base):
             await respond(send, 200, self._model_list(runtime, now))
             return
         rows = self._visible(self._listing(runtime, now).rows, key)
-        await respond(send, 200, json.dumps(model_list(rows), ensure_ascii=False).encode())
+        await respond(send, 200, utf8(model_list(rows)))
 
     async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
@@ -127,7 +127,7 @@ class ModelRoutes(_Base):
         self._models_limit(scope, runtime, now)
         rows = self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key"))
         body = model_list_extended(rows, self._backend_status(runtime))
-        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
+        await respond(send, 200, utf8(body))
 
     async def model(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
@@ -138,7 +138,7 @@ class ModelRoutes(_Base):
         if row is None:
             raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
         body = model_object_extended(row, self._backend_status(runtime))
-        await respond(send, 200, json.dumps(body, ensure_ascii=False).encode())
+        await respond(send, 200, utf8(body))
 
     async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Drop the cached model list, ask every backend again, answer the fresh list."""

@@ -8,7 +8,6 @@ backend untouched; it is the authority on its own parameters.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -16,6 +15,7 @@ from actors.messages import Call
 from actors.routing.listing import ListedModel
 from config.metadata import ModelMetadata
 from config.schema import Snapshot
+from protocol import client_json
 from protocol.errors import InvalidRequest
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -31,7 +31,7 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if not body.strip():
         raise InvalidRequest("Request body is empty; expected a JSON object", code="invalid_json")
     try:
-        payload = json.loads(body)
+        payload = client_json.loads(body)   # nesting past client_json.MAX_DEPTH is a 400 of its own
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"Request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(payload, dict):
@@ -98,10 +98,15 @@ def pin_of(headers: Mapping[bytes, bytes]) -> str | None:
 
 def build_call(model: str, stream: bool, payload: dict[str, Any], body: bytes, snapshot: Snapshot,
                headers: Mapping[bytes, bytes], request_id: str) -> Call:
-    """The Call once the endpoint's own fields are checked: ``user``, the hash key and the ``x-backend`` pin."""
+    """The Call once the endpoint's own fields are checked: ``user``, ``stream_options``, the hash key and
+    the ``x-backend`` pin."""
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidRequest(f"'user' must be a string, got {type_name(user)}", param="user", code="invalid_type")
+    options = payload.get("stream_options")   # read by the gateway (usage metering, translated streams)
+    if options is not None and not isinstance(options, dict):
+        raise InvalidRequest(f"'stream_options' must be an object, got {type_name(options)}",
+                             param="stream_options", code="invalid_type")
     header = headers.get(snapshot.consistent_hash.key_header.encode())
     hash_key = header.decode("latin-1") if header else user
     return Call(model=model, stream=stream, body=body, payload=payload, snapshot=snapshot, hash_key=hash_key,

@@ -61,6 +61,7 @@ def parse_responses_payload(payload: dict[str, Any], body: bytes, snapshot: Snap
     _check(payload, "instructions", "string")
     _check(payload, "tools", "array")
     _check(payload, "tool_choice", "string", "object")
+    _check(payload, "reasoning", "object")   # read by the gateway's bridge and every backend
     metadata = _check(payload, "metadata", "object")
     for key, value in (metadata or {}).items():
         if not isinstance(value, str):

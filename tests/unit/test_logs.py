@@ -59,6 +59,23 @@ def test_bearer_credentials_are_masked(fmt):
     assert "sk-live-123" not in text and "Bearer [redacted]" in text
 
 
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_lone_surrogate_never_breaks_a_log_line(fmt):
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    root = logging.getLogger()
+    level = root.level
+    handler = logs.install("INFO", fmt, stream)
+    errors: list[str] = []
+    handler.handleError = lambda rec: errors.append(rec.getMessage())   # type: ignore[method-assign]
+    try:
+        logging.getLogger("switchyard.test").warning("refused: %s", "model \ud800 é")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    written = stream.buffer.getvalue().decode("utf-8")
+    assert errors == [] and "\\ud800" in written and "é" in written
+
+
 def test_install_replaces_its_own_handler_and_sets_the_level():
     root = logging.getLogger()
     level, before = root.level, list(root.handlers)

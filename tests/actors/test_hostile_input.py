@@ -1,0 +1,179 @@
+"""Input that once ended in a gateway 500: each is now a 4xx naming the field, in the door's own error
+shape, and an exception inside a backend's adapter is that backend's failure (MockClock)."""
+
+import json
+import logging
+
+import httpx
+import pytest
+
+from protocol.client_json import MAX_DEPTH
+from protocol.simulated import SimulatedStream
+from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
+TOKEN = "admin-token-0123456789"
+ADMIN = [(b"authorization", f"Bearer {TOKEN}".encode())]
+CONFIG = f"""
+admin: {{token: {TOKEN}}}
+health_checks: {{interval: 1h}}
+retry: {{max_attempts: 1}}
+global_prompts: {{prompts_dir: ./prompts}}
+backends:
+  - name: a
+    type: simulated
+    models: [demo]
+    simulation: {{latency: 10ms, chunks: 3}}
+  - name: b
+    type: simulated
+    models: [demo]
+    simulation: {{latency: 10ms, chunks: 3}}
+smart_routing:
+  enabled: true
+  model_profiles: [{{model: demo, tier: 1}}]
+  routing_policies: [{{name: all, when: {{}}, route_to: {{tier: 1}}}}]
+"""
+DOORS = {
+    "/v1/chat/completions": chat(),
+    "/v1/completions": {"model": "demo", "prompt": "hi"},
+    "/v1/embeddings": {"model": "demo", "input": "hi"},
+    "/v1/responses": {"model": "demo", "input": "hi"},
+    "/anthropic/v1/messages": {"model": "demo", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+    "/anthropic/v1/messages/count_tokens": {"model": "demo", "messages": [{"role": "user", "content": "hi"}]},
+}
+ADMIN_BODIES = {
+    ("PUT", "/admin/config/prompts/prompts/x.md"): "content",
+    ("POST", "/admin/smart-routing/simulate"): "payload",
+    ("PUT", "/admin/smart-routing/model-profiles"): "model_profiles",
+    ("PUT", "/admin/smart-routing/policies"): "routing_policies",
+}
+
+
+def deep(body: dict, field: str, depth: int) -> bytes:
+    """``body`` with ``field`` an array nested ``depth`` levels deep."""
+    return json.dumps({**body, field: "HERE"}).encode().replace(b'"HERE"', b"[" * depth + b"]" * depth)
+
+
+def tracebacks(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.ERROR and r.exc_info]
+
+
+def openai_error(reply) -> tuple[int, str, str | None]:
+    error = reply.json()["error"]
+    return reply.status, error["code"], error["param"]
+
+
+async def test_json_nested_past_the_limit_is_a_400_on_every_door_and_admin_endpoint(tmp_path, caplog,
+                                                                                       autojump_clock):
+    (tmp_path / "prompts").mkdir()
+    async with gateway(CONFIG, base_dir=tmp_path) as app:
+        for path, body in DOORS.items():
+            reply = await request(app, "POST", path, deep(body, "metadata", 1000))
+            if path.startswith("/anthropic/"):
+                assert reply.status == 400 and reply.json()["type"] == "error"
+                assert reply.json()["error"]["type"] == "invalid_request_error"
+                assert "deeper than 128 levels at 'metadata[0][0]" in reply.json()["error"]["message"]
+            else:
+                status, code, param = openai_error(reply)
+                assert (status, code, param) == (400, "json_too_deep", "metadata" + "[0]" * (MAX_DEPTH - 1)), path
+        for (method, path), field in ADMIN_BODIES.items():
+            reply = await request(app, method, path, deep({}, field, 1000), headers=ADMIN)
+            assert openai_error(reply)[:2] == (400, "json_too_deep") and openai_error(reply)[2].startswith(field)
+    assert tracebacks(caplog) == []
+
+
+async def test_an_error_quoting_a_lone_surrogate_renders_in_the_anthropic_shape(caplog, autojump_clock):
+    async with gateway(CONFIG) as app:
+        body = json.dumps({**DOORS["/anthropic/v1/messages"], "model": "\ud800"}).encode()
+        reply = await request(app, "POST", "/anthropic/v1/messages", body)
+    assert reply.status == 404 and reply.json()["error"]["type"] == "not_found_error"
+    assert "\ud800" in reply.json()["error"]["message"]
+    assert tracebacks(caplog) == []
+
+
+async def test_a_prompt_file_name_longer_than_the_file_system_takes_is_a_400(tmp_path, autojump_clock):
+    (tmp_path / "prompts").mkdir()
+    async with gateway(CONFIG, base_dir=tmp_path) as app:
+        reply = await request(app, "PUT", "/admin/config/prompts/prompts/" + "a" * 5000 + ".md",
+                              {"content": "x"}, headers=ADMIN)
+    assert openai_error(reply) == (400, "invalid_prompt_path", "path")
+    assert "at most 255 bytes" in reply.json()["error"]["message"]
+
+
+async def test_stream_options_must_be_an_object(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True, stream_options=0))
+    assert openai_error(reply) == (400, "invalid_type", "stream_options")
+
+
+async def test_responses_reasoning_must_be_an_object(autojump_clock):
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi", "reasoning": True})
+    assert openai_error(reply) == (400, "invalid_type", "reasoning")
+
+
+async def test_a_text_part_that_is_not_a_string_is_the_backends_400_naming_it(caplog, autojump_clock):
+    prefill = {"role": "assistant", "content": [{"type": "text", "text": 5}]}
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat(messages=[{"role": "user", "content": "hi"}, prefill]))
+    assert openai_error(reply) == (400, "invalid_type", "messages[1].content[0].text")
+    assert tracebacks(caplog) == []
+
+
+def break_adapter(app, name: str, where: str) -> None:
+    """Make backend ``name``'s simulator raise a TypeError on send, or while its answer body is read."""
+    sim = app.runtime.upstream.simulated[f"{name}.simulated"]
+
+    async def raises(request: httpx.Request) -> httpx.Response:
+        raise TypeError("simulated adapter bug")
+
+    async def broken_body():
+        yield b'{"id": '
+        raise TypeError("simulated adapter bug")
+
+    async def broken_answer(request: httpx.Request) -> httpx.Response:
+        sim.in_flight += 1   # released by the stream, as a real answer's would be
+        return httpx.Response(200, headers={"content-type": "application/json"},
+                              stream=SimulatedStream(sim, broken_body()))
+
+    sim.handle_async_request = raises if where == "on_send" else broken_answer
+
+
+@pytest.mark.parametrize("where", ["on_send", "while_reading"])
+async def test_an_exception_inside_a_backend_adapter_fails_over_to_the_next_backend(caplog, autojump_clock, where):
+    async with gateway(CONFIG.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}")) as app:
+        break_adapter(app, "a", where)
+        app.runtime.pool.rng.seed(0)
+        replies = [await request(app, "POST", "/v1/chat/completions", chat()) for _ in range(2)]
+        events = [app.runtime.traces.get(r.headers[b"x-continuum-request-id"].decode()).as_dict()["events"]
+                  for r in replies]
+    assert [r.status for r in replies] == [200, 200]
+    assert [r.json()["choices"][0]["message"]["content"].startswith("Hello from b.") for r in replies] == [True, True]
+    failed = [e for trace in events for e in trace if e["event"] == "attempt_failed"]
+    assert [(e["backend"], e["detail"]["kind"]) for e in failed] == [("a", "protocol_error")]   # round robin: a once
+    logged = tracebacks(caplog)
+    assert len(logged) == 1 and "backend 'a' failed inside its adapter (TypeError)" in logged[0].getMessage()
+
+
+async def test_an_exception_inside_the_only_backends_adapter_is_a_502_naming_the_backend(caplog, autojump_clock):
+    async with gateway(CONFIG.replace("  - name: b\n", "  - name: b\n    enabled: false\n")) as app:
+        break_adapter(app, "a", "on_send")
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+    assert openai_error(reply) == (502, "upstream_adapter_error", None)
+    assert reply.json()["error"]["message"] == "Backend 'a' failed inside its adapter (TypeError)"
+    assert len(tracebacks(caplog)) == 1
+
+
+async def test_a_lone_surrogate_in_a_smart_routing_header_is_served_or_refused_never_a_500(caplog, autojump_clock):
+    async with gateway(CONFIG) as app:
+        simulated = await request(app, "POST", "/admin/smart-routing/simulate", headers=ADMIN, body={
+            "payload": {"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
+            "headers": {"x-route-hint": "\ud800"}})
+        policies = await request(app, "PUT", "/admin/smart-routing/policies", headers=ADMIN, body={
+            "routing_policies": [{"name": "p", "when": {"header": {"x-h": ["\ud800"]}}, "route_to": {"tier": 1}}]})
+    assert simulated.status == 200
+    assert openai_error(policies) == (400, "invalid_smart_routing_config", "routing_policies")
+    assert "not UTF-8 text" in policies.json()["error"]["message"]
+    assert tracebacks(caplog) == []

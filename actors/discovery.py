@@ -7,6 +7,10 @@ vanish from routing); the health actor is the one that takes it out.
 A backend's ``upstream_id`` (``model_configs[].upstream_id``) is the wire
 name only: a discovered id equal to one is published as its public id, so
 routing and the model list see the public name and never the upstream one.
+
+Once a round has answered, a fallback chain entry no backend serves is
+warned about (once per entry and config revision): with discovery on, the
+loader cannot know (``config/load_resilience.py``: ``check_chain_models``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from typing import Any, Iterable, Mapping
 import httpx
 import trio
 
+from actors.routing.candidates import unserved_chain_entries
+from config.load_resilience import chains_checked_at_load
+from config.rules import child
 from config.schema import BackendConfig, BackendType, Snapshot
 from protocol.upstream import Upstream, auth_headers, join_url
 
@@ -39,17 +46,20 @@ class ModelDiscoveryActor:
         self.upstream = upstream
         self.view: Mapping[str, frozenset[str]] = {}
         self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
+        self._warned: tuple[str, set[str]] = (snapshot.revision, set())   # revision, chain entries warned about
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         # The first round completes (bounded by the check timeout) before the
         # server reports ready, so glob-routed models are servable at once.
         await self.refresh_all()
+        self.check_chains()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery  # where reconfigure() starts fetches for new backends
             task_status.started(self)
             while True:
                 await trio.sleep(self.snapshot.discovery.interval)
                 await self.refresh_all()
+                self.check_chains()
 
     def reconfigure(self, snapshot: Snapshot) -> None:
         """New or changed backends are asked for their models at once; removed ones are dropped."""
@@ -59,11 +69,34 @@ class ModelDiscoveryActor:
         names = {b.name for b in self.targets}
         self.view = {n: ids for n, ids in self.view.items() if n in names}
         nursery = getattr(self, "_nursery", None)
-        for b in self.targets:
-            if old.get(b.name) != (b.url, b.api_key, dict(b.upstream_ids)):
-                self.view = {n: ids for n, ids in self.view.items() if n != b.name}
-                if nursery is not None:
-                    nursery.start_soon(self._refresh, b)
+        changed = [b for b in self.targets if old.get(b.name) != (b.url, b.api_key, dict(b.upstream_ids))]
+        for b in changed:
+            self.view = {n: ids for n, ids in self.view.items() if n != b.name}
+        if nursery is not None:
+            nursery.start_soon(self._reload_round, changed)
+
+    async def _reload_round(self, changed: list[BackendConfig]) -> None:
+        """The changed backends' lists, then the chain check for the new revision."""
+        async with trio.open_nursery() as nursery:
+            for b in changed:
+                nursery.start_soon(self._refresh, b)
+        self.check_chains()
+
+    def check_chains(self) -> None:
+        """Log each chain entry no backend serves, once per config revision (not every round)."""
+        snapshot = self.snapshot
+        if chains_checked_at_load(snapshot.backends):
+            return   # the loader warned already
+        if self._warned[0] != snapshot.revision:
+            self._warned = (snapshot.revision, set())
+        warned = self._warned[1]
+        for chain, i, model in unserved_chain_entries(snapshot.fallback.fallback_chains, snapshot.backends,
+                                                      self.view):
+            path = child(child("fallback.fallback_chains", chain), i)
+            if path not in warned:
+                warned.add(path)
+                log.warning("config: %s: after discovery no backend serves model %r: this step of the chain "
+                            "never finds a backend", path, model)
 
     async def refresh_all(self) -> None:
         async with trio.open_nursery() as nursery:

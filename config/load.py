@@ -142,11 +142,20 @@ def bind_address(value: Any) -> str:
     return text
 
 
+def shown_url(url: str) -> str:
+    """``url`` as an error message may show it: a ``user:password@`` part is masked."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    return f"{scheme}{sep}***@{authority.rsplit('@', 1)[1]}{slash}{path}"
+
+
 def http_url(value: Any) -> str:
     text = rules.string()(value)
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"must be an http:// or https:// URL with a host, got {text!r}")
+        raise Invalid(f"must be an http:// or https:// URL with a host, got {shown_url(text)!r}")
     if parts.query or parts.fragment:
         raise Invalid("must not carry a query string or fragment")
     return text.rstrip("/")
@@ -228,6 +237,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     if not problems.errors:  # with errors, backends and chains may be incomplete
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
+        load_access.check_alias_reach(api_keys, backends, models.aliases, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
         load_params.check_anthropic_sampling(request_params, backends, problems)
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)
@@ -328,10 +338,17 @@ def _backend(r: Reader) -> BackendConfig | None:
     r.finish()
     if btype is BackendType.AZURE and url and not urlsplit(url).path.rstrip("/").endswith("/openai/v1"):
         r.problems.error(child(r.path, "url"), "of an azure backend is its resource's v1 API root, "
-                         f"https://NAME.openai.azure.com/openai/v1, got {url!r}")
+                         f"https://NAME.openai.azure.com/openai/v1, got {shown_url(url)!r}")
     if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
         r.problems.error(child(r.path, "url"),
-                         f"of a simulated backend must have a host ending in .simulated, got {url!r}")
+                         f"of a simulated backend must have a host ending in .simulated, got {shown_url(url)!r}")
+    parts = urlsplit(url)
+    if api_key and (parts.username or parts.password) and btype not in (BackendType.ANTHROPIC, BackendType.AZURE):
+        # protocol/upstream.py sends a user:password@ URL's credentials as Authorization: Basic, which
+        # replaces the key's Authorization: Bearer (anthropic and azure send their key in another header).
+        r.problems.error(child(r.path, "url"), f"carries credentials (user:password@) and {child(r.path, 'api_key')} "
+                         "is set: every request would send the URL's credentials as 'Authorization: Basic' "
+                         "instead of the key's 'Authorization: Bearer', so the key is never sent; keep one of them")
     if len(r.problems.errors) > errors_before:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,

@@ -6,11 +6,13 @@ name its path, never its value.
 
 from __future__ import annotations
 
-from typing import Any
+from fnmatch import fnmatchcase
+from typing import Any, Iterable, Mapping
 
 from config import rules
 from config.access import Access, ApiKey
 from config.rules import Invalid, Reader, child
+from config.schema import BackendConfig
 
 _ID = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
 MIN_KEY_LENGTH = 16
@@ -86,3 +88,35 @@ def check_backends(access: Access, backend_names: set[str], problems: rules.Prob
         for j, name in enumerate(key.allowed_backends or ()):
             if name not in backend_names:
                 problems.error(f"api_keys[{i}].allowed_backends[{j}]", f"no backend is named {name!r}")
+
+
+def dispatch_aliases(backends: Iterable[BackendConfig], catalogue: Mapping[str, str]) -> dict[str, str]:
+    """Exact alias -> canonical id, as alias dispatch reads them (``actors/routing/aliases.py``):
+    enabled backends' ``model_configs[].aliases`` before the metadata files'; ``*`` aliases never dispatch."""
+    out: dict[str, str] = {}
+    layers = [(a, m) for b in backends if b.enabled for m, names in b.model_aliases.items() for a in names]
+    for alias, model in [*layers, *catalogue.items()]:
+        if "*" not in alias and alias != model:
+            out.setdefault(alias, model)
+    return out
+
+
+def check_alias_reach(access: Access, backends: Iterable[BackendConfig], catalogue: Mapping[str, str],
+                      problems: rules.Problems) -> None:
+    """Warn where a key's glob admits an alias but not the model it dispatches to.
+
+    The requested name is what is judged (docs/access.md), so such a glob widens
+    the key's reach to the canonical model: as specified, but easy to miss. An
+    alias the list names exactly was meant, and is not warned about."""
+    aliases = dispatch_aliases(backends, catalogue)
+    for i, key in enumerate(access.keys):
+        if key.allowed_models is None:
+            continue
+        for alias, model in sorted(aliases.items()):
+            if alias in key.allowed_models or not key.allows_model(alias) or key.allows_model(model):
+                continue
+            globs = ", ".join(repr(p) for p in key.allowed_models if fnmatchcase(alias, p))
+            problems.warn(f"api_keys[{i}].allowed_models",
+                          f"key {key.id!r}: {globs} matches the alias {alias!r}, which is routed as {model!r}, "
+                          f"a model the list does not match: this key can reach {model!r} through the alias; "
+                          f"narrow the glob, or list {model!r} to make it explicit")

@@ -339,15 +339,21 @@ def _policy(r: Reader) -> FallbackPolicy:
     return out
 
 
+def chains_checked_at_load(backends: Iterable[Any]) -> bool:
+    """Whether every backend's models are known without discovery: exact names only, discovery off."""
+    return not any(b.discovery or b.model_globs for b in backends)
+
+
 def check_chain_models(fb: Fallback, backends: Iterable[Any], problems: Problems,
                        path: str = "fallback.fallback_chains") -> None:
     """Warn about chain entries that no backend can serve.
 
     Only exact names in ``backends[].models`` are known at load time, so the
-    check is skipped entirely when any backend has discovery on or a glob.
+    check is skipped entirely when any backend has discovery on or a glob;
+    the discovery actor makes it then, once it has the backends' lists.
     """
     backends = list(backends)
-    if any(b.discovery or b.model_globs for b in backends):
+    if not chains_checked_at_load(backends):
         return
     known = {m for b in backends for m in b.exact_models}
     for key, models in fb.fallback_chains.items():

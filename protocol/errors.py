@@ -91,8 +91,11 @@ class InvalidRequest(ClientError):
 
 
 class AuthenticationError(ClientError):
+    """OpenAI's API answers a bad key with ``invalid_request_error`` / ``invalid_api_key``, and clients that
+    read the body expect that; the Anthropic envelope maps 401 to ``authentication_error`` by status."""
+
     status = 401
-    type = "authentication_error"
+    type = "invalid_request_error"
     code = "invalid_api_key"
 
     def headers(self) -> list[tuple[bytes, bytes]]:

@@ -50,3 +50,24 @@ def listed_models(backends: Iterable[BackendConfig], discovered: Discovered) -> 
         for m in ids:
             out.setdefault(m, []).append(b.name)
     return dict(sorted(out.items()))
+
+
+def unserved_chain_entries(chains: Mapping[str, tuple[str, ...]], backends: Iterable[BackendConfig],
+                           discovered: Discovered) -> list[tuple[str, int, str]]:
+    """The fallback chain entries ``(chain, index, model)`` no public backend serves.
+
+    A public backend with discovery on whose list has not arrived (absent or
+    empty) could still serve a model its globs match, or any model when it
+    lists none: its entries stay undecided rather than reported falsely.
+    """
+    public = public_backends(backends)
+    pending = [b for b in public if b.discovery and not discovered.get(b.name)]
+    out = []
+    for chain, models in chains.items():
+        for i, model in enumerate(models):
+            if any(backend_serves(b, model, discovered) for b in public):
+                continue
+            if any(not b.models or any(fnmatchcase(model, g) for g in b.model_globs) for b in pending):
+                continue
+            out.append((chain, i, model))
+    return out

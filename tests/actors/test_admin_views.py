@@ -27,11 +27,11 @@ backends:
   - name: b
     type: generic
     url: "https://ops:${URL_PASS}@b.example/v1"
-    api_key: ${KEY_B}
     models: [demo, "llama-*"]
     enabled: false
   - name: c
     type: simulated
+    api_key: ${KEY_B}
     models: [demo]
     internal: true
 """
@@ -57,7 +57,7 @@ async def test_admin_config_is_the_running_snapshot_with_secrets_masked(autojump
         assert (config["revision"], config["source"]) == (snapshot.revision, snapshot.source) and config["revision"]
         assert config["admin"]["token"] == "***"
         a, b, c = config["backends"]
-        assert (a["api_key"], b["api_key"], c["api_key"]) == ("***", "***", None)
+        assert (a["api_key"], b["api_key"], c["api_key"]) == ("***", None, "***")
         assert b["url"] == "https://ops:***@b.example/v1"
         assert (a["type"], a["weight"], b["enabled"], c["internal"]) == ("simulated", 3, False, True)
         assert b["models"] == ["demo", "llama-*"]                            # tuples keep their order

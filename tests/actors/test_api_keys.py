@@ -66,6 +66,20 @@ async def test_unknown_key_is_401_and_the_key_is_never_echoed(autojump_clock):
             assert b"sk-" not in reply.body
 
 
+async def test_401_type_follows_the_door(autojump_clock):
+    """OpenAI's own answer on /v1 (invalid_request_error), Anthropic's under /anthropic/ (authentication_error)."""
+    wrong = bearer(b"sk-nope-0123456789abcdef")
+    async with gateway(CONFIG) as app:
+        for headers, code in (([], "missing_api_key"), (wrong, "invalid_api_key")):
+            reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=headers)
+            assert reply.status == 401 and reply.headers[b"www-authenticate"].startswith(b"Bearer")
+            assert reply.json()["error"] | {"message": ""} == {"type": "invalid_request_error", "code": code,
+                                                                "param": None, "message": ""}
+        messages = {"model": "demo", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        reply = await request(app, "POST", "/anthropic/v1/messages", messages, headers=wrong)
+        assert reply.status == 401 and reply.json()["error"]["type"] == "authentication_error"
+
+
 async def test_every_v1_route_asks_for_the_key_before_the_path(autojump_clock):
     async with gateway(CONFIG) as app:
         for method, path in (("GET", "/v1/models"), ("GET", "/v1/models/extended"), ("GET", "/v1/models/demo"),
@@ -290,6 +304,49 @@ def test_a_key_from_an_unset_environment_variable_is_an_error_naming_its_path():
 def test_a_short_key_is_a_warning():
     loaded = load_text("api_keys: [{id: a, key: short}]\nbackends: [{name: a, type: simulated, models: [m]}]")
     assert any(w.startswith("api_keys[0].key:") for w in loaded.warnings)
+
+
+ALIAS_GLOB = """
+api_keys:
+  - {id: pub, key: sk-pub-0123456789abcdef, allowed_models: ["pub-*"]}
+  - {id: named, key: sk-named-0123456789abcdef, allowed_models: [pub-alias]}
+  - {id: both, key: sk-both-0123456789abcdef, allowed_models: ["pub-*", secret-model]}
+backends:
+  - name: a
+    type: simulated
+    models: [secret-model]
+    model_configs: [{id: secret-model, aliases: [pub-alias]}]
+"""
+ALIAS_GLOB_WARNING = ("api_keys[0].allowed_models: key 'pub': 'pub-*' matches the alias 'pub-alias', which is "
+                      "routed as 'secret-model', a model the list does not match")
+
+
+def test_a_glob_admitting_an_alias_but_not_its_model_warns():
+    """Only the glob case: a key that lists the alias by name, or also matches the model, meant it."""
+    warnings = [w for w in load_text(ALIAS_GLOB).warnings if w.startswith("api_keys")]
+    assert len(warnings) == 1 and warnings[0].startswith(ALIAS_GLOB_WARNING), warnings
+
+
+def test_config_validate_prints_the_alias_glob_warning(tmp_path, capsys):
+    from protocol.cli import main
+
+    path = tmp_path / "keys.yaml"
+    path.write_text(ALIAS_GLOB)
+    assert main(["config", "validate", str(path)]) == 0
+    assert "warning: " + ALIAS_GLOB_WARNING in capsys.readouterr().out
+
+
+def test_serve_logs_the_alias_glob_warning_at_start(tmp_path, monkeypatch, caplog):
+    from protocol import cli, serving
+
+    path = tmp_path / "keys.yaml"
+    path.write_text(ALIAS_GLOB)
+    monkeypatch.setattr(cli, "configure_logging", lambda *args: None)   # keep pytest's log capture
+    monkeypatch.setattr(serving, "serve_one", lambda *args, **kwargs: 0)   # start-up only, no server
+    with caplog.at_level(logging.WARNING, logger="switchyard.config"):
+        assert cli.main(["serve", "--config", str(path), "--bind", "127.0.0.1:8080"]) == 0
+    assert any(r.name == "switchyard.config" and r.getMessage().startswith(ALIAS_GLOB_WARNING)
+               for r in caplog.records), caplog.records
 
 
 async def test_admin_config_masks_client_keys_and_shows_no_digest(autojump_clock):

@@ -1,8 +1,14 @@
 """Model discovery: at start and on its interval; globs route discovered ids."""
 
+import logging
+
+import pytest
 import trio
 
+from config.load import load_text
 from tests.harness import chat, gateway, request
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 CONFIG = """
 discovery: {interval: 60s}
@@ -41,3 +47,25 @@ async def test_failed_discovery_keeps_previous_ids(autojump_clock):
         sim.handle_async_request = broken
         await trio.sleep(61)
         assert app.runtime.discovery.view["globbed"] == before
+
+
+CHAINS = CONFIG + "fallback: {enabled: true, fallback_chains: {llama-3-8b: [phi-3, llama-9]}}\n"
+
+
+async def test_chain_entry_no_backend_serves_warns_once_per_revision_after_discovery(autojump_clock, caplog):
+    def warned():
+        return [r.getMessage() for r in caplog.records
+                if r.name == "switchyard.discovery" and "fallback.fallback_chains" in r.getMessage()]
+
+    caplog.set_level(logging.WARNING, logger="switchyard.discovery")
+    async with gateway(CHAINS) as app:
+        assert warned() == [("config: fallback.fallback_chains.llama-3-8b[1]: after discovery no backend serves "
+                             "model 'llama-9': this step of the chain never finds a backend")]
+        await trio.sleep(130)   # two more rounds: nothing new
+        assert len(warned()) == 1
+        app.runtime.apply(load_text(CHAINS.replace("[phi-3, llama-9]", "[llama-9, phi-4]")).snapshot)
+        await trio.sleep(1)     # the reload's round
+        assert [m.split(":")[1].strip() for m in warned()[1:]] == [
+            "fallback.fallback_chains.llama-3-8b[0]", "fallback.fallback_chains.llama-3-8b[1]"]
+        await trio.sleep(61)
+        assert len(warned()) == 3

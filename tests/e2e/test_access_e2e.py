@@ -59,3 +59,12 @@ async def test_keys_preferences_and_policy_through_the_sdk(start_gateway):
     near = [json.loads(r.content) for r in gw.sim("near").requests if r.url.path.endswith("/chat/completions")]
     assert len(far) == 1 and len(near) == 1
     assert far[0]["temperature"] == 1.0 and far[0]["max_tokens"] == 64 and "provider" not in far[0]
+
+
+async def test_a_wrong_key_is_invalid_request_error_as_on_openai(start_gateway):
+    gw = await start_gateway(config())
+    bad = openai.OpenAI(base_url=gw.v1, api_key="sk-wrong-0123456789abcdef", max_retries=0, timeout=10)
+    with bad, pytest.raises(openai.AuthenticationError) as refused:
+        await in_thread(lambda: bad.chat.completions.create(model="demo", messages=[{"role": "user", "content": "hi"}]))
+    assert refused.value.status_code == 401
+    assert refused.value.body["type"] == "invalid_request_error" and refused.value.code == "invalid_api_key"

@@ -1,6 +1,6 @@
 """Which backends serve a model: exact names, globs, discovery, visibility."""
 
-from actors.routing.candidates import listed_models, serving
+from actors.routing.candidates import listed_models, serving, unserved_chain_entries
 from config.load import load_text
 
 SNAP = load_text("""
@@ -48,3 +48,14 @@ def test_listed_models_merge_backends():
     assert listed["gpt-4o"] == ["exact"]
     assert "mistral-7b" not in listed
     assert list(listed) == sorted(listed)
+
+
+def test_unserved_chain_entries_wait_for_backends_without_a_list():
+    """A backend whose list has not arrived could serve what its globs match (or anything, listing none)."""
+    chains = {"gpt-4o": ("llama-unknown", "gpt-4o", "qwen-72b", "nothing-serves-this"), "phi-3": ("unknown-2",)}
+    assert unserved_chain_entries(chains, SNAP.backends, FOUND) == [
+        ("gpt-4o", 0, "llama-unknown"), ("gpt-4o", 3, "nothing-serves-this"), ("phi-3", 0, "unknown-2")]
+    pending = {"everything": FOUND["everything"]}   # globbed's list has not arrived
+    assert unserved_chain_entries(chains, SNAP.backends, pending) == [
+        ("gpt-4o", 3, "nothing-serves-this"), ("phi-3", 0, "unknown-2")]
+    assert unserved_chain_entries(chains, SNAP.backends, {}) == []   # "everything" lists none: anything may come

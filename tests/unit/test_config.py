@@ -122,6 +122,26 @@ def test_backend_url_required_except_simulated():
     assert snap.backends[0].url == "http://s.simulated"
 
 
+def test_url_credentials_and_api_key_together_are_refused_naming_both_paths():
+    """The URL's Basic credentials replace the key's Bearer header; anthropic and azure send the key elsewhere."""
+    both = "backends:\n  - {name: a, type: %s, url: 'https://user:pw@h/openai/v1', api_key: sk-1, models: [m]}\n"
+    assert errors_of(both % "openai") == [
+        "backends[0].url: carries credentials (user:password@) and backends[0].api_key is set: every request "
+        "would send the URL's credentials as 'Authorization: Basic' instead of the key's 'Authorization: Bearer', "
+        "so the key is never sent; keep one of them"]
+    for btype in ("anthropic", "azure"):
+        assert load_text(both % btype, env={}).snapshot.backends[0].api_key == "sk-1"
+    assert load_text(both.replace(", api_key: sk-1", "") % "openai", env={}).snapshot.backends[0].api_key is None
+
+
+def test_a_url_error_never_shows_the_urls_password():
+    bad = "backends:\n  - {name: a, type: %s, url: '%s', models: [m]}\n"
+    for btype, url in [("generic", "ftp://user:s3cret@h/v1"), ("azure", "https://user:s3cret@h/v1"),
+                       ("simulated", "http://user:s3cret@h")]:
+        (error,) = errors_of(bad % (btype, url))
+        assert "s3cret" not in error and "***@h" in error, error
+
+
 def test_backend_type_must_be_known():
     assert errors_of("backends:\n  - {name: a, type: bedrock, url: 'http://x'}\n") == [
         "backends[0].type: must be one of openai, vllm, sglang, ollama, generic, simulated, anthropic, azure, got 'bedrock'"]

@@ -121,6 +121,12 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
                 except ProcessLookupError:
                     pass
 
+    # Every worker holds its own copy of the sockets now. The parent's must go: a listening
+    # socket stays open, and the kernel keeps queueing connections on it, until the last
+    # copy is closed, so a copy kept here would let a drain's new connections hang unanswered
+    # (then be reset) instead of being refused at once when the workers close theirs.
+    for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
+        sock.close()
     for s in previous:
         signal.signal(s, forward)
     try:

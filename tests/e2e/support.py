@@ -1,16 +1,25 @@
-"""Helpers shared by the end-to-end tests: config builders and a bounded thread hop."""
+"""Helpers shared by the end-to-end tests: config builders, a bounded thread hop, `switchyard serve` in a process."""
 
 from __future__ import annotations
 
 import functools
+import os
+import socket
+import subprocess
+import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import attrs
+import httpx
 import trio
+import yaml
 
 from protocol.app import App
 from protocol.simulated import SimulatedTransport
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def backend(name: str, **simulation: Any) -> dict[str, Any]:
@@ -50,3 +59,46 @@ async def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a blocking client call (the openai SDK) in a worker thread, bounded."""
     with trio.fail_after(15):
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), abandon_on_cancel=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def switchyard_serve(tmp_path: Path, config: dict,
+                           workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
+    """``python -m protocol.cli serve`` on a free port, ready; always stopped (then killed) on exit."""
+    path = tmp_path / "cli.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "protocol.cli", "serve", "--config", str(path),
+             "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=2) as http:
+            status = None
+            with trio.move_on_after(10):
+                while status != 200:
+                    assert proc.poll() is None, log_path.read_text()
+                    try:
+                        status = (await http.get("/ready")).status_code
+                    except httpx.TransportError:
+                        await trio.sleep(0.1)
+        assert status == 200, f"not ready within 10 s:\n{log_path.read_text()}"
+        yield proc, url, log_path
+    finally:
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:
+                proc.terminate()
+                with trio.move_on_after(5):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()

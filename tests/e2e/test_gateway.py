@@ -8,24 +8,17 @@ the ASGI app, the actors and the shared httpx client.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import AsyncIterator
 
 import httpx
 import openai
 import pytest
 import trio
-import yaml
 
-from tests.e2e.support import Gateway, backend, gateway_config, in_thread
+from tests.e2e.support import Gateway, backend, gateway_config, in_thread, switchyard_serve
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
+
 CHAT = {"model": "demo", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -259,49 +252,6 @@ async def test_client_disconnect_cancels_the_upstream(start_gateway):
 
 
 # --- the CLI -------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@asynccontextmanager
-async def switchyard_serve(tmp_path: Path, config: dict,
-                           workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
-    """``python -m protocol.cli serve`` on a free port, ready; always stopped (then killed) on exit."""
-    path = tmp_path / "cli.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = free_port()
-    log_path = tmp_path / "serve.log"
-    with log_path.open("wb") as log:
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "protocol.cli", "serve", "--config", str(path),
-             "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=url, timeout=2) as http:
-            status = None
-            with trio.move_on_after(10):
-                while status != 200:
-                    assert proc.poll() is None, log_path.read_text()
-                    try:
-                        status = (await http.get("/ready")).status_code
-                    except httpx.TransportError:
-                        await trio.sleep(0.1)
-        assert status == 200, f"not ready within 10 s:\n{log_path.read_text()}"
-        yield proc, url, log_path
-    finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                proc.terminate()
-                with trio.move_on_after(5):
-                    await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-
 
 async def test_switchyard_serve_cli_serves_chat(tmp_path):
     async with switchyard_serve(tmp_path, gateway_config(backend("sim-cli"))) as (_, url, _):

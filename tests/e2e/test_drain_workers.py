@@ -1,0 +1,60 @@
+"""A drain with several worker processes refuses new connections at once, while the calls in flight finish.
+
+CI runs this file ten times over (``SWITCHYARD_REPEAT=10`` in ``.ci/run``): a
+drain that refuses only most of the time is the defect this guards against.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+import trio
+
+from tests.e2e.support import backend, gateway_config, switchyard_serve
+
+CHAT = {"model": "demo", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+REPEAT = int(os.environ.get("SWITCHYARD_REPEAT", "1"))
+REFUSED_WITHIN = 0.1   # seconds from the signal: what a balancer health-checking by connect may expect
+
+
+async def connect_outcome(port: int) -> str:
+    """``refused``, ``accepted`` (the kernel completed the handshake), or ``hung``."""
+    try:
+        with trio.fail_after(0.05):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+    except trio.TooSlowError:
+        return "hung"
+    except OSError:
+        return "refused"
+    await stream.aclose()
+    return "accepted"
+
+
+@pytest.mark.parametrize("round_", range(REPEAT))
+async def test_a_drain_with_two_workers_refuses_new_connections_within_100_ms(tmp_path, round_):
+    config = gateway_config(backend("sim-cli", tokens_per_second=10, chunks=10))  # about 1 s of stream
+    config["server"] = {"shutdown_drain_timeout": "5s"}
+    async with switchyard_serve(tmp_path, config, workers=2) as (proc, url, log_path):
+        port = int(url.rsplit(":", 1)[1])
+        body = b""
+        outcomes: list[tuple[float, str]] = []
+        async with httpx.AsyncClient(base_url=url, timeout=5) as http:
+            async with http.stream("POST", "/v1/chat/completions", json=CHAT) as response:
+                async for chunk in response.aiter_raw():
+                    if not body:
+                        signalled = trio.current_time()
+                        proc.send_signal(signal.SIGTERM)
+                        while trio.current_time() - signalled < 0.5:   # probe the port every 10 ms
+                            outcomes.append((trio.current_time() - signalled, await connect_outcome(port)))
+                            await trio.sleep(0.01)
+                    body += chunk
+        assert body.endswith(b"data: [DONE]\n\n")   # the call in flight finished
+        refused = [at for at, outcome in outcomes if outcome == "refused"]
+        assert refused and refused[0] <= REFUSED_WITHIN, (outcomes, log_path.read_text())
+        assert all(outcome == "refused" for at, outcome in outcomes if at >= refused[0]), outcomes
+        with trio.move_on_after(8):
+            await proc.wait()
+        assert proc.returncode == 0, log_path.read_text()

@@ -267,6 +267,16 @@ def _server(r: Reader) -> ServerConfig:
                                      d.shutdown_drain_timeout),
         realtime_idle_timeout=r.get("realtime_idle_timeout", rules.duration(minimum=1, maximum=86_400),
                                     d.realtime_idle_timeout),
+        request_body_timeout=r.get("request_body_timeout", rules.duration(minimum=0.1, maximum=3600),
+                                   d.request_body_timeout),
+        request_body_idle_timeout=r.get("request_body_idle_timeout", rules.duration(minimum=0.1, maximum=3600),
+                                        d.request_body_idle_timeout),
+        keep_alive_timeout=r.get("keep_alive_timeout", rules.duration(minimum=1, maximum=3600),
+                                 d.keep_alive_timeout),
+        http2_cleartext=r.get("http2_cleartext", rules.boolean, d.http2_cleartext),
+        max_upstream_response_bytes=r.get("max_upstream_response_bytes",
+                                          rules.size(minimum=64 * 1024, maximum=16 * 1024**3),
+                                          d.max_upstream_response_bytes),
     )
     r.finish()
     return out

@@ -73,6 +73,11 @@ class ServerConfig:
     trusted_proxies: tuple[str, ...] = ()           # CIDRs whose X-Forwarded-For is believed
     shutdown_drain_timeout: float = 30.0
     realtime_idle_timeout: float = 300.0           # a realtime websocket with no message either way is closed
+    request_body_timeout: float = 60.0             # a request body must arrive whole within this
+    request_body_idle_timeout: float = 15.0        # ... and never pause longer than this between chunks
+    keep_alive_timeout: float = 75.0               # idle connections, and the wait for a request's headers
+    http2_cleartext: bool = False                  # h2c: HTTP/2 without TLS (upgrade or prior knowledge)
+    max_upstream_response_bytes: int = 64 * 1024 * 1024   # a buffered backend answer past this is a 502
 
 
 @frozen

@@ -3,7 +3,7 @@
 A new file revision is fully validated into a Snapshot first (an invalid one
 changes nothing). Fields the running process cannot change in place -- the
 listening socket, worker count, the shared client's pool and connect limit,
-the drain window, the log format and tracing setup -- keep their running
+the drain window, hypercorn's keep-alive and h2c settings, the log format and tracing setup -- keep their running
 values and are reported as pending a restart instead of being half-applied.
 """
 
@@ -24,6 +24,8 @@ RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {
     "server.workers": lambda s: s.server.workers,
     "server.connection_pool_size": lambda s: s.server.connection_pool_size,
     "server.shutdown_drain_timeout": lambda s: s.server.shutdown_drain_timeout,
+    "server.keep_alive_timeout": lambda s: s.server.keep_alive_timeout,     # hypercorn's, set at start
+    "server.http2_cleartext": lambda s: s.server.http2_cleartext,
     "timeouts.connection": lambda s: s.timeouts.connection,
     "logging": lambda s: s.logging,
     "tracing": lambda s: s.tracing,
@@ -43,7 +45,9 @@ def apply_live(running: Snapshot, new: Snapshot) -> Applied:
         new,
         server=attrs.evolve(new.server, bind_address=running.server.bind_address, workers=running.server.workers,
                             connection_pool_size=running.server.connection_pool_size,
-                            shutdown_drain_timeout=running.server.shutdown_drain_timeout),
+                            shutdown_drain_timeout=running.server.shutdown_drain_timeout,
+                            keep_alive_timeout=running.server.keep_alive_timeout,
+                            http2_cleartext=running.server.http2_cleartext),
         timeouts=attrs.evolve(new.timeouts, connection=running.timeouts.connection),
         logging=running.logging,
         tracing=running.tracing,

@@ -78,7 +78,7 @@ class PromptsAdmin:
             if method == "GET":
                 result, status = await runtime.prompts.read_file(path), 200
             else:
-                content = await _content(scope, receive)
+                content = await _content(scope, receive, runtime.snapshot.server)
                 result = await runtime.prompts.write_file(path, content)
                 status = 201 if result["created"] else 200
         except PromptFileError as exc:

@@ -62,7 +62,8 @@ class SmartRoutingAdmin:
         await self.respond(send, 200, _json(body))
 
     async def simulate(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
-        body = await _object(scope, receive, "{\"payload\": {\"messages\": [...]}, \"key_tier\", \"org\", \"headers\"}")
+        body = await _object(scope, receive, runtime.snapshot.server,
+                             "{\"payload\": {\"messages\": [...]}, \"key_tier\", \"org\", \"headers\"}")
         for key in body:
             if key not in SIMULATE_FIELDS:
                 raise InvalidRequest(f"Unknown field {key!r}; the body takes {', '.join(SIMULATE_FIELDS)}",
@@ -100,7 +101,7 @@ class SmartRoutingAdmin:
         await self.respond(send, 200, _json({"routing_policies": [_plain(p) for p in policies]}))
 
     async def put_profiles(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
-        raw = await _listed(scope, receive, "model_profiles")
+        raw = await _listed(scope, receive, runtime.snapshot.server, "model_profiles")
         sr = runtime.snapshot.smart_routing
         try:
             profiles = parse_model_profiles(raw, sr.classifier.domains)
@@ -110,7 +111,7 @@ class SmartRoutingAdmin:
         await self.respond(send, 200, _json({"model_profiles": [_plain(p) for p in profiles]}))
 
     async def put_policies(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
-        raw = await _listed(scope, receive, "routing_policies")
+        raw = await _listed(scope, receive, runtime.snapshot.server, "routing_policies")
         sr = runtime.snapshot.smart_routing
         try:
             policies = parse_routing_policies(raw, sr.classifier)

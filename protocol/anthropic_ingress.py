@@ -45,11 +45,11 @@ PAGE_DEFAULT, PAGE_MAX = 20, 1000
 FORWARDED_HEADERS = (b"anthropic-version", b"anthropic-beta")
 
 
-async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                   raw: bytes) -> None:
     request_id = scope["switchyard.request_id"]
     sinks: list[AnthropicSink] = []
     try:
-        raw = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
         translated = _translate(runtime, raw, count_only=False)
         ingress = _ingress(scope["headers"], translated, raw)
         model = translated.payload["model"]   # the answer names the model as the client asked for it
@@ -68,11 +68,12 @@ async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receiv
         await respond_error(send, err, request_id)
 
 
-async def count_tokens(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def count_tokens(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                       raw: bytes) -> None:
     """An estimate (``actors/routing/token_estimate.py``) of the translated request, not a tokenizer's count."""
     request_id = scope["switchyard.request_id"]
     try:
-        translated = await _read(runtime, scope, receive, count_only=True)
+        translated = _translate(runtime, raw, count_only=True)
         snapshot = runtime.snapshot
         key = scope.get("switchyard.key")
         if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
@@ -121,10 +122,6 @@ async def _listing(app: "App", runtime: "Runtime", scope: Scope, send: Send,
 
 
 MODEL_PATH = "/anthropic/v1/models/"
-
-
-async def _read(runtime: "Runtime", scope: Scope, receive: Receive, count_only: bool) -> Translated:
-    return _translate(runtime, await read_body(scope, receive, runtime.snapshot.server.max_body_bytes), count_only)
 
 
 def _translate(runtime: "Runtime", body: bytes, count_only: bool) -> Translated:

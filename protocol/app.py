@@ -39,6 +39,8 @@ from protocol.asgi import (
 from protocol.auth import DATA_PLANE_PREFIXES, authenticate
 from protocol.errors import (
     GatewayError,
+    HttpVersionNotSupported,
+    InvalidRequest,
     MethodNotAllowed,
     RouteNotFound,
     ShuttingDown,
@@ -66,6 +68,18 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(16)
 
 
+def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Both ``Transfer-Encoding`` and ``Content-Length``: how requests are smuggled past a proxy that reads
+    the other one. RFC 9112 section 6.3 says such a connection must not be reused."""
+    framing = 0
+    for name, _ in headers:
+        if name == b"content-length":
+            framing |= 1
+        elif name == b"transfer-encoding":
+            framing |= 2
+    return framing == 3
+
+
 class App(ModelRoutes):
     def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
                  config_path: str | None = None, watch: bool = True) -> None:
@@ -81,13 +95,13 @@ class App(ModelRoutes):
         self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
-            "/v1/chat/completions": {"POST": self._capped(self.chat_completions)},
+            "/v1/chat/completions": {"POST": self._with_body(self.chat_completions)},
             "/v1/completions": {"POST": self._door(endpoints.completions)},
             "/v1/embeddings": {"POST": self._door(endpoints.embeddings)},
             "/v1/responses": {"POST": self._door(responses_api.responses)},
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
             "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
-            "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models)},
+            "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models, body=False)},
             "/v1/models": {"GET": self._capped(self.models)},
             "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
             "/v1/models/extended": {"GET": self._capped(self.models_extended)},
@@ -98,7 +112,7 @@ class App(ModelRoutes):
         # Every other path under /v1/models/ names one model.
         self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
         self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
-            "GET": self._door(anthropic_ingress.model)}
+            "GET": self._door(anthropic_ingress.model, body=False)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -153,6 +167,10 @@ class App(ModelRoutes):
         if metrics is not None:
             metrics.http_began()
         try:
+            if scope.get("http_version") == "2":
+                self._refuse_h2c_if_off()
+            elif ambiguous_framing(scope["headers"]):
+                await self._refuse_ambiguous_framing(scope, receive)
             scope["switchyard.trace"] = self._trace(scope, request_id, id_headers)
             path = scope["path"]
             if path.startswith("/admin/"):
@@ -217,14 +235,30 @@ class App(ModelRoutes):
         logs.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
         return ctx
 
+    async def _refuse_ambiguous_framing(self, scope: Scope, receive: Receive) -> None:
+        """A 400 that closes the connection. The body is read first (under the usual limits), so the
+        answer is the last thing on the connection and nothing pipelined behind it is served."""
+        server = self._runtime().snapshot.server
+        await read_body(scope, receive, server.max_body_bytes, server)
+        err = InvalidRequest("The request has both Transfer-Encoding and Content-Length; send one of them "
+                             "(RFC 9112 section 6.3)", param="headers", code="ambiguous_request_framing")
+        err.extra_headers.append((b"connection", b"close"))
+        raise err
+
+    def _refuse_h2c_if_off(self) -> None:
+        """hypercorn always speaks h2c (``Upgrade: h2c`` or the HTTP/2 preface); with
+        ``server.http2_cleartext`` off nothing is served over it."""
+        if self.runtime is None or not self.runtime.snapshot.server.http2_cleartext:
+            raise HttpVersionNotSupported("HTTP/2 without TLS (h2c) is off on this gateway "
+                                          "(server.http2_cleartext); use HTTP/1.1")
+
     def _runtime(self) -> Runtime:
         if self.runtime is None:
             raise Unavailable("The gateway is starting or stopping; retry shortly")
         return self.runtime
 
-    async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def chat_completions(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         runtime = self._runtime()
-        body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
         payload = parse_json_object(body)
         await self.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
 
@@ -276,12 +310,18 @@ class App(ModelRoutes):
             return
         await self._dispatch(runtime, actor, sink, receive)
 
-    def _door(self, handler: Callable[..., Awaitable[None]]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send)``,
+    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True
+              ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send[, body])``,
         counted against ``server.max_concurrent_requests`` like every call."""
-        async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-            await handler(self, self._runtime(), scope, receive, send)
-        return self._capped(serve)
+        if not body:
+            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+                await handler(self, self._runtime(), scope, receive, send)
+            return self._capped(serve)
+
+        async def serve_body(scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
+            await handler(self, self._runtime(), scope, receive, send, raw)
+        return self._with_body(serve_body)
 
     @staticmethod
     async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:
@@ -309,19 +349,43 @@ class App(ModelRoutes):
                 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
         """``handler`` counted against ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
         async def capped(scope: Scope, receive: Receive, send: Send) -> None:
-            runtime = self.runtime
-            if runtime is not None and runtime.draining:
-                raise ShuttingDown("The server is shutting down; send this call to another instance")
-            cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
-            if cap and self.active_requests >= cap:
-                raise TooManyConcurrentRequests(
-                    f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
-            self.active_requests += 1
+            self._refuse_if_draining()
+            self._take_slot()
             try:
                 await handler(scope, receive, send)
             finally:
                 self.active_requests -= 1
         return capped
+
+    def _with_body(self, handler: Callable[[Scope, Receive, Send, bytes], Awaitable[None]]
+                   ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """``handler(scope, receive, send, body)``, the body read first, under its deadlines
+        (``protocol/asgi.py``), and only then counted against ``server.max_concurrent_requests``:
+        a client still uploading holds no slot, so slow bodies cannot starve the calls."""
+        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
+            self._refuse_if_draining()
+            server = self._runtime().snapshot.server
+            body = await read_body(scope, receive, server.max_body_bytes, server)
+            self._refuse_if_draining()   # the drain may have begun while the body came
+            self._take_slot()
+            try:
+                await handler(scope, receive, send, body)
+            finally:
+                self.active_requests -= 1
+        return capped
+
+    def _refuse_if_draining(self) -> None:
+        if self.runtime is not None and self.runtime.draining:
+            raise ShuttingDown("The server is shutting down; send this call to another instance")
+
+    def _take_slot(self) -> None:
+        """Count one more call in progress, or refuse it at ``server.max_concurrent_requests``."""
+        runtime = self.runtime
+        cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
+        if cap and self.active_requests >= cap:
+            raise TooManyConcurrentRequests(
+                f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
+        self.active_requests += 1
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])

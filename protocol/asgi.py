@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from protocol.errors import BodyTooLarge, GatewayError
+import trio
+
+from config.schema import ServerConfig
+from protocol.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -85,23 +88,40 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, limit: int, server: ServerConfig) -> bytes:
+    """The whole request body, at most ``limit`` bytes, within ``server.request_body_timeout`` and with no
+    pause over ``server.request_body_idle_timeout``.
+
+    A client that trickles its body (slowloris) is answered 408 once either
+    deadline passes instead of holding its connection, and whatever it holds,
+    for as long as it likes.
+    """
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             raise BodyTooLarge(f"Request body is {int(value)} bytes; the limit is {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    timeout, idle_timeout = server.request_body_timeout, server.request_body_idle_timeout
+    with trio.move_on_after(timeout) as whole:
+        while True:
+            with trio.move_on_after(idle_timeout) as pause:
+                message = await receive()
+            if pause.cancelled_caught:
+                raise RequestBodyTimeout(
+                    f"The request body paused for more than {idle_timeout:g}s "
+                    f"(server.request_body_idle_timeout) after {size} bytes")
+            if message["type"] == "http.disconnect":
+                raise ClientGone()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    assert whole.cancelled_caught
+    raise RequestBodyTimeout(f"The request body did not arrive within {timeout:g}s "
+                             f"(server.request_body_timeout); {size} bytes came")
 
 
 class ClientGone(Exception):

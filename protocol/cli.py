@@ -181,19 +181,9 @@ def serve_command(args: argparse.Namespace) -> int:
         print("--workers: must be at least 1", file=sys.stderr)
         return 2
 
-    from hypercorn.config import Config
-
-    hc = Config()
-    hc.bind = [bind]
-    hc.worker_class = "trio"
-    hc.accesslog = None
-    hc.errorlog = logging.getLogger("hypercorn.error")  # through our handler, not a second one
-    hc.loglevel = log_level.upper()
-    hc.keep_alive_timeout = 75  # outlive typical load-balancer idle timeouts (60 s)
-    hc.graceful_timeout = loaded.snapshot.server.shutdown_drain_timeout + 2  # ours ends calls first
-
     from protocol import serving
 
+    hc = serving.hypercorn_config(server, bind, log_level)
     if workers == 1:
         return serving.serve_one(args.config, hc, watch=not args.no_watch)
     return serving.serve_many(args.config, hc, workers, watch=not args.no_watch, log_level=log_level,

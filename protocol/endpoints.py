@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from actors.messages import Call
-from protocol.asgi import AsgiSink, Receive, Scope, Send, read_body
+from protocol.asgi import AsgiSink, Receive, Scope, Send
 from protocol.openai import parse_completions_payload, parse_embeddings_payload, parse_json_object
 
 if TYPE_CHECKING:
@@ -29,17 +29,18 @@ if TYPE_CHECKING:
     from protocol.app import App
 
 
-async def completions(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
-    await _serve(app, runtime, scope, receive, send, "completions", parse_completions_payload)
+async def completions(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                      body: bytes) -> None:
+    await _serve(app, runtime, scope, receive, send, body, "completions", parse_completions_payload)
 
 
-async def embeddings(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
-    await _serve(app, runtime, scope, receive, send, "embeddings", parse_embeddings_payload)
+async def embeddings(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                     body: bytes) -> None:
+    await _serve(app, runtime, scope, receive, send, body, "embeddings", parse_embeddings_payload)
 
 
-async def _serve(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, endpoint: str,
-                 parse: Callable[..., Call]) -> None:
-    body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+async def _serve(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, body: bytes,
+                 endpoint: str, parse: Callable[..., Call]) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),
                          endpoint=endpoint, parse=parse)

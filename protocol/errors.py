@@ -12,6 +12,8 @@ envelope that matches the ingress.
      │    ├── PermissionDenied          403  the API key may not use this model or backend
      │    ├── UnsupportedRequestParameter 400 a policy-managed field the route cannot carry
      │    ├── BodyTooLarge              413
+     │    ├── RequestBodyTimeout        408  the body did not arrive within its deadlines
+     │    ├── HttpVersionNotSupported   505  HTTP/2 without TLS while server.http2_cleartext is off
      │    ├── RouteNotFound             404  no such path
      │    ├── MethodNotAllowed          405
      │    ├── ModelNotFound             404  model_not_found
@@ -117,6 +119,26 @@ class UnsupportedRequestParameter(ClientError):
 class BodyTooLarge(ClientError):
     status = 413
     code = "request_too_large"
+
+
+class RequestBodyTimeout(ClientError):
+    """The body came too slowly (``server.request_body_timeout`` / ``request_body_idle_timeout``).
+
+    The rest of the body is never read, so the connection closes after the answer.
+    """
+
+    status = 408
+    code = "request_timeout"
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"connection", b"close")]
+
+
+class HttpVersionNotSupported(ClientError):
+    """HTTP/2 over cleartext while ``server.http2_cleartext`` is off."""
+
+    status = 505
+    code = "http_version_not_supported"
 
 
 class RouteNotFound(ClientError):

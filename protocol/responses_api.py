@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from actors.messages import Call
 from actors.wire import ENDPOINT_TYPES
 from config.schema import Snapshot
-from protocol.asgi import AsgiSink, Receive, Scope, Send, read_body
+from protocol.asgi import AsgiSink, Receive, Scope, Send
 from protocol.errors import GatewayError, InvalidRequest
 from protocol.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from protocol.responses_tools import enforce
@@ -33,8 +33,8 @@ _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 ROLES = ("user", "assistant", "system", "developer")
 
 
-async def responses(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
-    body = await read_body(scope, receive, runtime.snapshot.server.max_body_bytes)
+async def responses(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                    body: bytes) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, scope, receive, payload, body, lambda call: ResponsesSink(send, call.stream),
                          endpoint="responses", parse=parse_responses_payload)

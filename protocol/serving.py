@@ -24,10 +24,30 @@ from typing import Any
 
 import trio
 
+from config.schema import ServerConfig
+
 log = logging.getLogger("switchyard")
 
 HARD_LIMIT_MARGIN = 2.0  # seconds hypercorn waits beyond our own drain window
 GC_YOUNG_THRESHOLD = 50_000  # allocations between collections of the youngest generation (below)
+
+
+def hypercorn_config(server: ServerConfig, bind: str, log_level: str = "info") -> Any:
+    """hypercorn's settings for the ``server`` section, listening on ``bind``."""
+    from hypercorn.config import Config
+
+    hc = Config()
+    hc.bind = [bind]
+    hc.worker_class = "trio"
+    hc.accesslog = None
+    hc.errorlog = logging.getLogger("hypercorn.error")  # through our handler, not a second one
+    hc.loglevel = log_level.upper()
+    # Outlives typical load-balancer idle timeouts (60 s). hypercorn's keep-alive timer also
+    # runs from the moment a connection opens (or its last answer ends) until a request's
+    # headers are complete, so it bounds how long a client may take to send them.
+    hc.keep_alive_timeout = server.keep_alive_timeout
+    hc.graceful_timeout = server.shutdown_drain_timeout + HARD_LIMIT_MARGIN  # ours ends calls first
+    return hc
 
 
 async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None,
@@ -135,6 +155,4 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
-            sock.close()
     return max((p.exitcode or 0) for p in procs)

@@ -160,7 +160,8 @@ async def test_a_messages_clients_anthropic_version_and_beta_reach_the_backend(a
     async with gateway(config) as app:
         async def shaped(scope, receive, send):
             # What the Messages ingress does: its client's headers ride in Call.ingress.
-            body = await read_body(scope, receive, app.runtime.snapshot.server.max_body_bytes)
+            server = app.runtime.snapshot.server
+            body = await read_body(scope, receive, server.max_body_bytes, server)
             await app.serve_chat(app.runtime, scope, receive, parse_json_object(body), body,
                                  lambda call: AsgiSink(send, call.stream),
                                  shape=lambda call: attrs.evolve(call, ingress=ingress))

@@ -14,17 +14,17 @@ test, the gateway itself never leaves Trio.
 from __future__ import annotations
 
 import functools
-import logging
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
 import yaml
-from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
+from config.load import load_file
 from protocol.app import create_app
+from protocol.serving import hypercorn_config
 from tests.e2e.support import Gateway
 
 SHUTDOWN_BOUND = 5.0
@@ -41,11 +41,7 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartGateway]:
             path = tmp_path / f"switchyard-{len(stops)}.yaml"
             path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
             app = create_app(str(path))
-            hc = HypercornConfig()
-            hc.bind = ["127.0.0.1:0"]
-            hc.worker_class = "trio"
-            hc.accesslog = None
-            hc.errorlog = logging.getLogger("hypercorn.error")
+            hc = hypercorn_config(load_file(str(path)).snapshot.server, "127.0.0.1:0")   # as `serve` does
             hc.graceful_timeout = 1.0
             stop = trio.Event()
             stops.append(stop)

@@ -34,7 +34,10 @@ from actors.usage import UsageLedger, UsageRecord, token_counts
 from config.schema import BackendConfig
 from config.smart_routing import ClassifierSettings
 from protocol.errors import UpstreamFailure, UpstreamTimeout, map_upstream_exceptions
+from protocol.transport import ResponseTooLarge, whole_body
 from protocol.upstream import Upstream, api_url, auth_headers
+
+ANSWER_LIMIT = 1024 * 1024   # a classification is a few hundred bytes; more is a broken backend
 
 BYPASS_HEADER = ("x-smart-route-bypass", "true")
 PURPOSE = "classifier"
@@ -115,9 +118,12 @@ class _Tries:
             with map_upstream_exceptions(b.name):
                 response = await self.upstream.send(request)
                 try:
-                    raw = await response.aread()
+                    raw = await whole_body(response, ANSWER_LIMIT)
                 finally:
                     await response.aclose()
+        except ResponseTooLarge:
+            self._record(began, "upstream_error", response.status_code, None)
+            raise ClassifierFailed("upstream_error", f"backend '{b.name}' answered more than {ANSWER_LIMIT} bytes")
         except UpstreamFailure as err:
             timed_out = isinstance(err, UpstreamTimeout)
             self._record(began, "timeout" if timed_out else "upstream_error", None, None)

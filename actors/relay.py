@@ -39,7 +39,7 @@ from actors.routing.stream_state import StreamAccumulator
 from actors.thinking import ThinkingStream
 from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
-from protocol.transport import body_chunks, whole_body
+from protocol.transport import ResponseTooLarge, body_chunks, whole_body
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
@@ -141,12 +141,24 @@ def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completi
     return total if total >= 0 else None
 
 
-async def read_json_answer(backend: str, response: httpx.Response, attempt: AttemptBudget) -> tuple[bytes, Any]:
+async def read_answer(backend: str, response: httpx.Response, limit: int) -> bytes:
+    """A backend's whole answer body; past ``limit`` bytes (``server.max_upstream_response_bytes``)
+    the attempt fails instead of the gateway holding it all in memory."""
+    try:
+        return await whole_body(response, limit)
+    except ResponseTooLarge:
+        raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
+            f"Backend '{backend}' answered with more than {limit} bytes (server.max_upstream_response_bytes)",
+            code="upstream_response_too_large", details={"limit_bytes": limit})) from None
+
+
+async def read_json_answer(backend: str, response: httpx.Response, attempt: AttemptBudget,
+                           limit: int) -> tuple[bytes, Any]:
     """A buffered 200 answer read whole, and its JSON; a body that is not JSON fails the attempt."""
     attempt.got_data()  # the headers are the first byte; now only the attempt's total limits the body
     # Read it all before the status goes out: a body that breaks half-way
     # must become an error, not a 200 with half a JSON.
-    body = await whole_body(response)
+    body = await read_answer(backend, response, limit)
     try:
         return body, json.loads(body)
     except ValueError:
@@ -175,8 +187,10 @@ class AttemptFailed(Exception):
 
 
 class Relay:
-    def __init__(self, sink: ResponseSink, acc: StreamAccumulator | None, empty_reply_is_failure: bool) -> None:
+    def __init__(self, sink: ResponseSink, acc: StreamAccumulator | None, empty_reply_is_failure: bool,
+                 answer_limit: int) -> None:
         self.sink = sink
+        self.answer_limit = answer_limit                # bytes of a buffered answer (server.max_upstream_response_bytes)
         self.acc = acc
         self.empty_reply_is_failure = empty_reply_is_failure
         self.transform: Transform | None = None
@@ -197,7 +211,7 @@ class Relay:
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
-        body, payload = await read_json_answer(backend, response, attempt)
+        body, payload = await read_json_answer(backend, response, attempt, self.answer_limit)
         if isinstance(payload, dict) and payload.get("error") is not None:
             # An error with a success status: the backend's error object, with a status that says so.
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(

@@ -33,7 +33,7 @@ from actors.events import CallTrace, FirstByteSink
 from actors.messages import Call
 from actors.model_choice import ModelChoiceMixin
 from actors.recovery import RecoveryMixin, can_resume
-from actors.relay import AttemptFailed, Relay, Rename, ResponseSink
+from actors.relay import AttemptFailed, Relay, Rename, ResponseSink, read_answer
 from actors.routing import variants
 from actors.routing.capabilities import Needs
 from actors.routing.failover import (
@@ -114,7 +114,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         call = self.call
         resumable = call.stream and call.endpoint not in NO_MESSAGES and can_resume(call, self.model)
         empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings"
-        self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check)
+        self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
+                                         call.snapshot.server.max_upstream_response_bytes)
 
     async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
         """End the call before any selection with ``err`` (an admission refusal), recorded like any end."""
@@ -388,7 +389,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         own_id = response.headers.get("request-id") if backend.type is BackendType.ANTHROPIC else None
         passed = [(b"request-id", own_id.encode("latin-1"))] if own_id else []
         if status >= 400:
-            body = await response.aread()
+            body = await read_answer(backend.name, response, self.relay.answer_limit)
             retry_after = response.headers.get("retry-after")
             err = UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
                                       retry_after)

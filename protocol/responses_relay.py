@@ -53,7 +53,7 @@ def _usage(relay: Relay, usage: Any) -> None:
 
 async def _buffered(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
                     headers: list[tuple[bytes, bytes]]) -> None:
-    body, payload = await read_json_answer(backend, response, attempt)
+    body, payload = await read_json_answer(backend, response, attempt, relay.answer_limit)
     if not isinstance(payload, dict) or (payload.get("object") != "response" and payload.get("error") is not None):
         # An error with a success status (or no object at all): failed, with a status that says so.
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))

@@ -374,17 +374,33 @@ def body_chunks(response: httpx.Response) -> AsyncIterable[bytes]:
     return response.stream   # type: ignore[return-value]   # an AsyncByteStream: iterable once
 
 
-async def whole_body(response: httpx.Response) -> bytes:
-    """A response body read to its end, for a caller that closes ``response`` itself.
+class ResponseTooLarge(Exception):
+    """A response body went past the reader's limit; what was read so far is dropped."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the response body exceeds {limit} bytes")
+        self.limit = limit
+
+
+async def whole_body(response: httpx.Response, limit: int) -> bytes:
+    """A response body read to its end, at most ``limit`` bytes (``ResponseTooLarge`` past it),
+    for a caller that closes ``response`` itself.
 
     Like ``response.aread()`` but, for the pool's own unencoded bodies, read
     straight from the pool's stream (``body_chunks``' reasons). The body is
     not kept on the response: a second read raises ``httpx.StreamConsumed``.
+    A compressed body is limited by its decoded size.
     """
     stream = response.stream
     if type(stream) is not _PooledStream or "content-encoding" in response.headers:
-        return await response.aread()
-    parts = [part async for part in stream]
+        stream = response.aiter_bytes()
+    parts: list[bytes] = []
+    size = 0
+    async for part in stream:
+        size += len(part)
+        if size > limit:
+            raise ResponseTooLarge(limit)
+        parts.append(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 

@@ -19,8 +19,10 @@ import trio
 import trio.testing
 
 from config.load import load_text
-from protocol.transport import COALESCE_MAX, PooledTransport, body_chunks, whole_body
+from protocol.transport import COALESCE_MAX, PooledTransport, ResponseTooLarge, body_chunks, whole_body
 from protocol.upstream import Upstream
+
+pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
 LIMIT = 10.0   # seconds any one test may take
 
@@ -352,9 +354,9 @@ async def test_whole_body_reads_a_pooled_body_once_and_gives_the_connection_back
         # As Upstream.send does: straight to the transport, so the body is the pool's own stream.
         response = await pool.handle_async_request(httpx.Request("GET", server.url + "/stream"))
         try:
-            assert await whole_body(response) == b"first,rest"
+            assert await whole_body(response, 1024) == b"first,rest"
             with pytest.raises(httpx.StreamConsumed):   # never a silent empty second read
-                await whole_body(response)
+                await whole_body(response, 1024)
         finally:
             await response.aclose()
         assert (pool.open_connections, pool.idle_connections) == (1, 1)
@@ -364,8 +366,27 @@ async def test_whole_body_reads_a_pooled_body_once_and_gives_the_connection_back
 async def test_whole_body_of_an_encoded_or_foreign_body_is_httpx_own_read():
     raw = gzip.compress(b'{"ok":true}')
     encoded = httpx.Response(200, headers={"content-encoding": "gzip"}, content=raw)
-    assert await whole_body(encoded) == b'{"ok":true}'
-    assert await whole_body(httpx.Response(200, content=b"plain")) == b"plain"
+    assert await whole_body(encoded, 1024) == b'{"ok":true}'
+    assert await whole_body(httpx.Response(200, content=b"plain"), 1024) == b"plain"
+
+
+async def test_whole_body_past_its_limit_is_response_too_large_and_the_connection_is_not_reused(server):
+    http, pool = client(server)
+    server.gate.set()
+    async with http:
+        response = await pool.handle_async_request(httpx.Request("GET", server.url + "/stream"))
+        try:
+            with pytest.raises(ResponseTooLarge):
+                await whole_body(response, 8)   # b"first,rest" is 10 bytes
+        finally:
+            await response.aclose()
+        assert pool.idle_connections == 0   # half read: closed, never handed to the next request
+
+
+async def test_a_compressed_body_is_limited_by_its_decoded_size():
+    bomb = gzip.compress(b"0" * 100_000)   # about 100 bytes on the wire
+    with pytest.raises(ResponseTooLarge):
+        await whole_body(httpx.Response(200, headers={"content-encoding": "gzip"}, content=bomb), 50_000)
 
 
 async def test_body_chunks_cancelled_half_read_close_the_connection(server):

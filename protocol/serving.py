@@ -10,7 +10,10 @@ Every worker handles its own signals the same way:
 - SIGHUP: reload the config file.
 
 With several workers the parent opens the sockets once, starts the workers
-as processes that share them, and forwards these signals to every worker.
+as processes that share them, closes its own copy, and forwards these
+signals to every worker. A worker told to stop while it is still starting
+closes its copy at once and exits without serving: a listening socket is
+refused only once every copy of it is closed.
 """
 
 from __future__ import annotations
@@ -89,11 +92,9 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
                 shutdown.set()
 
         if stop_requested is not None and stop_requested.is_set():
-            # The parent was told to stop before this worker could hear signals
-            # (they are ignored until the receiver above exists): stop at once,
-            # never saying ready or taking a call.
-            app.begin_drain()
-            shutdown.set()
+            # Told to stop while starting (_worker_process closed the sockets then):
+            # nothing was served, so there is nothing to drain.
+            return
         async with trio.open_nursery() as nursery:
             nursery.start_soon(on_signals)
             await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
@@ -108,11 +109,31 @@ def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
                     log_format: str, stop_requested: Any) -> None:
+    listening = [*sockets.secure_sockets, *sockets.insecure_sockets]
+
+    def stop_while_starting(_signum: int, _frame: Any) -> None:
+        # Until worker_main hears signals itself (after the app's imports, a second or so), a
+        # stop closes this worker's copy of the sockets at once: while any copy is open the
+        # kernel queues connections on them that nobody would accept. The parent has set
+        # stop_requested already, so worker_main then exits without serving.
+        for sock in listening:
+            sock.close()
+
+    signal.signal(signal.SIGTERM, stop_while_starting)
+    signal.signal(signal.SIGINT, stop_while_starting)
+    if stop_requested.is_set():   # the signal came while this process was being spawned
+        stop_while_starting(signal.SIGTERM, None)
+        return
     from protocol.cli import configure_logging
 
     configure_logging(log_level, log_format)
-    for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
-        sock.listen(hc.backlog)
+    try:
+        for sock in listening:
+            sock.listen(hc.backlog)
+    except OSError:
+        if stop_requested.is_set():
+            return   # closed by a stop between the check above and here
+        raise
     trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
 
 
@@ -125,15 +146,11 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
     procs = [ctx.Process(target=_worker_process,
                          args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested),
                          daemon=False) for _ in range(workers)]
-    # Workers inherit "ignore" for the signals they handle themselves, so a
-    # signal to the whole process group reaches each of them once, by us.
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    for p in procs:
-        p.start()
 
     def forward(signum: int, _frame: Any) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             stop_requested.set()
+            signum = signal.SIGTERM   # a worker still being spawned ignores SIGINT (below)
         for p in procs:
             if p.is_alive() and p.pid is not None:
                 try:
@@ -141,18 +158,30 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
                 except ProcessLookupError:
                     pass
 
+    # Workers inherit "ignore" for SIGINT and SIGHUP, so a signal to the whole process group
+    # reaches each of them once, by us. SIGTERM has a handler here instead, which a new
+    # process does not inherit: a worker still being spawned (before it can handle signals
+    # itself, see _worker_process) dies of it at once, and its copy of the sockets with it.
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGHUP)}
+    previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, forward)
+    for p in procs:
+        p.start()
+
     # Every worker holds its own copy of the sockets now. The parent's must go: a listening
     # socket stays open, and the kernel keeps queueing connections on it, until the last
     # copy is closed, so a copy kept here would let a drain's new connections hang unanswered
     # (then be reset) instead of being refused at once when the workers close theirs.
     for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
         sock.close()
-    for s in previous:
-        signal.signal(s, forward)
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGHUP, forward)
     try:
         for p in procs:
             p.join()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return max((p.exitcode or 0) for p in procs)
+    # A worker that died of the SIGTERM a stop sent it (while being spawned) stopped as asked.
+    codes = [0 if p.exitcode == -signal.SIGTERM and stop_requested.is_set() else abs(p.exitcode or 0)
+             for p in procs]
+    return max(codes)

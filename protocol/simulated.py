@@ -41,12 +41,10 @@ from typing import Any, AsyncIterator, Callable, ClassVar
 
 import httpx
 import trio
-from attrs import frozen
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from config.schema import SimulatedEngine, SimulatedFailure, Simulation
 from protocol.simulated_checks import refusal
+from protocol.simulated_engine import MetricsReply, render_page
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -61,15 +59,6 @@ PREFILL_UNSUPPORTED = {"error": {"message": "assistant prefill is not supported"
                                  "code": "prefill_unsupported"}}
 
 _WORDISH = re.compile(r"\s*\S+|\s+")
-
-
-@frozen
-class MetricsReply:
-    """One scripted answer of the engine page: a status, a raw body, a delay (``math.inf`` stalls)."""
-
-    status: int = 200
-    body: str | None = None      # None: the configured engine page (empty for a non-2xx status)
-    delay: float = 0.0
 
 
 def split_words(text: str, n: int) -> list[str]:
@@ -218,42 +207,14 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                               content=body.encode())
 
     def engine_page(self, engine: SimulatedEngine) -> str:
-        """The Prometheus text page of ``engine`` now, in its own metric names."""
+        """The Prometheus text page of ``engine`` now, its counters brought up to this instant."""
         now = trio.current_time()
         if self.engine_at is not None:   # accumulated, so a reloaded rate never makes the counter go back
             self.background += engine.background_tokens_per_second * (now - self.engine_at)
         self.engine_at = now
         tokens = self.generated + self.background
         running = engine.running + self.in_flight
-        model = self.models[0] if self.models else self.name
-        if engine.kind == "sglang":
-            labels = {"model_name": model}
-            families = [
-                _gauge("sglang:num_running_reqs", "The number of running requests.", labels, running),
-                _gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels,
-                       engine.waiting),
-                _gauge("sglang:token_usage", "The token usage.", labels, engine.kv_cache_usage),
-                _gauge("sglang:gen_throughput", "The generation throughput (token/s).", labels,
-                       engine.background_tokens_per_second),
-                _counter("sglang:generation_tokens", "Number of generation tokens processed.", labels, tokens),
-            ]
-            if engine.total_slots is not None:
-                families.append(_gauge("sglang:max_running_requests", "Maximum running requests", labels,
-                                       engine.total_slots))
-        else:
-            labels = {"engine": "0", "model_name": model}
-            families = [
-                _gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels,
-                       running),
-                _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
-                       engine.waiting),
-                _gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
-                       engine.kv_cache_usage),
-                _counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, tokens),
-            ]
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families(families))
-        return generate_latest(registry).decode()
+        return render_page(engine, self.models[0] if self.models else self.name, running, tokens)
 
     async def _chat(self, request: httpx.Request) -> httpx.Response:
         self.in_flight += 1
@@ -455,28 +416,6 @@ def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
             return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"tool_calls": [call]}
     return {"role": "assistant", "content": token} if k == 1 else {"content": token}
-
-
-class _Families:
-    """A collector that hands prometheus-client ready-made families, so the page is rendered as engines do."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> list[Metric]:
-        return self.families
-
-
-def _gauge(name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
-    family = GaugeMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), value)
-    return family
-
-
-def _counter(name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
-    family = CounterMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), value)
-    return family
 
 
 def _event(payload: dict) -> bytes:

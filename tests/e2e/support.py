@@ -68,9 +68,10 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def switchyard_serve(tmp_path: Path, config: dict,
-                           workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
-    """``python -m protocol.cli serve`` on a free port, ready; always stopped (then killed) on exit."""
+async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
+                           ready: bool = True) -> AsyncIterator[tuple[trio.Process, str, Path]]:
+    """``python -m protocol.cli serve`` on a free port, ready (unless ``ready=False``: just started);
+    always stopped (then killed) on exit."""
     path = tmp_path / "cli.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     port = free_port()
@@ -83,7 +84,7 @@ async def switchyard_serve(tmp_path: Path, config: dict,
     url = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=url, timeout=2) as http:
-            status = None
+            status = None if ready else 200
             with trio.move_on_after(10):
                 while status != 200:
                     assert proc.poll() is None, log_path.read_text()

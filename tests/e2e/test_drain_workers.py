@@ -21,9 +21,12 @@ REFUSED_WITHIN = 0.1   # seconds from the signal: what a balancer health-checkin
 
 
 async def connect_outcome(port: int) -> str:
-    """``refused``, ``accepted`` (the kernel completed the handshake), or ``hung``."""
+    """``refused``, ``accepted`` (the kernel completed the handshake: something listens), or ``hung``.
+
+    The bound is generous: on two busy cores (workers loading) this process itself may wait
+    for the CPU, and a slow answer is not the defect; a completed handshake is."""
     try:
-        with trio.fail_after(0.05):
+        with trio.fail_after(0.5):
             stream = await trio.open_tcp_stream("127.0.0.1", port)
     except trio.TooSlowError:
         return "hung"
@@ -54,7 +57,32 @@ async def test_a_drain_with_two_workers_refuses_new_connections_within_100_ms(tm
         assert body.endswith(b"data: [DONE]\n\n")   # the call in flight finished
         refused = [at for at, outcome in outcomes if outcome == "refused"]
         assert refused and refused[0] <= REFUSED_WITHIN, (outcomes, log_path.read_text())
-        assert all(outcome == "refused" for at, outcome in outcomes if at >= refused[0]), outcomes
+        late = [(at, outcome) for at, outcome in outcomes if at >= refused[0] and outcome == "accepted"]
+        assert not late, (late, log_path.read_text())
+        with trio.move_on_after(8):
+            await proc.wait()
+        assert proc.returncode == 0, log_path.read_text()
+
+
+@pytest.mark.parametrize("round_", range(REPEAT))
+async def test_a_drain_while_the_workers_are_still_starting_refuses_new_connections_within_100_ms(tmp_path,
+                                                                                                 round_):
+    config = gateway_config(backend("sim-cli"))
+    async with switchyard_serve(tmp_path, config, workers=2, ready=False) as (proc, url, log_path):
+        port = int(url.rsplit(":", 1)[1])
+        with trio.fail_after(10):   # the first worker listens well before either has loaded the app
+            while await connect_outcome(port) != "accepted":
+                await trio.sleep(0.005)
+        signalled = trio.current_time()
+        proc.send_signal(signal.SIGTERM)
+        outcomes: list[tuple[float, str]] = []
+        while trio.current_time() - signalled < 0.5:
+            outcomes.append((trio.current_time() - signalled, await connect_outcome(port)))
+            await trio.sleep(0.01)
+        refused = [at for at, outcome in outcomes if outcome == "refused"]
+        assert refused and refused[0] <= REFUSED_WITHIN, (outcomes, log_path.read_text())
+        late = [(at, outcome) for at, outcome in outcomes if at >= refused[0] and outcome == "accepted"]
+        assert not late, (late, log_path.read_text())
         with trio.move_on_after(8):
             await proc.wait()
         assert proc.returncode == 0, log_path.read_text()

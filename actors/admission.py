@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Callable
 import attrs
 import trio
 
-from actors.messages import Call
-from actors.routing import provider_rank, variants
-from actors.signals import engine_window
-from config.access import ApiKey
-from config.schema import BackendConfig
-from protocol.errors import PermissionDenied, UnsupportedRequestParameter
-from protocol.params import Applied, apply_policy, check_carriable, limited_only
-from protocol.provider_prefs import unsatisfiable
+from switchyard.actors.messages import Call
+from switchyard.actors.routing import provider_rank, variants
+from switchyard.actors.signals import engine_window
+from switchyard.config.access import ApiKey
+from switchyard.config.schema import BackendConfig
+from switchyard.protocol.errors import PermissionDenied, UnsupportedRequestParameter
+from switchyard.protocol.params import Applied, apply_policy, check_carriable, limited_only
+from switchyard.protocol.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
 
@@ -52,7 +52,7 @@ def _policy_view(call: "Call") -> dict:
     return payload
 
 if TYPE_CHECKING:
-    from actors.request import RequestActor
+    from switchyard.actors.request import RequestActor
 
     _Base = RequestActor
 else:

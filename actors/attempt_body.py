@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors.routing.body_merge import merge_body
-from actors.routing.failover import RoutePlan
-from actors.routing.thinking import active as thinking_active
-from actors.thinking import ThinkingStream
-from actors.usage import UsageRecord, token_counts
-from config.params import SPELLINGS
-from config.schema import BackendConfig, BackendType
-from protocol.params import HEADER, header_value
+from switchyard.actors.routing.body_merge import merge_body
+from switchyard.actors.routing.failover import RoutePlan
+from switchyard.actors.routing.thinking import active as thinking_active
+from switchyard.actors.thinking import ThinkingStream
+from switchyard.actors.usage import UsageRecord, token_counts
+from switchyard.config.params import SPELLINGS
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol.params import HEADER, header_value
 
 if TYPE_CHECKING:
-    from actors.request import RequestActor
+    from switchyard.actors.request import RequestActor
 
     _Base = RequestActor
 else:

@@ -25,16 +25,16 @@ import attrs
 import trio
 from attrs import frozen
 
-from actors.llm_classifier import ClassifierFailed, classify_with_llm
-from actors.routing.classification import Classification
-from actors.routing.classifier_prompt import cache_key
-from actors.routing.classify import RuleClassifier
-from actors.usage import UsageLedger
-from config.schema import BackendConfig, Snapshot
-from config.smart_routing import RuleSettings, classifier_backend
+from switchyard.actors.llm_classifier import ClassifierFailed, classify_with_llm
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.classifier_prompt import cache_key
+from switchyard.actors.routing.classify import RuleClassifier
+from switchyard.actors.usage import UsageLedger
+from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.config.smart_routing import RuleSettings, classifier_backend
 
 if TYPE_CHECKING:
-    from protocol.upstream import Upstream
+    from switchyard.protocol.upstream import Upstream
 
 log = logging.getLogger("switchyard.smart_routing")
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from config.watch import stamp, stamp_all
+from switchyard.config.watch import stamp, stamp_all
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 POLL_INTERVAL = 1.0
 

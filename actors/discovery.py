@@ -21,11 +21,11 @@ from typing import Any, Iterable, Mapping
 import httpx
 import trio
 
-from actors.routing.candidates import unserved_chain_entries
-from config.load_resilience import chains_checked_at_load
-from config.rules import child
-from config.schema import BackendConfig, BackendType, Snapshot
-from protocol.upstream import Upstream, auth_headers, join_url
+from switchyard.actors.routing.candidates import unserved_chain_entries
+from switchyard.config.load_resilience import chains_checked_at_load
+from switchyard.config.rules import child
+from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.protocol.upstream import Upstream, auth_headers, join_url
 
 log = logging.getLogger("switchyard.discovery")
 

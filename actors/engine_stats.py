@@ -28,11 +28,11 @@ import httpx
 import trio
 from attrs import frozen
 
-from actors.routing.engine_metrics import EngineSnapshot, parse_exposition, throughput
-from actors.routing.variants import ThroughputSample
-from config.schema import BackendConfig, BackendType, Snapshot
-from config.telemetry import EngineStatsConfig
-from protocol.upstream import Upstream, auth_headers, join_url
+from switchyard.actors.routing.engine_metrics import EngineSnapshot, parse_exposition, throughput
+from switchyard.actors.routing.variants import ThroughputSample
+from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.config.telemetry import EngineStatsConfig
+from switchyard.protocol.upstream import Upstream, auth_headers, join_url
 
 MAX_PAGE_BYTES = 16 * 1024 * 1024   # engine pages are hundreds of KB; more is not a metrics page
 

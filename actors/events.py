@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 if TYPE_CHECKING:
-    from actors.relay import Relay, ResponseSink
+    from switchyard.actors.relay import Relay, ResponseSink
 
 log = logging.getLogger("switchyard.route")
 

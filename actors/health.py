@@ -21,14 +21,14 @@ import httpx
 import trio
 from attrs import frozen
 
-from actors.routing.circuit import (
+from switchyard.actors.routing.circuit import (
     Circuit,
     CircuitState,
     on_failure,
     on_probe,
     on_success,
 )
-from actors.routing.health import (
+from switchyard.actors.routing.health import (
     BackendHealth,
     HealthState,
     Outcome,
@@ -36,8 +36,8 @@ from actors.routing.health import (
     next_check_delay,
     observe,
 )
-from config.schema import BackendConfig, Snapshot
-from protocol.upstream import Upstream, auth_headers, join_url
+from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.protocol.upstream import Upstream, auth_headers, join_url
 
 log = logging.getLogger("switchyard.health")
 

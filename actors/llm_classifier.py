@@ -21,21 +21,21 @@ from typing import Any
 
 import trio
 
-from actors.routing.body_merge import merge_body
-from actors.routing.classification import Classification
-from actors.routing.classifier_prompt import (
+from switchyard.actors.routing.body_merge import merge_body
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.classifier_prompt import (
     MalformedAnswer,
     classifier_request,
     correction_messages,
     parse_answer,
     strategy_for,
 )
-from actors.usage import UsageLedger, UsageRecord, token_counts
-from config.schema import BackendConfig
-from config.smart_routing import ClassifierSettings
-from protocol.errors import UpstreamFailure, UpstreamTimeout, map_upstream_exceptions
-from protocol.transport import ResponseTooLarge, whole_body
-from protocol.upstream import Upstream, api_url, auth_headers
+from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
+from switchyard.config.schema import BackendConfig
+from switchyard.config.smart_routing import ClassifierSettings
+from switchyard.protocol.errors import UpstreamFailure, UpstreamTimeout, map_upstream_exceptions
+from switchyard.protocol.transport import ResponseTooLarge, whole_body
+from switchyard.protocol.upstream import Upstream, api_url, auth_headers
 
 ANSWER_LIMIT = 1024 * 1024   # a classification is a few hundred bytes; more is a broken backend
 

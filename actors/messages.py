@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 import attrs
 from attrs import frozen
 
-from config.schema import Snapshot
+from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
-    from config.access import ApiKey
-    from protocol.provider_prefs import ProviderPrefs
-    from protocol.tracing import TraceContext
+    from switchyard.config.access import ApiKey
+    from switchyard.protocol.provider_prefs import ProviderPrefs
+    from switchyard.protocol.tracing import TraceContext
 
 
 @frozen

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
-from actors.routing import variants
-from actors.routing.aliases import alias_owner, dispatch_target, serves_literally
-from actors.routing.candidates import public_backends
-from actors.routing.capabilities import missing, needs_of
-from actors.signals import EnginesSaturated, Signals, engine_window
-from actors.wire import unfit, unfit_refusal
-from config.schema import BackendConfig
-from protocol.errors import (
+from switchyard.actors.routing import variants
+from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
+from switchyard.actors.routing.candidates import public_backends
+from switchyard.actors.routing.capabilities import missing, needs_of
+from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
+from switchyard.actors.wire import unfit, unfit_refusal
+from switchyard.config.schema import BackendConfig
+from switchyard.protocol.errors import (
     GatewayError,
     InvalidRequest,
     ModelNotFound,
@@ -42,7 +42,7 @@ from protocol.errors import (
 log = logging.getLogger("switchyard.route")
 
 if TYPE_CHECKING:
-    from actors.request import RequestActor
+    from switchyard.actors.request import RequestActor
 
     _Base = RequestActor
 else:

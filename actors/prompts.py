@@ -26,10 +26,10 @@ from typing import Any, Mapping
 
 import trio
 
-from actors.routing.prompt_merge import inject
-from config.load_prompts import PromptFileError, PromptText, Sandbox, decode
-from config.prompts import MAX_CACHE_BYTES, GlobalPrompts, PromptSource
-from config.watch import FileStamp, stamp
+from switchyard.actors.routing.prompt_merge import inject
+from switchyard.config.load_prompts import PromptFileError, PromptText, Sandbox, decode
+from switchyard.config.prompts import MAX_CACHE_BYTES, GlobalPrompts, PromptSource
+from switchyard.config.watch import FileStamp, stamp
 
 log = logging.getLogger("switchyard.prompts")
 

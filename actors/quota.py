@@ -24,9 +24,9 @@ from typing import Any, Iterable, Mapping
 
 import trio
 
-from actors.mailbox import Mailbox
-from actors.routing.quota import Headers, QuotaSnapshot, parse, rate_limit_headers
-from config.schema import Snapshot
+from switchyard.actors.mailbox import Mailbox
+from switchyard.actors.routing.quota import Headers, QuotaSnapshot, parse, rate_limit_headers
+from switchyard.config.schema import Snapshot
 
 MAILBOX_CAPACITY = 1024
 

@@ -12,23 +12,23 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from actors.budgets import CallBudget
-from actors.messages import Call
-from actors.relay import AttemptFailed
-from actors.routing.failover import Kind, RoutePlan
-from actors.routing.resume import (
+from switchyard.actors.budgets import CallBudget
+from switchyard.actors.messages import Call
+from switchyard.actors.relay import AttemptFailed
+from switchyard.actors.routing.failover import Kind, RoutePlan
+from switchyard.actors.routing.resume import (
     PREFILL_TYPES,
     RestartFilter,
     ResumeMode,
     choose_mode,
     resume_payload,
 )
-from actors.wire import translated
-from config.schema import BackendConfig, Snapshot
-from protocol.errors import ModelNotFound, NoHealthyBackend
+from switchyard.actors.wire import translated
+from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.protocol.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
-    from actors.request import RequestActor
+    from switchyard.actors.request import RequestActor
 
     _Base = RequestActor
 else:

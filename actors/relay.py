@@ -33,13 +33,13 @@ from typing import Any, Callable, Protocol
 import httpx
 import trio
 
-from actors.budgets import AttemptBudget
-from actors.routing.failover import Failure, Kind
-from actors.routing.stream_state import StreamAccumulator
-from actors.thinking import ThinkingStream
-from protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
-from protocol.sse import Event, SSEDecoder, SSEEventTooLarge
-from protocol.transport import ResponseTooLarge, body_chunks, whole_body
+from switchyard.actors.budgets import AttemptBudget
+from switchyard.actors.routing.failover import Failure, Kind
+from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.thinking import ThinkingStream
+from switchyard.protocol.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
+from switchyard.protocol.sse import Event, SSEDecoder, SSEEventTooLarge
+from switchyard.protocol.transport import ResponseTooLarge, body_chunks, whole_body
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse

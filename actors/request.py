@@ -26,17 +26,17 @@ import attrs
 import httpx
 import trio
 
-from actors.admission import AdmissionMixin
-from actors.attempt_body import NO_MESSAGES, AttemptBodyMixin
-from actors.budgets import AttemptBudget, CallBudget, limits_for
-from actors.events import CallTrace, FirstByteSink
-from actors.messages import Call
-from actors.model_choice import ModelChoiceMixin
-from actors.recovery import RecoveryMixin, can_resume
-from actors.relay import AttemptFailed, Relay, Rename, ResponseSink, read_answer
-from actors.routing import variants
-from actors.routing.capabilities import Needs
-from actors.routing.failover import (
+from switchyard.actors.admission import AdmissionMixin
+from switchyard.actors.attempt_body import NO_MESSAGES, AttemptBodyMixin
+from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
+from switchyard.actors.events import CallTrace, FirstByteSink
+from switchyard.actors.messages import Call
+from switchyard.actors.model_choice import ModelChoiceMixin
+from switchyard.actors.recovery import RecoveryMixin, can_resume
+from switchyard.actors.relay import AttemptFailed, Relay, Rename, ResponseSink, read_answer
+from switchyard.actors.routing import variants
+from switchyard.actors.routing.capabilities import Needs
+from switchyard.actors.routing.failover import (
     Failure,
     Kind,
     MoveOn,
@@ -45,11 +45,11 @@ from actors.routing.failover import (
     classify_status,
     parse_retry_after,
 )
-from actors.routing.stream_state import StreamAccumulator
-from actors.wire import wire_for
-from config.schema import BackendConfig, BackendType
-from protocol import logs
-from protocol.errors import (
+from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.wire import wire_for
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol import logs
+from switchyard.protocol.errors import (
     GatewayError,
     ModelNotFound,
     NoHealthyBackend,
@@ -62,12 +62,12 @@ from protocol.errors import (
     UpstreamTimeout,
     map_upstream_exceptions,
 )
-from protocol.responses_relay import relay_responses
-from protocol.tracing import new_span_id, outbound_headers
-from protocol.upstream import api_url
+from switchyard.protocol.responses_relay import relay_responses
+from switchyard.protocol.tracing import new_span_id, outbound_headers
+from switchyard.protocol.upstream import api_url
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 log = logging.getLogger("switchyard.route")
 

@@ -17,24 +17,24 @@ from typing import Any
 import attrs
 import trio
 
-from actors.config_watcher import ConfigWatcher
-from actors.dedup import DedupCoordinator
-from actors.discovery import ModelDiscoveryActor
-from actors.engine_stats import EngineStatsPoller
-from actors.events import TraceLog
-from actors.health import BackendHealthActor
-from actors.pool import BackendPool
-from actors.prompts import PromptStore
-from actors.quota import QuotaObserver
-from actors.routing.variants import ThroughputView
-from actors.smart_router import SmartRouter
-from actors.supervisor import Supervisor
-from actors.usage import UsageLedger
-from config.load import ConfigError, load_file
-from config.schema import Snapshot
-from config.watch import Applied, apply_live
-from protocol.call_metrics import GatewayMetrics
-from protocol.upstream import Upstream
+from switchyard.actors.config_watcher import ConfigWatcher
+from switchyard.actors.dedup import DedupCoordinator
+from switchyard.actors.discovery import ModelDiscoveryActor
+from switchyard.actors.engine_stats import EngineStatsPoller
+from switchyard.actors.events import TraceLog
+from switchyard.actors.health import BackendHealthActor
+from switchyard.actors.pool import BackendPool
+from switchyard.actors.prompts import PromptStore
+from switchyard.actors.quota import QuotaObserver
+from switchyard.actors.routing.variants import ThroughputView
+from switchyard.actors.smart_router import SmartRouter
+from switchyard.actors.supervisor import Supervisor
+from switchyard.actors.usage import UsageLedger
+from switchyard.config.load import ConfigError, load_file
+from switchyard.config.schema import Snapshot
+from switchyard.config.watch import Applied, apply_live
+from switchyard.protocol.call_metrics import GatewayMetrics
+from switchyard.protocol.upstream import Upstream
 
 log = logging.getLogger("switchyard.config")
 

@@ -25,11 +25,11 @@ from typing import Mapping, Sequence
 
 from attrs import frozen
 
-from actors.routing import engine_load, quota, usage_weight
-from actors.routing.engine_metrics import EngineSnapshot
-from actors.routing.quota import QuotaSnapshot
-from config.schema import BackendConfig, Snapshot
-from protocol.errors import NoHealthyBackend
+from switchyard.actors.routing import engine_load, quota, usage_weight
+from switchyard.actors.routing.engine_metrics import EngineSnapshot
+from switchyard.actors.routing.quota import QuotaSnapshot
+from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.protocol.errors import NoHealthyBackend
 
 Decisions = defaultdict[tuple[str, str], int]
 

@@ -20,19 +20,19 @@ import attrs
 import trio
 from attrs import frozen
 
-from actors.classifier import ClassifierActor, Verdict, shadow_header
-from actors.messages import Call
-from actors.routing.classification import Classification
-from actors.routing.smart_policy import Choice, RequestFacts, choose, match_policy
-from actors.routing.tiers import CandidatePool, TierCache, candidate_pool
-from actors.routing.token_estimate import estimate_tokens
-from config.schema import Snapshot
-from config.smart_routing import MAX_HEADER_VALUE, RoutingPolicy
-from protocol.errors import NoHealthyBackend, RouteCapabilityUnavailable
+from switchyard.actors.classifier import ClassifierActor, Verdict, shadow_header
+from switchyard.actors.messages import Call
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.smart_policy import Choice, RequestFacts, choose, match_policy
+from switchyard.actors.routing.tiers import CandidatePool, TierCache, candidate_pool
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.config.schema import Snapshot
+from switchyard.config.smart_routing import MAX_HEADER_VALUE, RoutingPolicy
+from switchyard.protocol.errors import NoHealthyBackend, RouteCapabilityUnavailable
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from config.access import ApiKey
+    from switchyard.actors.runtime import Runtime
+    from switchyard.config.access import ApiKey
 
 log = logging.getLogger("switchyard.smart_routing")
 

@@ -29,7 +29,7 @@ import json
 from collections import deque
 from typing import Any
 
-from actors.routing.thinking import (
+from switchyard.actors.routing.thinking import (
     DEFAULT_MAX_BUFFER_SIZE,
     DEFAULT_REASONING_TIMEOUT,
     Classifier,
@@ -38,7 +38,7 @@ from actors.routing.thinking import (
     buffered,
     end_marker,
 )
-from config.metadata import Thinking
+from switchyard.config.metadata import Thinking
 
 Out = list[tuple[bytes, Any]]   # (raw bytes for the client, the object they encode)
 

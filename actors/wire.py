@@ -15,10 +15,10 @@ from typing import Callable, Iterable
 import httpx
 from attrs import frozen
 
-from actors.messages import Call
-from config.schema import BackendConfig, BackendType
-from protocol.errors import InvalidRequest
-from protocol.upstream import auth_headers
+from switchyard.actors.messages import Call
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.upstream import auth_headers
 
 JSON = ("content-type", "application/json")
 
@@ -87,5 +87,5 @@ def unfit_refusal(call: Call, model: str, backends: list[BackendConfig]) -> Inva
 
 
 # Translating wires register themselves in TRANSLATED on import (last: they import Wire from here).
-import protocol.anthropic_wire  # noqa: E402,F401  (chat -> a native anthropic backend)
-import protocol.responses_wire  # noqa: E402,F401  (chat -> /v1/responses for Responses-only models: SPECIAL)
+import switchyard.protocol.anthropic_wire  # noqa: E402,F401  (chat -> a native anthropic backend)
+import switchyard.protocol.responses_wire  # noqa: E402,F401  (chat -> /v1/responses for Responses-only models: SPECIAL)

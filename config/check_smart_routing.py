@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from actors.routing.classification import RULE_MAX_CONFIDENCE
-from config.access import Access
-from config.rules import Problems
-from config.schema import BackendConfig
-from config.smart_routing import DETECTED_LANGUAGES, SmartRouting, classifier_backend
+from switchyard.actors.routing.classification import RULE_MAX_CONFIDENCE
+from switchyard.config.access import Access
+from switchyard.config.rules import Problems
+from switchyard.config.schema import BackendConfig
+from switchyard.config.smart_routing import DETECTED_LANGUAGES, SmartRouting, classifier_backend
 
 PATH = "smart_routing"
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 import yaml
 
-from config import (
+from switchyard.config import (
     check_smart_routing,
     load_access,
     load_anthropic,
@@ -34,8 +34,8 @@ from config import (
     load_telemetry,
     rules,
 )
-from config.rules import Invalid, Problems, Reader, child
-from config.schema import (
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.schema import (
     BackendConfig,
     BackendType,
     ConsistentHashConfig,
@@ -49,7 +49,7 @@ from config.schema import (
     Strategy,
     VariantSuffixes,
 )
-from config.watch import content_revision
+from switchyard.config.watch import content_revision
 
 
 class ConfigError(Exception):
@@ -76,7 +76,7 @@ def load_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = None
 
 
 def load_demo() -> Loaded:
-    text = resources.files("config").joinpath("demo.yaml").read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("demo.yaml").read_text(encoding="utf-8")
     return load_text(text, source="<embedded demo config>")
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping
 
-from config import rules
-from config.access import Access, ApiKey
-from config.rules import Invalid, Reader, child
-from config.schema import BackendConfig
+from switchyard.config import rules
+from switchyard.config.access import Access, ApiKey
+from switchyard.config.rules import Invalid, Reader, child
+from switchyard.config.schema import BackendConfig
 
 _ID = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
 MIN_KEY_LENGTH = 16

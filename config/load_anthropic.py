@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from config.rules import Reader, child, type_name
-from config.schema import BackendType
+from switchyard.config.rules import Reader, child, type_name
+from switchyard.config.schema import BackendType
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 

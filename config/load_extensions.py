@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from config.rules import Problems, Reader, child, type_name
-from config.schema import BodyExtensions
+from switchyard.config.rules import Problems, Reader, child, type_name
+from switchyard.config.schema import BodyExtensions
 
 ROUTER_OWNED = ("model", "messages", "stream")
 

@@ -18,8 +18,8 @@ import attrs
 import yaml
 from attrs import frozen
 
-from config import rules
-from config.metadata import (
+from switchyard.config import rules
+from switchyard.config.metadata import (
     CAPABILITIES,
     DROP_IN_DIR,
     MAX_TOKENS,
@@ -31,8 +31,8 @@ from config.metadata import (
     Source,
     assemble,
 )
-from config.rules import Invalid, Problems, Reader, child
-from config.schema import ModelConfig
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.schema import ModelConfig
 
 # --- validation -----------------------------------------------------------------
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from config import rules
-from config.operations import Admin, Logging, Tracing, TracingHeaders
-from config.rules import Invalid, Reader
+from switchyard.config import rules
+from switchyard.config.operations import Admin, Logging, Tracing, TracingHeaders
+from switchyard.config.rules import Invalid, Reader
 
 HEADER_NAME = r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}"
 

@@ -12,10 +12,10 @@ import re
 import unicodedata
 from typing import Any, Iterable, Mapping, Sequence
 
-from config import rules
-from config.params import PARAMS, SPECS, Bound, Number, ParamPolicy, ParamScope, Preset
-from config.rules import Invalid, Problems, Reader, child
-from config.schema import BackendConfig, BackendType
+from switchyard.config import rules
+from switchyard.config.params import PARAMS, SPECS, Bound, Number, ParamPolicy, ParamScope, Preset
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.schema import BackendConfig, BackendType
 
 MODES = ("defaults", "overrides", "limits")
 MAX_MODEL_SCOPES = 64

@@ -14,16 +14,16 @@ from typing import Any
 
 from attrs import frozen
 
-from config import rules
-from config.prompts import (
+from switchyard.config import rules
+from switchyard.config.prompts import (
     MAX_CACHE_BYTES,
     MAX_FILE_BYTES,
     GlobalPrompts,
     MergeStrategy,
     PromptSource,
 )
-from config.rules import Invalid, Problems, Reader, child
-from config.watch import FileStamp, stamp
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.watch import FileStamp, stamp
 
 
 class PromptFileError(ValueError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from config import rules
-from config.resilience import (
+from switchyard.config import rules
+from switchyard.config.resilience import (
     MAX_CHUNK_INTERVAL_CEILING,
     RETRYABLE_ERRORS,
     EmptyReplyRetry,
@@ -28,7 +28,7 @@ from config.resilience import (
     Timeouts,
     TriggerConditions,
 )
-from config.rules import Invalid, Problems, Reader, Rule, T, child, type_name
+from switchyard.config.rules import Invalid, Problems, Reader, Rule, T, child, type_name
 
 # --- rules -------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import difflib
 import unicodedata
 from typing import Any
 
-from config import rules
-from config.responses_tools import (
+from switchyard.config import rules
+from switchyard.config.responses_tools import (
     ALLOW,
     ALWAYS_ALLOWED,
     DENY,
@@ -22,7 +22,7 @@ from config.responses_tools import (
     ResponsesTools,
     ascii_fold,
 )
-from config.rules import Reader, child
+from switchyard.config.rules import Reader, child
 
 _MODES = {ALLOW: ALLOW, DENY: DENY}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from config import rules
-from config.rules import Invalid, Reader, child
-from config.schema import SimulatedEngine, SimulatedFailure, Simulation
+from switchyard.config import rules
+from switchyard.config.rules import Invalid, Reader, child
+from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulation
 
 
 def _header_map(value: Any) -> dict[str, str]:

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from config import rules
-from config import smart_routing as sr
-from config.rules import Invalid, Problems, Reader, child
-from config.smart_routing import ClassifierSettings, ModelProfile, RoutingPolicy, SmartRouting
+from switchyard.config import rules
+from switchyard.config import smart_routing as sr
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.smart_routing import ClassifierSettings, ModelProfile, RoutingPolicy, SmartRouting
 
 PATH = "smart_routing"
 SYSTEM_ONE = "the System One decision-model classifier is not supported in this build (use rule, llm or hybrid)"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
-from config import rules
-from config.rules import Invalid, Problems, Reader, child
-from config.schema import BackendConfig
-from config.telemetry import (
+from switchyard.config import rules
+from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.schema import BackendConfig
+from switchyard.config.telemetry import (
     EngineAdmission,
     EngineLoad,
     EngineStatsConfig,

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 from attrs import frozen
 
-from config.rules import Problems, child
+from switchyard.config.rules import Problems, child
 
 MAX_TOKENS = 10_000_000
 CAPABILITIES = ("chat", "text", "vision", "code", "reasoning", "tool", "tools", "function_calling", "embedding",

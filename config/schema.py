@@ -12,21 +12,21 @@ from typing import Mapping
 import attrs
 from attrs import frozen
 
-from config.access import Access
-from config.metadata import (
+from switchyard.config.access import Access
+from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
     ModelMetadata,
     Source,
     with_backend_layer,
 )
-from config.operations import Admin, Logging, Tracing
-from config.params import ParamPolicy, Preset
-from config.prompts import GlobalPrompts
-from config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
-from config.responses_tools import ResponsesTools
-from config.smart_routing import SmartRouting
-from config.telemetry import EngineStatsConfig, RoutingConfig
+from switchyard.config.operations import Admin, Logging, Tracing
+from switchyard.config.params import ParamPolicy, Preset
+from switchyard.config.prompts import GlobalPrompts
+from switchyard.config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+from switchyard.config.responses_tools import ResponsesTools
+from switchyard.config.smart_routing import SmartRouting
+from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 
 
 class BackendType(str, Enum):

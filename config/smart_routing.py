@@ -16,7 +16,7 @@ import attrs
 from attrs import frozen
 
 if TYPE_CHECKING:                       # config.schema imports this module for the Snapshot
-    from config.schema import BackendConfig
+    from switchyard.config.schema import BackendConfig
 
 COMPLEXITY_LEVELS = ("trivial", "simple", "moderate", "complex", "expert")
 BUILTIN_DOMAINS = ("general", "code", "reasoning", "creative", "analysis", "multilingual")

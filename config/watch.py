@@ -16,7 +16,7 @@ from typing import Any, Callable
 import attrs
 from attrs import frozen
 
-from config.schema import Snapshot
+from switchyard.config.schema import Snapshot
 
 # field path -> how to read it from a Snapshot
 RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {

@@ -16,15 +16,15 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 import trio
 
-from actors.routing.circuit import CircuitState
-from protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
-from protocol.admin_prompts import PromptsAdmin
-from protocol.admin_stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
-from protocol.admin_smart_routing import SmartRoutingAdmin
-from protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
+from switchyard.actors.routing.circuit import CircuitState
+from switchyard.protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
+from switchyard.protocol.admin_prompts import PromptsAdmin
+from switchyard.protocol.admin_stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
+from switchyard.protocol.admin_smart_routing import SmartRoutingAdmin
+from switchyard.protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 Scope = dict[str, Any]
 Send = Callable[[dict[str, Any]], Awaitable[None]]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from config.load_prompts import PromptFileError
-from config.prompts import MAX_FILE_BYTES
-from protocol import client_json
-from protocol.errors import (
+from switchyard.config.load_prompts import PromptFileError
+from switchyard.config.prompts import MAX_FILE_BYTES
+from switchyard.protocol import client_json
+from switchyard.protocol.errors import (
     BodyTooLarge,
     GatewayError,
     InvalidRequest,
@@ -22,7 +22,7 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 PREFIX = "/admin/config/prompts/"
 # The JSON of a 1 MiB prompt can be several times larger once escaped ("\n", "\u00e9").
@@ -88,7 +88,7 @@ class PromptsAdmin:
 
 async def _content(scope: Any, receive: Any, server: Any) -> str:
     """The ``content`` string of a PUT body ``{"content": "..."}``."""
-    from protocol.app import read_body  # late: protocol.app imports the admin modules
+    from switchyard.protocol.app import read_body  # late: protocol.app imports the admin modules
 
     raw = await read_body(scope, receive, BODY_LIMIT, server)
     try:

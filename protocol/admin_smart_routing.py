@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import attrs
 
-from actors.smart_router import text_headers
-from config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
-from protocol import client_json
-from protocol.asgi import read_body
-from protocol.errors import InvalidRequest
+from switchyard.actors.smart_router import text_headers
+from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
+from switchyard.protocol import client_json
+from switchyard.protocol.asgi import read_body
+from switchyard.protocol.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 BODY_LIMIT = 4 * 1024 * 1024
 SIMULATE_FIELDS = ("payload", "key_tier", "org", "headers")

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import attrs
 import trio
 
-from actors.routing import quota as quota_rules
-from actors.signals import engine_window
-from protocol.errors import RouteNotFound
+from switchyard.actors.routing import quota as quota_rules
+from switchyard.actors.signals import engine_window
+from switchyard.protocol.errors import RouteNotFound
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 Respond = Callable[..., Awaitable[None]]
 

@@ -31,10 +31,10 @@ from typing import Any, AsyncIterator, Protocol
 
 import httpx
 
-from actors.messages import Call
-from protocol.client_json import utf8
-from protocol.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from protocol.transport import body_chunks
+from switchyard.actors.messages import Call
+from switchyard.protocol.client_json import utf8
+from switchyard.protocol.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
+from switchyard.protocol.transport import body_chunks
 
 DONE = b"data: [DONE]\n\n"
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from config.schema import BackendConfig
+from switchyard.config.schema import BackendConfig
 
 log = logging.getLogger("switchyard.route")
 

@@ -25,20 +25,20 @@ from urllib.parse import parse_qsl
 import attrs
 import trio
 
-from actors.messages import Call
-from actors.routing.listing import ListedModel
-from actors.routing.token_estimate import estimate_tokens
-from protocol.anthropic_format import Translated, to_chat
-from protocol.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
-from protocol.asgi import Receive, Scope, Send, respond
-from protocol.auth import authenticate
-from protocol.client_json import utf8
-from protocol.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
-from protocol.openai import parse_json_object
+from switchyard.actors.messages import Call
+from switchyard.actors.routing.listing import ListedModel
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.protocol.anthropic_format import Translated, to_chat
+from switchyard.protocol.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
+from switchyard.protocol.asgi import Receive, Scope, Send, respond
+from switchyard.protocol.auth import authenticate
+from switchyard.protocol.client_json import utf8
+from switchyard.protocol.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
+from switchyard.protocol.openai import parse_json_object
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from protocol.app import App
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.app import App
 
 EPOCH = "1970-01-01T00:00:00Z"   # the Models API's "release date unknown"
 PAGE_DEFAULT, PAGE_MAX = 20, 1000

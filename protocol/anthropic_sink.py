@@ -29,10 +29,10 @@ import json
 import secrets
 from typing import Any
 
-from protocol.asgi import AsgiSink, Send, respond
-from protocol.client_json import utf8
-from protocol.errors import GatewayError, UpstreamProtocolError, anthropic_envelope
-from protocol.sse import SSEDecoder
+from switchyard.protocol.asgi import AsgiSink, Send, respond
+from switchyard.protocol.client_json import utf8
+from switchyard.protocol.errors import GatewayError, UpstreamProtocolError, anthropic_envelope
+from switchyard.protocol.sse import SSEDecoder
 
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream; charset=utf-8"

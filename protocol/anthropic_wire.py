@@ -37,18 +37,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.messages import Call
-from actors.routing.body_merge import merge_body
-from actors.wire import JSON, SPECIAL, SPECIAL_APPLIES, TRANSLATED, Wire
-from config.schema import BackendConfig, BackendType
-from protocol.anthropic_answer import chat_answer
-from protocol.anthropic_betas import forwarded_betas
-from protocol.anthropic_chat_messages import invalid as _invalid
-from protocol.anthropic_chat_messages import translate_messages
-from protocol.anthropic_chat_messages import unsupported as _unsupported
-from protocol.anthropic_format import NOT_CARRIED
-from protocol.errors import UnsupportedRequestParameter
-from protocol.params import limited_only
+from switchyard.actors.messages import Call
+from switchyard.actors.routing.body_merge import merge_body
+from switchyard.actors.wire import JSON, SPECIAL, SPECIAL_APPLIES, TRANSLATED, Wire
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol.anthropic_answer import chat_answer
+from switchyard.protocol.anthropic_betas import forwarded_betas
+from switchyard.protocol.anthropic_chat_messages import invalid as _invalid
+from switchyard.protocol.anthropic_chat_messages import translate_messages
+from switchyard.protocol.anthropic_chat_messages import unsupported as _unsupported
+from switchyard.protocol.anthropic_format import NOT_CARRIED
+from switchyard.protocol.errors import UnsupportedRequestParameter
+from switchyard.protocol.params import limited_only
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING_REJECTED_FROM = "2026-10-21"

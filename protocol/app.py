@@ -15,18 +15,18 @@ from typing import Any, Awaitable, Callable
 import attrs
 import trio
 
-from actors.classifier import load_state
-from actors.dedup import Role, dedup_key
-from actors.messages import Call
-from actors.relay import ResponseSink
-from actors.request import RequestActor
-from actors.runtime import Runtime
-from config.load import load_demo, load_file
-from config.schema import Snapshot
-from protocol import anthropic_ingress, endpoints, limits, logs, responses_api
-from protocol.admin import AdminApi
-from protocol.anthropic_sink import respond_error
-from protocol.asgi import (
+from switchyard.actors.classifier import load_state
+from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.messages import Call
+from switchyard.actors.relay import ResponseSink
+from switchyard.actors.request import RequestActor
+from switchyard.actors.runtime import Runtime
+from switchyard.config.load import load_demo, load_file
+from switchyard.config.schema import Snapshot
+from switchyard.protocol import anthropic_ingress, endpoints, limits, logs, responses_api
+from switchyard.protocol.admin import AdminApi
+from switchyard.protocol.anthropic_sink import respond_error
+from switchyard.protocol.asgi import (
     AsgiSink,
     ClientGone,
     Receive,
@@ -36,8 +36,8 @@ from protocol.asgi import (
     read_body,
     respond,
 )
-from protocol.auth import DATA_PLANE_PREFIXES, authenticate
-from protocol.errors import (
+from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate
+from switchyard.protocol.errors import (
     GatewayError,
     HttpVersionNotSupported,
     InvalidRequest,
@@ -47,16 +47,16 @@ from protocol.errors import (
     TooManyConcurrentRequests,
     Unavailable,
 )
-from protocol.metrics import CONTENT_TYPE, exposition
-from protocol.model_routes import MODEL_PREFIX, ModelRoutes
-from protocol.openai import (
+from switchyard.protocol.metrics import CONTENT_TYPE, exposition
+from switchyard.protocol.model_routes import MODEL_PREFIX, ModelRoutes
+from switchyard.protocol.openai import (
     parse_chat_payload,
     parse_json_object,
 )
-from protocol.params import apply_preset
-from protocol.provider_prefs import parse_provider
-from protocol.realtime import serve_websocket
-from protocol.tracing import TraceContext, trace_context
+from switchyard.protocol.params import apply_preset
+from switchyard.protocol.provider_prefs import parse_provider
+from switchyard.protocol.realtime import serve_websocket
+from switchyard.protocol.tracing import TraceContext, trace_context
 
 log = logging.getLogger("switchyard.app")
 

@@ -11,8 +11,8 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from config.schema import ServerConfig
-from protocol.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
+from switchyard.config.schema import ServerConfig
+from switchyard.protocol.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

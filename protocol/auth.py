@@ -12,8 +12,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterable
 
-from config.access import Access, ApiKey
-from protocol.errors import AuthenticationError
+from switchyard.config.access import Access, ApiKey
+from switchyard.protocol.errors import AuthenticationError
 
 # Paths that carry client traffic; /health, /ready and /metrics stay open for probes and scrapers.
 DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/")

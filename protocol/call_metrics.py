@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from actors.events import CallTrace
-from actors.routing.listing import list_models
-from actors.routing.variants import VARIANTS
-from protocol.metrics import RuntimeCollector
+from switchyard.actors.events import CallTrace
+from switchyard.actors.routing.listing import list_models
+from switchyard.actors.routing.variants import VARIANTS
+from switchyard.protocol.metrics import RuntimeCollector
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 log = logging.getLogger("switchyard.metrics")
 

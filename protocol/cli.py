@@ -8,8 +8,8 @@ import logging
 import sys
 from typing import Any
 
-from config.load import ConfigError, load_demo, load_file
-from config.rules import Invalid
+from switchyard.config.load import ConfigError, load_demo, load_file
+from switchyard.config.rules import Invalid
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +126,7 @@ def _resolve_model(model: str, snap: Any) -> dict[str, Any] | None:
     """Which metadata id ``model`` means, and by which stage (``config/names.py``)."""
     backend_ids = [m for b in snap.backends for m in b.model_metadata if m not in snap.models.entries]
     try:
-        from config.names import Catalogue, Entry, resolve
+        from switchyard.config.names import Catalogue, Entry, resolve
     except ImportError:   # without the resolver: exact id, then exact alias
         if model in snap.models.entries or model in backend_ids:
             return {"entry_id": model, "stage": "EXACT_ID", "matched": model, "steps": [model]}
@@ -146,7 +146,7 @@ def _resolve_model(model: str, snap: Any) -> dict[str, Any] | None:
 
 def configure_logging(level: str, fmt: str = "json") -> None:
     """The root logger's one handler: ``fmt`` (json | text) at ``level``; hypercorn's error log goes through it."""
-    from protocol.logs import install
+    from switchyard.protocol.logs import install
 
     install(level, fmt)
 
@@ -170,7 +170,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except Invalid as exc:
         print(f"--bind: {exc}", file=sys.stderr)
         return 2
-    from protocol.auth import open_beyond_loopback
+    from switchyard.protocol.auth import open_beyond_loopback
 
     if open_beyond_loopback(bind, loaded.snapshot.api_keys):
         logging.getLogger("switchyard.config").warning(
@@ -181,7 +181,7 @@ def serve_command(args: argparse.Namespace) -> int:
         print("--workers: must be at least 1", file=sys.stderr)
         return 2
 
-    from protocol import serving
+    from switchyard.protocol import serving
 
     hc = serving.hypercorn_config(server, bind, log_level)
     if workers == 1:
@@ -191,7 +191,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def _bind(text: str) -> str:
-    from config.load import bind_address
+    from switchyard.config.load import bind_address
 
     return bind_address(text)
 

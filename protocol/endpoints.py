@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from actors.messages import Call
-from protocol.asgi import AsgiSink, Receive, Scope, Send
-from protocol.openai import parse_completions_payload, parse_embeddings_payload, parse_json_object
+from switchyard.actors.messages import Call
+from switchyard.protocol.asgi import AsgiSink, Receive, Scope, Send
+from switchyard.protocol.openai import parse_completions_payload, parse_embeddings_payload, parse_json_object
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from protocol.app import App
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.app import App
 
 
 async def completions(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,

@@ -18,14 +18,14 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from actors.dedup import Role
-from actors.mailbox import Mailbox
-from actors.routing.variants import VARIANTS
-from protocol.responses_wire import BRIDGE, REASONS
-from protocol.tracing import CLIENT_REF_REASONS
+from switchyard.actors.dedup import Role
+from switchyard.actors.mailbox import Mailbox
+from switchyard.actors.routing.variants import VARIANTS
+from switchyard.protocol.responses_wire import BRIDGE, REASONS
+from switchyard.protocol.tracing import CLIENT_REF_REASONS
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from switchyard.actors.runtime import Runtime
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -138,7 +138,7 @@ def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],
 
 def _smart_routing(rt: "Runtime") -> Iterator[Metric]:
     """Model "auto": classifications, the hybrid gate, LLM classifier fallbacks and cache, shadow mode."""
-    from actors.classifier import FALLBACK_REASONS  # late: the classifier imports the upstream client
+    from switchyard.actors.classifier import FALLBACK_REASONS  # late: the classifier imports the upstream client
 
     smart = rt.smart
     c = smart.classifier

@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any, Callable
 import attrs
 import trio
 
-from actors.routing.listing import ListedModel, find, list_models
-from config.access import ApiKey
-from protocol import limits
-from protocol.asgi import Receive, Scope, Send, respond
-from protocol.client_json import utf8
-from protocol.errors import ModelNotFound, RateLimited
-from protocol.openai import model_list, model_list_extended, model_object_extended
+from switchyard.actors.routing.listing import ListedModel, find, list_models
+from switchyard.config.access import ApiKey
+from switchyard.protocol import limits
+from switchyard.protocol.asgi import Receive, Scope, Send, respond
+from switchyard.protocol.client_json import utf8
+from switchyard.protocol.errors import ModelNotFound, RateLimited
+from switchyard.protocol.openai import model_list, model_list_extended, model_object_extended
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from protocol.app import App
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.app import App
 
     _Base = App
 else:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from actors.messages import Call
-from actors.routing.listing import ListedModel
-from config.metadata import ModelMetadata
-from config.schema import Snapshot
-from protocol import client_json
-from protocol.errors import InvalidRequest
+from switchyard.actors.messages import Call
+from switchyard.actors.routing.listing import ListedModel
+from switchyard.config.metadata import ModelMetadata
+from switchyard.config.schema import Snapshot
+from switchyard.protocol import client_json
+from switchyard.protocol.errors import InvalidRequest
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

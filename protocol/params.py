@@ -20,9 +20,9 @@ from typing import Any, Iterable, Mapping
 
 from attrs import frozen
 
-from config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
-from config.schema import BackendConfig, BackendType
-from protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
 
 HEADER = b"x-continuum-request-params"
 
@@ -48,7 +48,7 @@ def carried_by(backend: BackendConfig) -> frozenset[str]:
     """The canonical parameters ``backend`` takes. An anthropic backend takes max_tokens, and the
     sampling fields only while its ``anthropic_version`` still accepts them."""
     if backend.type is BackendType.ANTHROPIC:
-        from protocol.anthropic_wire import takes_sampling  # late: the wire imports the actor layer
+        from switchyard.protocol.anthropic_wire import takes_sampling  # late: the wire imports the actor layer
         return ANTHROPIC_ALL if takes_sampling(backend.anthropic_version) else ANTHROPIC_NO_SAMPLING
     return CARRIES.get(backend.type, frozenset())
 

@@ -30,18 +30,18 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from actors.events import CallTrace
-from actors.messages import Call
-from actors.request import BACKEND_FAULT_STATUSES
-from actors.routing.aliases import dispatch_target
-from actors.routing.failover import Kind, classify_status
-from actors.signals import Signals
-from config.access import ApiKey
-from config.schema import BackendConfig, BackendType
-from protocol import logs
-from protocol.asgi import Receive, Scope, Send
-from protocol.auth import DATA_PLANE_PREFIXES, authenticate, credential
-from protocol.errors import (
+from switchyard.actors.events import CallTrace
+from switchyard.actors.messages import Call
+from switchyard.actors.request import BACKEND_FAULT_STATUSES
+from switchyard.actors.routing.aliases import dispatch_target
+from switchyard.actors.routing.failover import Kind, classify_status
+from switchyard.actors.signals import Signals
+from switchyard.config.access import ApiKey
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.protocol import logs
+from switchyard.protocol.asgi import Receive, Scope, Send
+from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate, credential
+from switchyard.protocol.errors import (
     GatewayError,
     InvalidRequest,
     ModelNotFound,
@@ -56,13 +56,13 @@ from protocol.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from protocol.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
-from protocol.tracing import new_span_id, outbound_headers
-from protocol.upstream import USER_AGENT, auth_headers, basic_auth, join_url
+from switchyard.protocol.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
+from switchyard.protocol.tracing import new_span_id, outbound_headers
+from switchyard.protocol.upstream import USER_AGENT, auth_headers, basic_auth, join_url
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from protocol.app import App
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.app import App
 
 log = logging.getLogger("switchyard.realtime")
 
@@ -91,7 +91,7 @@ class _Failed(Exception):
 
 class RealtimeSession:
     def __init__(self, app: "App", scope: Scope, receive: Receive, send: Send) -> None:
-        from protocol.app import new_request_id
+        from switchyard.protocol.app import new_request_id
         self.app, self.scope, self.receive, self.send = app, scope, receive, send
         self.request_id = new_request_id()
         self.id_headers = [(b"x-continuum-request-id", self.request_id.encode())]

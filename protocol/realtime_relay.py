@@ -18,7 +18,7 @@ import trio
 from attrs import frozen
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from protocol.asgi import Receive, Send
+from switchyard.protocol.asgi import Receive, Send
 
 CLOSE_GRACE = 2.0        # seconds the closing handshake with the upstream may take
 # Close codes that describe a close locally and never go on the wire (RFC 6455, 7.4.1).

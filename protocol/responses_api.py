@@ -17,17 +17,17 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from actors.messages import Call
-from actors.wire import ENDPOINT_TYPES
-from config.schema import Snapshot
-from protocol.asgi import AsgiSink, Receive, Scope, Send
-from protocol.errors import GatewayError, InvalidRequest
-from protocol.openai import build_call, check_model, check_stream, parse_json_object, type_name
-from protocol.responses_tools import enforce
+from switchyard.actors.messages import Call
+from switchyard.actors.wire import ENDPOINT_TYPES
+from switchyard.config.schema import Snapshot
+from switchyard.protocol.asgi import AsgiSink, Receive, Scope, Send
+from switchyard.protocol.errors import GatewayError, InvalidRequest
+from switchyard.protocol.openai import build_call, check_model, check_stream, parse_json_object, type_name
+from switchyard.protocol.responses_tools import enforce
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
-    from protocol.app import App
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.app import App
 
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 ROLES = ("user", "assistant", "system", "developer")

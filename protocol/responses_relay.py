@@ -26,13 +26,13 @@ from typing import Any
 import httpx
 import trio
 
-from actors.budgets import AttemptBudget
-from actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
-from actors.routing.failover import Failure, Kind
-from protocol.errors import UpstreamProtocolError, UpstreamStatusError
-from protocol.responses_answers import TERMINAL_EVENTS
-from protocol.sse import Event, SSEDecoder
-from protocol.transport import body_chunks
+from switchyard.actors.budgets import AttemptBudget
+from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
+from switchyard.actors.routing.failover import Failure, Kind
+from switchyard.protocol.errors import UpstreamProtocolError, UpstreamStatusError
+from switchyard.protocol.responses_answers import TERMINAL_EVENTS
+from switchyard.protocol.sse import Event, SSEDecoder
+from switchyard.protocol.transport import body_chunks
 
 LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from attrs import frozen
 
-from config.responses_tools import (
+from switchyard.config.responses_tools import (
     ALLOW,
     ALWAYS_ALLOWED,
     CLIENT_EXECUTION,
@@ -40,7 +40,7 @@ from config.responses_tools import (
     ResponsesTools,
     ascii_fold,
 )
-from protocol.errors import UnsupportedRequestParameter
+from switchyard.protocol.errors import UnsupportedRequestParameter
 
 log = logging.getLogger("switchyard.responses_tools")
 

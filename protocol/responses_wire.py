@@ -26,15 +26,15 @@ from typing import Any, AsyncIterator, Mapping
 
 import httpx
 
-from actors.messages import Call
-from actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, SPECIAL_APPLIES, Wire
-from config.schema import BackendConfig, Snapshot
-from protocol.errors import InvalidRequest
-from protocol.responses_answers import StreamToChat, response_to_chat
-from protocol.responses_bridge import chat_to_responses
-from protocol.sse import SSEDecoder, SSEEventTooLarge
-from protocol.transport import body_chunks
-from protocol.upstream import auth_headers
+from switchyard.actors.messages import Call
+from switchyard.actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, SPECIAL_APPLIES, Wire
+from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
+from switchyard.protocol.responses_bridge import chat_to_responses
+from switchyard.protocol.sse import SSEDecoder, SSEEventTooLarge
+from switchyard.protocol.transport import body_chunks
+from switchyard.protocol.upstream import auth_headers
 
 log = logging.getLogger("switchyard.route")
 

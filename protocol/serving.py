@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from config.schema import ServerConfig
+from switchyard.config.schema import ServerConfig
 
 log = logging.getLogger("switchyard")
 
@@ -58,7 +58,7 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import wrap_app
 
-    from protocol.app import create_app
+    from switchyard.protocol.app import create_app
 
     app = create_app(config_path, watch=watch)
     # Everything imported so far lives as long as the process: the cyclic
@@ -124,7 +124,7 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
     if stop_requested.is_set():   # the signal came while this process was being spawned
         stop_while_starting(signal.SIGTERM, None)
         return
-    from protocol.cli import configure_logging
+    from switchyard.protocol.cli import configure_logging
 
     configure_logging(log_level, log_format)
     try:

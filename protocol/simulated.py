@@ -42,9 +42,9 @@ from typing import Any, AsyncIterator, Callable, ClassVar
 import httpx
 import trio
 
-from config.schema import SimulatedEngine, SimulatedFailure, Simulation
-from protocol.simulated_checks import refusal
-from protocol.simulated_engine import MetricsReply, render_page
+from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulation
+from switchyard.protocol.simulated_checks import refusal
+from switchyard.protocol.simulated_engine import MetricsReply, render_page
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -273,10 +273,10 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record("prefill_unsupported")
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
         if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated_responses.py)
-            from protocol.simulated_responses import answer as responses_answer
+            from switchyard.protocol.simulated_responses import answer as responses_answer
             return responses_answer(self, sim, body)
         if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings
-            from protocol.simulated_endpoints import answer
+            from switchyard.protocol.simulated_endpoints import answer
             return answer(self, sim, request.url.path, body)
         completion_id = f"chatcmpl-sim-{self.served}"
         if stream:

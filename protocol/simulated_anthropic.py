@@ -42,9 +42,9 @@ from typing import Any, AsyncIterator
 import httpx
 import trio
 
-from config.schema import SimulatedFailure, Simulation
-from protocol.client_json import utf8
-from protocol.simulated import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, SimulatedTransport, split_words
+from switchyard.config.schema import SimulatedFailure, Simulation
+from switchyard.protocol.client_json import utf8
+from switchyard.protocol.simulated import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, SimulatedTransport, split_words
 
 TOOL_USE_ID = "toolu_sim"
 THINKING_TEXT = "Let me think this through."

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import httpx
 import trio
 
-from config.schema import Simulation
-from protocol.simulated import IN_BAND_ERROR, SimulatedStream
+from switchyard.config.schema import Simulation
+from switchyard.protocol.simulated import IN_BAND_ERROR, SimulatedStream
 
 if TYPE_CHECKING:
-    from protocol.simulated import SimulatedTransport
+    from switchyard.protocol.simulated import SimulatedTransport
 
 DIMENSIONS = 8   # an embedding's length when the request names no ``dimensions``
 

@@ -10,7 +10,7 @@ from attrs import frozen
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from config.schema import SimulatedEngine
+from switchyard.config.schema import SimulatedEngine
 
 
 @frozen

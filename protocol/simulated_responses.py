@@ -28,11 +28,11 @@ import httpx
 import trio
 from attrs import frozen
 
-from config.schema import Simulation
-from protocol.simulated import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, split_words
+from switchyard.config.schema import Simulation
+from switchyard.protocol.simulated import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, split_words
 
 if TYPE_CHECKING:
-    from protocol.simulated import SimulatedTransport
+    from switchyard.protocol.simulated import SimulatedTransport
 
 
 @frozen

@@ -36,8 +36,8 @@ from typing import Callable, Iterable
 
 from attrs import frozen
 
-from config.operations import Tracing
-from protocol.errors import InvalidRequest
+from switchyard.config.operations import Tracing
+from switchyard.protocol.errors import InvalidRequest
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")

@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from config.schema import BackendConfig, BackendType, Snapshot
-from protocol.simulated import SimulatedTransport
-from protocol.simulated_anthropic import SimulatedAnthropicTransport
-from protocol.transport import PooledTransport
+from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.protocol.simulated import SimulatedTransport
+from switchyard.protocol.simulated_anthropic import SimulatedAnthropicTransport
+from switchyard.protocol.transport import PooledTransport
 
 
 @functools.lru_cache(maxsize=1024)

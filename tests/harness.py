@@ -9,9 +9,9 @@ from typing import Any, AsyncIterator
 import attrs
 import trio
 
-from actors.runtime import Runtime
-from config.load import load_text
-from protocol.app import App
+from switchyard.actors.runtime import Runtime
+from switchyard.config.load import load_text
+from switchyard.protocol.app import App
 
 
 @attrs.define

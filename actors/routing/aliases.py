@@ -30,8 +30,8 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Iterable, Iterator
 
-from actors.routing.candidates import Discovered, backend_serves, public_backends
-from config.schema import BackendConfig, Snapshot
+from switchyard.actors.routing.candidates import Discovered, backend_serves, public_backends
+from switchyard.config.schema import BackendConfig, Snapshot
 
 MODELS_PREFIX = "models/"
 MATCH_EVERYTHING = frozenset({"*", "models/*"})

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from config.schema import BodyExtensions
+from switchyard.config.schema import BodyExtensions
 
 
 def merge_body(payload: dict[str, Any], ext: BodyExtensions) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Iterable, Mapping
 
-from config.schema import BackendConfig
+from switchyard.config.schema import BackendConfig
 
 Discovered = Mapping[str, frozenset[str]]
 

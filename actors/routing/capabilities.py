@@ -15,8 +15,8 @@ from typing import Any
 
 from attrs import frozen
 
-from actors.routing.token_estimate import estimate_tokens
-from config.metadata import ModelMetadata
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.config.metadata import ModelMetadata
 
 TOOL_NAMES = frozenset({"tool", "tools", "function_calling"})
 IMAGE_TOKENS = 1_000   # an image part, for the context-window check (about a high-detail 1024x1024 image)

@@ -21,10 +21,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from actors.routing.classification import Classification
-from actors.routing.classify.turn import turn_of
-from config.schema import BackendType
-from config.smart_routing import COMPLEXITY_LEVELS, ClassifierSettings, FewShotExample
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.classify.turn import turn_of
+from switchyard.config.schema import BackendType
+from switchyard.config.smart_routing import COMPLEXITY_LEVELS, ClassifierSettings, FewShotExample
 
 # What ``structured_output: auto`` means per backend type. An Anthropic backend type, once it
 # exists, maps to "tool_use" here (Anthropic has no JSON mode; a forced tool call is its form).

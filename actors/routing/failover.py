@@ -24,8 +24,8 @@ from enum import Enum
 
 from attrs import frozen
 
-from config.resilience import Fallback, RetryPolicy
-from config.schema import BackendConfig
+from switchyard.config.resilience import Fallback, RetryPolicy
+from switchyard.config.schema import BackendConfig
 
 
 class Kind(str, Enum):

@@ -30,11 +30,11 @@ from typing import Mapping, Sequence
 
 from attrs import frozen
 
-from actors.routing.aliases import dispatch_target
-from actors.routing.candidates import Discovered, listed_models, serving
-from config.metadata import CatalogueEntry, Source, with_backend_layer
-from config.names import Catalogue, Entry, Resolution, Stage, resolve
-from config.schema import BackendConfig, Snapshot
+from switchyard.actors.routing.aliases import dispatch_target
+from switchyard.actors.routing.candidates import Discovered, listed_models, serving
+from switchyard.config.metadata import CatalogueEntry, Source, with_backend_layer
+from switchyard.config.names import Catalogue, Entry, Resolution, Stage, resolve
+from switchyard.config.schema import BackendConfig, Snapshot
 
 
 @frozen

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from config.prompts import MergeStrategy
+from switchyard.config.prompts import MergeStrategy
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 

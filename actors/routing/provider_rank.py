@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar
 
-from actors.routing.variants import price_per_million
+from switchyard.actors.routing.variants import price_per_million
 
 if TYPE_CHECKING:     # routing imports no httpx, which protocol.errors does
-    from protocol.provider_prefs import ProviderPrefs
+    from switchyard.protocol.provider_prefs import ProviderPrefs
 
 
 class Named(Protocol):

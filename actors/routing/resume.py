@@ -22,9 +22,9 @@ import json
 from enum import Enum
 from typing import Any
 
-from actors.routing.stream_state import Aligner, StreamAccumulator
-from config.resilience import MidStreamFallback
-from config.schema import BackendType
+from switchyard.actors.routing.stream_state import Aligner, StreamAccumulator
+from switchyard.config.resilience import MidStreamFallback
+from switchyard.config.schema import BackendType
 
 PREFILL_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
 

@@ -15,10 +15,10 @@ from types import MappingProxyType
 import attrs
 from attrs import frozen
 
-from actors.routing.capabilities import TOOL_NAMES
-from actors.routing.classification import Classification
-from actors.routing.tiers import Candidate, CandidatePool
-from config.smart_routing import MAX_HEADER_VALUE, PolicyWhen, RouteTo, RoutingPolicy
+from switchyard.actors.routing.capabilities import TOOL_NAMES
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.tiers import Candidate, CandidatePool
+from switchyard.config.smart_routing import MAX_HEADER_VALUE, PolicyWhen, RouteTo, RoutingPolicy
 
 # A required capability and the metadata capabilities that meet it.
 MEETS = {"tools": TOOL_NAMES, "vision": frozenset({"vision"})}

@@ -16,8 +16,8 @@ from typing import Mapping, Protocol, Sequence
 
 from attrs import frozen
 
-from actors.routing.hashring import HashRing
-from config.schema import ConsistentHashConfig, PrefixRouting, Strategy
+from switchyard.actors.routing.hashring import HashRing
+from switchyard.config.schema import ConsistentHashConfig, PrefixRouting, Strategy
 
 
 class Candidate(Protocol):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from config.metadata import THINKING_PATTERNS, Thinking
+from switchyard.config.metadata import THINKING_PATTERNS, Thinking
 
 UNTERMINATED_START = "unterminated_start"
 PATTERNS = THINKING_PATTERNS

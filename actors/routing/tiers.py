@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 
 from attrs import frozen
 
-from actors.routing.candidates import Discovered, listed_models
-from config.access import ApiKey
-from config.metadata import ModelMetadata
-from config.schema import Snapshot
-from config.smart_routing import ModelProfile, SmartRouting
+from switchyard.actors.routing.candidates import Discovered, listed_models
+from switchyard.config.access import ApiKey
+from switchyard.config.metadata import ModelMetadata
+from switchyard.config.schema import Snapshot
+from switchyard.config.smart_routing import ModelProfile, SmartRouting
 
 MAX_CACHED_TIERS = 10_000
 

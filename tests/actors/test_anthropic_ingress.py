@@ -6,12 +6,12 @@ import json
 import pytest
 import trio
 
-from actors.routing.token_estimate import estimate_tokens
-from actors.wire import TRANSLATED, Wire
-from config.schema import BackendType, SimulatedFailure, Simulation
-from protocol.anthropic_format import to_chat
-from protocol.anthropic_sink import AnthropicSink
-from protocol.errors import UpstreamTimeout
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.actors.wire import TRANSLATED, Wire
+from switchyard.config.schema import BackendType, SimulatedFailure, Simulation
+from switchyard.protocol.anthropic_format import to_chat
+from switchyard.protocol.anthropic_sink import AnthropicSink
+from switchyard.protocol.errors import UpstreamTimeout
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import gateway, request
 

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from config.load import ConfigError, load_text
-from protocol import logs
-from protocol.auth import open_beyond_loopback
+from switchyard.config.load import ConfigError, load_text
+from switchyard.protocol import logs
+from switchyard.protocol.auth import open_beyond_loopback
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -196,7 +196,7 @@ async def test_a_preset_model_is_judged_like_a_requested_one(autojump_clock):
 async def test_a_key_revoked_while_the_body_uploads_is_refused(autojump_clock):
     import trio
 
-    from config.load import load_text as load
+    from switchyard.config.load import load_text as load
 
     async with gateway(CONFIG) as app:
         revoked = load(CONFIG.replace("allowed_models: [\"demo*\"]", "allowed_models: [\"nothing\"]")).snapshot
@@ -328,7 +328,7 @@ def test_a_glob_admitting_an_alias_but_not_its_model_warns():
 
 
 def test_config_validate_prints_the_alias_glob_warning(tmp_path, capsys):
-    from protocol.cli import main
+    from switchyard.protocol.cli import main
 
     path = tmp_path / "keys.yaml"
     path.write_text(ALIAS_GLOB)
@@ -337,7 +337,7 @@ def test_config_validate_prints_the_alias_glob_warning(tmp_path, capsys):
 
 
 def test_serve_logs_the_alias_glob_warning_at_start(tmp_path, monkeypatch, caplog):
-    from protocol import cli, serving
+    from switchyard.protocol import cli, serving
 
     path = tmp_path / "keys.yaml"
     path.write_text(ALIAS_GLOB)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from config.load import ConfigError, load_text
+from switchyard.config.load import ConfigError, load_text
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

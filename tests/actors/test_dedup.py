@@ -12,13 +12,13 @@ import attrs
 import pytest
 import trio
 
-from actors.dedup import DedupCoordinator, Role, Served, dedup_key
-from actors.request import RequestActor
-from config.schema import Dedup
-from protocol.app import new_request_id
-from protocol.asgi import AsgiSink, disconnect_waiter
-from protocol.errors import GatewayError, InvalidRequest, Unavailable
-from protocol.openai import parse_chat
+from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
+from switchyard.actors.request import RequestActor
+from switchyard.config.schema import Dedup
+from switchyard.protocol.app import new_request_id
+from switchyard.protocol.asgi import AsgiSink, disconnect_waiter
+from switchyard.protocol.errors import GatewayError, InvalidRequest, Unavailable
+from switchyard.protocol.openai import parse_chat
 from tests.harness import Reply, chat, gateway
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -5,7 +5,7 @@ import logging
 import pytest
 import trio
 
-from config.load import load_text
+from switchyard.config.load import load_text
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -7,13 +7,13 @@ from types import MappingProxyType
 import pytest
 import trio
 
-from actors.engine_stats import EngineStatsPoller, PollStatus, polled, stats_headers
-from actors.routing.engine_metrics import EngineSnapshot
-from actors.routing.variants import ThroughputSample
-from config.load import ConfigError, load_text
-from config.schema import BackendConfig, BackendType, SimulatedEngine, Simulation
-from protocol.simulated import MetricsReply
-from protocol.upstream import Upstream
+from switchyard.actors.engine_stats import EngineStatsPoller, PollStatus, polled, stats_headers
+from switchyard.actors.routing.engine_metrics import EngineSnapshot
+from switchyard.actors.routing.variants import ThroughputSample
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.schema import BackendConfig, BackendType, SimulatedEngine, Simulation
+from switchyard.protocol.simulated import MetricsReply
+from switchyard.protocol.upstream import Upstream
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -115,7 +115,7 @@ async def test_fallback_budget_is_shared_by_all_attempts(autojump_clock):
 # --- retries -----------------------------------------------------------------
 
 async def test_retry_gap_honours_retry_after(autojump_clock):
-    from config.schema import SimulatedFailure, Simulation
+    from switchyard.config.schema import SimulatedFailure, Simulation
 
     config = BASE + backend("a", "big", "{latency: 100ms, chunks: 2}")
     async with gateway(config) as app:
@@ -140,7 +140,7 @@ async def test_retry_after_beyond_budget_moves_on_at_once(autojump_clock):
 
 
 async def test_500_retried_on_same_backend_with_backoff(autojump_clock):
-    from config.schema import SimulatedFailure, Simulation
+    from switchyard.config.schema import SimulatedFailure, Simulation
 
     config = BASE + backend("a", "big", "{latency: 100ms, chunks: 2}")
     async with gateway(config) as app:

@@ -3,11 +3,11 @@
 import pytest
 import trio
 
-from actors.health import BackendHealthActor
-from actors.routing.circuit import CircuitState
-from actors.routing.health import HealthState
-from config.load import load_text
-from protocol.upstream import Upstream
+from switchyard.actors.health import BackendHealthActor
+from switchyard.actors.routing.circuit import CircuitState
+from switchyard.actors.routing.health import HealthState
+from switchyard.config.load import load_text
+from switchyard.protocol.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

@@ -6,9 +6,9 @@ import json
 import pytest
 import trio
 
-from actors.runtime import Runtime
-from config.load import load_file
-from protocol.app import App
+from switchyard.actors.runtime import Runtime
+from switchyard.config.load import load_file
+from switchyard.protocol.app import App
 from tests.harness import chat, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -180,7 +180,7 @@ async def test_admin_reload_and_status(autojump_clock, tmp_path):
 async def test_admin_token_never_echoed_in_config_errors(tmp_path):
     import pytest
 
-    from config.load import ConfigError, load_text
+    from switchyard.config.load import ConfigError, load_text
 
     with pytest.raises(ConfigError) as info:
         load_text("admin: {token: short-secret}\nbackends: [{name: a, type: simulated}]\n", env={})

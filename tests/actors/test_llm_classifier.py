@@ -10,13 +10,13 @@ import attrs
 import pytest
 import trio
 
-from actors.llm_classifier import ClassifierFailed, classify_with_llm
-from actors.routing.classification import Classification
-from actors.usage import UsageLedger
-from config.schema import BackendConfig, BackendType, SimulatedFailure, Simulation, Snapshot
-from config.smart_routing import ClassifierSettings, CustomDomain, CustomLevel, LlmSettings
-from protocol.simulated import SimulatedTransport
-from protocol.upstream import Upstream
+from switchyard.actors.llm_classifier import ClassifierFailed, classify_with_llm
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.usage import UsageLedger
+from switchyard.config.schema import BackendConfig, BackendType, SimulatedFailure, Simulation, Snapshot
+from switchyard.config.smart_routing import ClassifierSettings, CustomDomain, CustomLevel, LlmSettings
+from switchyard.protocol.simulated import SimulatedTransport
+from switchyard.protocol.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

@@ -7,8 +7,8 @@ import re
 import pytest
 import trio
 
-from config.schema import SimulatedEngine
-from protocol.simulated import MetricsReply
+from switchyard.config.schema import SimulatedEngine
+from switchyard.protocol.simulated import MetricsReply
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -3,7 +3,7 @@
 import pytest
 import trio
 
-from actors.mailbox import AskTimeout, Mailbox, Reply, ask
+from switchyard.actors.mailbox import AskTimeout, Mailbox, Reply, ask
 
 
 async def test_tell_drops_and_counts_when_full():

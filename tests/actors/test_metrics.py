@@ -3,9 +3,9 @@
 import pytest
 import trio
 
-from actors.routing.engine_metrics import EngineSnapshot
-from protocol import call_metrics
-from protocol.simulated import MetricsReply
+from switchyard.actors.routing.engine_metrics import EngineSnapshot
+from switchyard.protocol import call_metrics
+from switchyard.protocol.simulated import MetricsReply
 from tests.actors.test_failover import BASE, backend
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request

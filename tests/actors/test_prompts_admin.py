@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import trio
 
-import actors.prompts
-from actors.runtime import Runtime
-from config.load import load_file, load_text
-from config.prompts import MAX_FILE_BYTES
-from protocol.app import App
+import switchyard.actors.prompts
+from switchyard.actors.runtime import Runtime
+from switchyard.config.load import load_file, load_text
+from switchyard.config.prompts import MAX_FILE_BYTES
+from switchyard.protocol.app import App
 from tests.harness import request
 
 TOKEN = "admin-token-0123456789"
@@ -161,7 +161,7 @@ async def test_put_oversize_content_refused(tmp_path, autojump_clock):
 async def test_put_past_the_cache_cap_refused(tmp_path, autojump_clock, monkeypatch):
     files(tmp_path)
     async with gateway(tmp_path) as app:
-        monkeypatch.setattr(actors.prompts, "MAX_CACHE_BYTES", 64)
+        monkeypatch.setattr(switchyard.actors.prompts, "MAX_CACHE_BYTES", 64)
         reply = await request(app, "PUT", BASE + "/prompts/system.md", {"content": "y" * 60}, headers=AUTH)
         assert error(reply) == (413, "prompt_cache_full", "content")
         assert app.runtime.prompts.prompt_for("x", "y") == "# System\nBe safe."

@@ -5,9 +5,9 @@ import pytest
 import trio
 import trio.testing
 
-from actors.quota import QuotaObserver
-from actors.routing.quota import ABSENT, OBSERVED_USED, STALE, observed
-from config.load import load_text
+from switchyard.actors.quota import QuotaObserver
+from switchyard.actors.routing.quota import ABSENT, OBSERVED_USED, STALE, observed
+from switchyard.config.load import load_text
 
 CONFIG = """
 backends:

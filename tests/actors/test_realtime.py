@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator
 import pytest
 import trio
 
-from protocol import realtime, realtime_relay
+from switchyard.protocol import realtime, realtime_relay
 from tests.harness import gateway, request
 from tests.realtime_upstream import RealtimeUpstream
 

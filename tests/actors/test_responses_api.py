@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from config.schema import SimulatedFailure, Simulation
-from protocol.responses_wire import BRIDGE
-from protocol.simulated_responses import ResponsesTurn, script_responses
+from switchyard.config.schema import SimulatedFailure, Simulation
+from switchyard.protocol.responses_wire import BRIDGE
+from switchyard.protocol.simulated_responses import ResponsesTurn, script_responses
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

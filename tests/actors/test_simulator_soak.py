@@ -23,7 +23,7 @@ def live_requests() -> int:
 
 
 async def test_the_demo_simulators_memory_stays_flat_over_thousands_of_calls(autojump_clock):
-    demo = resources.files("config").joinpath("demo.yaml").read_text(encoding="utf-8")
+    demo = resources.files("switchyard.config").joinpath("demo.yaml").read_text(encoding="utf-8")
     async with gateway(demo) as app:
         sims = list(app.runtime.upstream.simulated.values())
         for i in range(WARM_UP + CALLS):

@@ -6,7 +6,7 @@ import json
 import pytest
 import trio
 
-from config.schema import SimulatedFailure, Simulation
+from switchyard.config.schema import SimulatedFailure, Simulation
 from tests.harness import gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -285,7 +285,7 @@ async def test_tool_use_answer_from_the_classifier_backend(autojump_clock):
 
 
 async def test_a_reload_applies_new_keywords_and_policies_to_the_next_request(autojump_clock):
-    from config.load import load_text
+    from switchyard.config.load import load_text
 
     async with gateway(config()) as app:
         before = await post(app, auto("판소리 사설 한 대목을 지어줘"))
@@ -383,7 +383,7 @@ async def test_cached_answers_expire_after_their_ttl_and_the_oldest_is_evicted_f
 
 
 async def test_an_answer_in_flight_across_a_reload_is_not_cached(autojump_clock):
-    from config.load import load_text
+    from switchyard.config.load import load_text
 
     async with gateway(config(method="llm")) as app:
         async with trio.open_nursery() as nursery:
@@ -396,7 +396,7 @@ async def test_an_answer_in_flight_across_a_reload_is_not_cached(autojump_clock)
 
 
 async def test_a_reload_forgets_inferred_tiers(autojump_clock):
-    from config.load import load_text
+    from switchyard.config.load import load_text
 
     cfg = config().replace("models: [flagship, standard, light]", "models: [flagship, standard, light, mystery]")
     async with gateway(cfg) as app:

@@ -3,7 +3,7 @@
 import pytest
 import trio
 
-from actors.supervisor import Supervisor
+from switchyard.actors.supervisor import Supervisor
 
 
 class Flaky:

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from protocol import logs
-from protocol.logs import JsonFormatter
+from switchyard.protocol import logs
+from switchyard.protocol.logs import JsonFormatter
 from tests.actors.test_failover import BASE, backend, sims
 from tests.harness import chat, gateway, request
 

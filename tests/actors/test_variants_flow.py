@@ -6,7 +6,7 @@ import json
 import pytest
 import trio
 
-from actors.routing.variants import ThroughputSample
+from switchyard.actors.routing.variants import ThroughputSample
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

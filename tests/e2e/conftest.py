@@ -22,9 +22,9 @@ import trio
 import yaml
 from hypercorn.trio import serve
 
-from config.load import load_file
-from protocol.app import create_app
-from protocol.serving import hypercorn_config
+from switchyard.config.load import load_file
+from switchyard.protocol.app import create_app
+from switchyard.protocol.serving import hypercorn_config
 from tests.e2e.support import Gateway
 
 SHUTDOWN_BOUND = 5.0

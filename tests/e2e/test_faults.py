@@ -27,8 +27,8 @@ import openai
 import pytest
 import trio
 
-import actors.routing.circuit as circuit_module
-from config.schema import SimulatedFailure, Simulation
+import switchyard.actors.routing.circuit as circuit_module
+from switchyard.config.schema import SimulatedFailure, Simulation
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

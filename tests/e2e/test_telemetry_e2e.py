@@ -8,7 +8,7 @@ import re
 import openai
 import trio
 
-from config.schema import SimulatedEngine
+from switchyard.config.schema import SimulatedEngine
 from tests.e2e.support import backend, gateway_config, in_thread
 
 

@@ -33,7 +33,7 @@ import httpx
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
-from protocol.transport import PooledTransport
+from switchyard.protocol.transport import PooledTransport
 
 SCENARIOS = ((32, 32), (32, 256), (256, 256))   # (concurrent requests, connections held open)
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]}).encode()

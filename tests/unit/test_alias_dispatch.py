@@ -6,10 +6,10 @@ from types import MappingProxyType
 import attrs
 import pytest
 
-from actors.discovery import public_ids
-from actors.routing.aliases import dispatch_target
-from config.load import load_text
-from config.metadata import ModelCatalogue
+from switchyard.actors.discovery import public_ids
+from switchyard.actors.routing.aliases import dispatch_target
+from switchyard.config.load import load_text
+from switchyard.config.metadata import ModelCatalogue
 
 
 def snap(backends: str, file_aliases: dict[str, str] | None = None):
@@ -146,7 +146,7 @@ def test_discovered_upstream_ids_are_published_as_public_ids():
 # --- restoring the public id in answers (actors.relay.Rename) -------------------------
 
 def test_rename_restores_only_a_top_level_upstream_model():
-    from actors.relay import Rename
+    from switchyard.actors.relay import Rename
 
     r = Rename("up-8b", "pub")
     for raw in (b'data: {"id":"x","model":"up-8b","choices":[]}\n\n',

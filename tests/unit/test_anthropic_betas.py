@@ -6,13 +6,13 @@ import logging
 import attrs
 import pytest
 
-from actors.messages import Call
-from config.load import ConfigError, load_text
-from config.schema import BackendConfig, BackendType, BodyExtensions, Snapshot
-from protocol.anthropic_betas import forwarded_betas
-from protocol.anthropic_format import NOT_CARRIED
-from protocol.anthropic_wire import headers, messages_request
-from protocol.errors import UnsupportedRequestParameter
+from switchyard.actors.messages import Call
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.schema import BackendConfig, BackendType, BodyExtensions, Snapshot
+from switchyard.protocol.anthropic_betas import forwarded_betas
+from switchyard.protocol.anthropic_format import NOT_CARRIED
+from switchyard.protocol.anthropic_wire import headers, messages_request
+from switchyard.protocol.errors import UnsupportedRequestParameter
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

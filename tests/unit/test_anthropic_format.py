@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from protocol.anthropic_format import effort_for_budget, to_chat
-from protocol.anthropic_sink import StreamTranslator, message_from_chat
-from protocol.errors import (
+from switchyard.protocol.anthropic_format import effort_for_budget, to_chat
+from switchyard.protocol.anthropic_sink import StreamTranslator, message_from_chat
+from switchyard.protocol.errors import (
     InvalidRequest,
     NoHealthyBackend,
     UpstreamProtocolError,

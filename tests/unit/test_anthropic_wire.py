@@ -7,11 +7,11 @@ import httpx
 import pytest
 import trio
 
-from actors.messages import Call
-from actors.wire import wire_for
-from config.load import ConfigError, load_text
-from config.schema import BackendConfig, BackendType, ModelConfig, Snapshot
-from protocol.anthropic_answer import (
+from switchyard.actors.messages import Call
+from switchyard.actors.wire import wire_for
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.schema import BackendConfig, BackendType, ModelConfig, Snapshot
+from switchyard.protocol.anthropic_answer import (
     FINISH,
     StreamTranslator,
     TranslatedStream,
@@ -19,9 +19,9 @@ from protocol.anthropic_answer import (
     chat_completion,
     finish_reason,
 )
-from protocol.anthropic_wire import headers, messages_request
-from protocol.errors import InvalidRequest, UnsupportedRequestParameter
-from protocol.upstream import auth_headers, in_process
+from switchyard.protocol.anthropic_wire import headers, messages_request
+from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.protocol.upstream import auth_headers, in_process
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))

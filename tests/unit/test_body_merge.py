@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.routing.body_merge import merge_body
-from config.load import ConfigError, load_text
-from config.schema import BodyExtensions
+from switchyard.actors.routing.body_merge import merge_body
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.schema import BodyExtensions
 
 BACKEND = """
 backends:

@@ -1,7 +1,7 @@
 """Which backends serve a model: exact names, globs, discovery, visibility."""
 
-from actors.routing.candidates import listed_models, serving, unserved_chain_entries
-from config.load import load_text
+from switchyard.actors.routing.candidates import listed_models, serving, unserved_chain_entries
+from switchyard.config.load import load_text
 
 SNAP = load_text("""
 backends:

@@ -1,8 +1,8 @@
 """What a request needs, and what a route is known to lack."""
 
-from actors.routing.capabilities import Needs, missing, needs_of
-from actors.routing.token_estimate import estimate_tokens
-from config.metadata import Limits, ModelMetadata
+from switchyard.actors.routing.capabilities import Needs, missing, needs_of
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.config.metadata import Limits, ModelMetadata
 
 
 def test_needs_tools_vision_and_token_estimate():

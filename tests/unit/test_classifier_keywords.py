@@ -4,9 +4,9 @@ from types import MappingProxyType
 
 import pytest
 
-from actors.routing.classify.keyword_tables import BUILTIN
-from actors.routing.classify.keywords import KeywordSet, Scanned, build_tables, table_for
-from config.smart_routing import KEYWORD_CATEGORIES
+from switchyard.actors.routing.classify.keyword_tables import BUILTIN
+from switchyard.actors.routing.classify.keywords import KeywordSet, Scanned, build_tables, table_for
+from switchyard.config.smart_routing import KEYWORD_CATEGORIES
 
 
 def found(entry: str, text: str) -> bool:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from actors.routing.classify import RuleClassifier, detect_language, estimated_tokens, weighted_length
+from switchyard.actors.routing.classify import RuleClassifier, detect_language, estimated_tokens, weighted_length
 
 # --- detect_language ---------------------------------------------------------------------
 

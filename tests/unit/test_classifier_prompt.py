@@ -8,7 +8,7 @@ import json
 import attrs
 import pytest
 
-from actors.routing.classifier_prompt import (
+from switchyard.actors.routing.classifier_prompt import (
     BUILTIN_EXAMPLES,
     MalformedAnswer,
     cache_key,
@@ -18,8 +18,8 @@ from actors.routing.classifier_prompt import (
     strategy_for,
     user_content,
 )
-from config.schema import BackendType
-from config.smart_routing import (
+from switchyard.config.schema import BackendType
+from switchyard.config.smart_routing import (
     COMPLEXITY_LEVELS,
     ClassifierSettings,
     CustomDomain,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from protocol.client_json import MAX_DEPTH, loads, utf8
-from protocol.errors import InvalidRequest
+from switchyard.protocol.client_json import MAX_DEPTH, loads, utf8
+from switchyard.protocol.errors import InvalidRequest
 
 
 def nested(depth: int) -> str:

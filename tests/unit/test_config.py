@@ -2,8 +2,8 @@
 
 import pytest
 
-from config.load import ConfigError, load_file, load_text
-from config.schema import BackendType, Strategy
+from switchyard.config.load import ConfigError, load_file, load_text
+from switchyard.config.schema import BackendType, Strategy
 
 MINIMAL = """
 backends:
@@ -254,7 +254,7 @@ def test_missing_file_is_error(tmp_path):
 
 
 def test_demo_config_is_valid():
-    from config.load import load_demo
+    from switchyard.config.load import load_demo
 
     snap = load_demo().snapshot
     assert [b.name for b in snap.backends] == ["sim-a", "sim-b"]
@@ -262,7 +262,7 @@ def test_demo_config_is_valid():
 
 
 def test_config_validate_command(tmp_path, capsys):
-    from protocol.cli import main
+    from switchyard.protocol.cli import main
 
     good = tmp_path / "good.yaml"
     good.write_text(MINIMAL)

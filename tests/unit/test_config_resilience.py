@@ -6,8 +6,8 @@ the dotted path, then the rule.
 
 import pytest
 
-from config.load import ConfigError, load_text
-from config.resilience import DEFAULT_CONTINUATION_PROMPT, ModelTimeouts
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.resilience import DEFAULT_CONTINUATION_PROMPT, ModelTimeouts
 
 MINIMAL = """
 backends:
@@ -554,7 +554,7 @@ def test_unknown_streaming_keys_are_errors():
 # --- validate command ------------------------------------------------------------
 
 def test_config_validate_prints_resilience_errors_and_warnings(tmp_path, capsys):
-    from protocol.cli import main
+    from switchyard.protocol.cli import main
 
     path = tmp_path / "c.yaml"
     path.write_text(MINIMAL + "fallback: {fallback_chains: {m: [n]}}\n")

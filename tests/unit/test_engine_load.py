@@ -3,7 +3,7 @@
 import pytest
 from attrs import frozen
 
-from actors.routing.engine_load import (
+from switchyard.actors.routing.engine_load import (
     APPLIED,
     DEAD_BAND,
     NO_DATA,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from actors.routing.engine_metrics import (
+from switchyard.actors.routing.engine_metrics import (
     SGLANG,
     VLLM,
     EngineSnapshot,

@@ -1,6 +1,6 @@
 """The backend health state machine, transition by transition."""
 
-from actors.routing.health import (
+from switchyard.actors.routing.health import (
     BackendHealth,
     HealthState,
     Outcome,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from protocol.limits import (
+from switchyard.protocol.limits import (
     EMPTY_TTL_FIRST,
     EMPTY_TTL_MAX,
     GLOBAL,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from protocol import logs
+from switchyard.protocol import logs
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

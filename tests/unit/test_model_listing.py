@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.routing.listing import describe, find, list_models
-from config.load import load_text
-from config.names import Stage
-from protocol.openai import (
+from switchyard.actors.routing.listing import describe, find, list_models
+from switchyard.config.load import load_text
+from switchyard.config.names import Stage
+from switchyard.protocol.openai import (
     model_list,
     model_list_extended,
     model_object,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.names import (
+from switchyard.config.names import (
     MAX_NAME_LENGTH,
     MAX_PEELS,
     Catalogue,
@@ -155,7 +155,7 @@ def test_date_suffix_rejects_non_dates(name):
     *[(t, "HARDWARE") for t in ["rngd", "warboy", "atom", "atommax", "rebel"]],
 ])
 def test_token_categories_each_token_peels(suffix, category):
-    from config.names import fold
+    from switchyard.config.names import fold
     assert peel_token(fold(f"base-1-{suffix}")) == ("base-1", category)
     check(Catalogue.of("base-1"), f"base-1-{suffix}", "base-1", S.PEEL)
 

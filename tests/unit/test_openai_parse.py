@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from config.load import load_text
-from protocol.errors import InvalidRequest
-from protocol.openai import parse_chat
+from switchyard.config.load import load_text
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.openai import parse_chat
 
 SNAP = load_text("backends:\n  - {name: a, url: 'http://x', models: [m]}\n", env={}).snapshot
 

@@ -4,9 +4,9 @@ then rule), resolving a request's ``preset``, and its order against ``request_pa
 
 import pytest
 
-from config.params import Bound, ParamPolicy, ParamScope, Preset
-from protocol.errors import InvalidRequest
-from protocol.params import apply_policy, apply_preset
+from switchyard.config.params import Bound, ParamPolicy, ParamScope, Preset
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.params import apply_policy, apply_preset
 from tests.unit.test_request_params import errors_of, load
 
 SPEC_EXAMPLE = """

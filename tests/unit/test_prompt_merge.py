@@ -4,8 +4,8 @@ import copy
 
 import pytest
 
-from actors.routing.prompt_merge import inject
-from config.prompts import MergeStrategy
+from switchyard.actors.routing.prompt_merge import inject
+from switchyard.config.prompts import MergeStrategy
 
 SEP = "\n\n"
 G = "Follow the policy."

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import trio
 
-import actors.prompts
-from actors.prompts import PromptStore
-from config import load_prompts
-from config.load import ConfigError, load_text
-from config.load_prompts import PromptFileError, Sandbox
-from config.prompts import MAX_CACHE_BYTES, MAX_FILE_BYTES, GlobalPrompts, MergeStrategy
-from config.rules import Problems
+import switchyard.actors.prompts
+from switchyard.actors.prompts import PromptStore
+from switchyard.config import load_prompts
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.load_prompts import PromptFileError, Sandbox
+from switchyard.config.prompts import MAX_CACHE_BYTES, MAX_FILE_BYTES, GlobalPrompts, MergeStrategy
+from switchyard.config.rules import Problems
 
 BACKENDS = """
 backends:
@@ -205,7 +205,7 @@ def test_cache_cap_50_mib_refuses_the_file_that_would_pass_it(tmp_path):
 def test_cache_cap_in_the_store_keeps_the_last_good_text(tmp_path, monkeypatch, caplog):
     path = write(tmp_path / "a.md", "small")
     store = PromptStore(load(tmp_path, "  default_file: a.md\n"))
-    monkeypatch.setattr(actors.prompts, "MAX_CACHE_BYTES", 100)
+    monkeypatch.setattr(switchyard.actors.prompts, "MAX_CACHE_BYTES", 100)
     write(path, "y" * 200)
     with caplog.at_level(logging.ERROR, "switchyard.prompts"):
         assert store.poll() == []
@@ -223,7 +223,7 @@ async def test_a_file_changed_on_disk_is_picked_up_by_the_poll(tmp_path, autojum
         await nursery.start(store.run)
         write(path, "new policy, longer")
         assert store.prompt_for("x", "y") == "old"        # not before the next poll
-        await trio.sleep(actors.prompts.POLL_INTERVAL + 0.5)
+        await trio.sleep(switchyard.actors.prompts.POLL_INTERVAL + 0.5)
         assert store.prompt_for("x", "y") == "new policy, longer"
         nursery.cancel_scope.cancel()
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from protocol.errors import InvalidRequest
-from protocol.provider_prefs import (
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.provider_prefs import (
     MAX_NAME_BYTES,
     MAX_NAMES,
     MAX_OBJECT_BYTES,

@@ -6,7 +6,7 @@ from attrs import frozen
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.routing.provider_rank import (
+from switchyard.actors.routing.provider_rank import (
     client_filter,
     combined_price,
     emptied_by,
@@ -14,8 +14,8 @@ from actors.routing.provider_rank import (
     rank_groups,
     top_group,
 )
-from actors.routing.variants import ThroughputSample, fresh_throughput
-from protocol.provider_prefs import MaxPrice, ProviderPrefs, parse_provider
+from switchyard.actors.routing.variants import ThroughputSample, fresh_throughput
+from switchyard.protocol.provider_prefs import MaxPrice, ProviderPrefs, parse_provider
 
 
 @frozen

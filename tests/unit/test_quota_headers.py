@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from actors.routing.quota import (
+from switchyard.actors.routing.quota import (
     ABSENT,
     MAX_RAW_LENGTH,
     OBSERVED_USED,

@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-from config.load import ConfigError, load_text
-from config.responses_tools import RESOURCE_FIELDS, ResponsesTools
-from protocol import logs
-from protocol.errors import UnsupportedRequestParameter
-from protocol.responses_tools import enforce
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.responses_tools import RESOURCE_FIELDS, ResponsesTools
+from switchyard.protocol import logs
+from switchyard.protocol.errors import UnsupportedRequestParameter
+from switchyard.protocol.responses_tools import enforce
 from tests.harness import gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

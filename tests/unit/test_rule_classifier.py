@@ -7,10 +7,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from actors.routing.classification import Classification
-from actors.routing.classify import SIGNALS, RuleClassifier, estimated_tokens
-from actors.routing.classify.markup import has_math
-from config.smart_routing import RuleSettings
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.classify import SIGNALS, RuleClassifier, estimated_tokens
+from switchyard.actors.routing.classify.markup import has_math
+from switchyard.config.smart_routing import RuleSettings
 
 RULE = RuleClassifier()
 FOUR_COMPLEX = "architecture distributed consensus byzantine"      # four distinct complex keywords

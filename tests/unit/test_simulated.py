@@ -10,11 +10,11 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.routing.stream_state import StreamAccumulator
-from config.load import ConfigError, load_text
-from config.schema import SimulatedFailure, Simulation
-from protocol.simulated import SimulatedTransport, split_even, split_words
-from protocol.sse import SSEDecoder
+from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.schema import SimulatedFailure, Simulation
+from switchyard.protocol.simulated import SimulatedTransport, split_even, split_words
+from switchyard.protocol.sse import SSEDecoder
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

@@ -6,10 +6,10 @@ import json
 import httpx
 import pytest
 
-from config.schema import Simulation
-from protocol.simulated import SimulatedTransport
-from protocol.simulated_anthropic import SimulatedAnthropicTransport
-from protocol.simulated_checks import MAX_DIMENSIONS, MAX_INPUTS
+from switchyard.config.schema import Simulation
+from switchyard.protocol.simulated import SimulatedTransport
+from switchyard.protocol.simulated_anthropic import SimulatedAnthropicTransport
+from switchyard.protocol.simulated_checks import MAX_DIMENSIONS, MAX_INPUTS
 
 USER = {"role": "user", "content": "hi"}
 

@@ -4,11 +4,11 @@ from types import MappingProxyType
 
 import pytest
 
-from actors.routing.classification import Classification
-from actors.routing.smart_policy import Choice, RequestFacts, choose, match_policy
-from actors.routing.tiers import Candidate, CandidatePool
-from actors.routing.token_estimate import estimate_tokens
-from config.smart_routing import PolicyWhen, RouteTo, RoutingPolicy, TokenRange
+from switchyard.actors.routing.classification import Classification
+from switchyard.actors.routing.smart_policy import Choice, RequestFacts, choose, match_policy
+from switchyard.actors.routing.tiers import Candidate, CandidatePool
+from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.config.smart_routing import PolicyWhen, RouteTo, RoutingPolicy, TokenRange
 
 GENERAL = Classification(complexity="simple", domain="general", confidence=0.9, language="en")
 

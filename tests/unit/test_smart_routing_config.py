@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from config.load import ConfigError, load_text
-from config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
-from config.schema import BackendConfig, BackendType
-from config.smart_routing import (
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.smart_routing import (
     BUILTIN_DOMAINS,
     ClassifierSettings,
     CustomDomain,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from actors.routing.tiers import (
+from switchyard.actors.routing.tiers import (
     Candidate,
     TierCache,
     candidate_pool,
@@ -10,10 +10,10 @@ from actors.routing.tiers import (
     infer_tier,
     profile_for,
 )
-from config.access import ApiKey
-from config.load import load_text
-from config.metadata import ModelMetadata, Pricing
-from config.smart_routing import ModelProfile, SmartRouting
+from switchyard.config.access import ApiKey
+from switchyard.config.load import load_text
+from switchyard.config.metadata import ModelMetadata, Pricing
+from switchyard.config.smart_routing import ModelProfile, SmartRouting
 
 
 def priced(usd_per_million: float, capabilities=None) -> ModelMetadata:

@@ -7,8 +7,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.routing.hashring import HashRing
-from actors.routing.strategies import (
+from switchyard.actors.routing.hashring import HashRing
+from switchyard.actors.routing.strategies import (
     ConsistentHash,
     LeastLatency,
     PickContext,
@@ -19,7 +19,7 @@ from actors.routing.strategies import (
     make_picker,
     prompt_prefix,
 )
-from config.schema import ConsistentHashConfig, PrefixRouting, Strategy
+from switchyard.config.schema import ConsistentHashConfig, PrefixRouting, Strategy
 
 
 @attrs.frozen
@@ -161,6 +161,6 @@ def test_make_picker_covers_all_six():
 
 
 def test_hash_is_stable_across_processes():
-    from actors.routing.hashring import stable_hash
+    from switchyard.actors.routing.hashring import stable_hash
     # A fixed value: placement must not depend on PYTHONHASHSEED or the process.
     assert stable_hash("switchyard") == 0x1C68B16CA22242D4

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.routing.stream_state import (
+from switchyard.actors.routing.stream_state import (
     DEFAULT_CAP_BYTES,
     Aligner,
     StreamAccumulator,

@@ -2,10 +2,10 @@
 
 import pytest
 
-from config.load import ConfigError, load_text
-from config.load_telemetry import check
-from config.rules import Problems
-from config.telemetry import (
+from switchyard.config.load import ConfigError, load_text
+from switchyard.config.load_telemetry import check
+from switchyard.config.rules import Problems
+from switchyard.config.telemetry import (
     EngineAdmission,
     EngineLoad,
     EngineStatsConfig,

@@ -6,10 +6,10 @@ import json
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from actors.routing.thinking import Classifier, Splitter, active, buffered
-from actors.thinking import ThinkingStream
-from config.load import load_text
-from config.metadata import Thinking
+from switchyard.actors.routing.thinking import Classifier, Splitter, active, buffered
+from switchyard.actors.thinking import ThinkingStream
+from switchyard.config.load import load_text
+from switchyard.config.metadata import Thinking
 
 MARKER = "</think>"
 

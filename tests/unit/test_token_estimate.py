@@ -1,7 +1,7 @@
 """The input-size estimate shared by smart routing's input_tokens and fallback's context-window check."""
 
-from actors.routing.capabilities import needs_of
-from actors.routing.token_estimate import estimate_tokens
+from switchyard.actors.routing.capabilities import needs_of
+from switchyard.actors.routing.token_estimate import estimate_tokens
 
 REQUEST, MESSAGE, CONTENT_KEY = 3, 4, 3      # framing, and "content" (7 ASCII characters) as a key
 

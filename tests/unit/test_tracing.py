@@ -5,9 +5,9 @@ import secrets
 
 import pytest
 
-from config.operations import Tracing, TracingHeaders
-from protocol.errors import InvalidRequest
-from protocol.tracing import (
+from switchyard.config.operations import Tracing, TracingHeaders
+from switchyard.protocol.errors import InvalidRequest
+from switchyard.protocol.tracing import (
     TraceContext,
     outbound_headers,
     response_request_id,

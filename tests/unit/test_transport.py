@@ -18,9 +18,9 @@ import pytest
 import trio
 import trio.testing
 
-from config.load import load_text
-from protocol.transport import COALESCE_MAX, PooledTransport, ResponseTooLarge, body_chunks, whole_body
-from protocol.upstream import Upstream
+from switchyard.config.load import load_text
+from switchyard.protocol.transport import COALESCE_MAX, PooledTransport, ResponseTooLarge, body_chunks, whole_body
+from switchyard.protocol.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

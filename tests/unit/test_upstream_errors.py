@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from protocol.errors import (
+from switchyard.protocol.errors import (
     UpstreamConnectError,
     UpstreamProtocolError,
     UpstreamTimeout,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.usage import OUTCOMES, RECENT, UsageLedger, UsageRecord
+from switchyard.actors.usage import OUTCOMES, RECENT, UsageLedger, UsageRecord
 
 
 def rec(purpose: str = "classifier", n: int = 0, outcome: str = "ok", tokens: tuple[int, int] = (10, 2)) -> UsageRecord:

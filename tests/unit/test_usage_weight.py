@@ -3,7 +3,7 @@
 import pytest
 from attrs import frozen
 
-from actors.routing.usage_weight import (
+from switchyard.actors.routing.usage_weight import (
     APPLIED,
     NO_DECLARATION,
     NO_DIFFERENTIATION,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from actors.routing.variants import (
+from switchyard.actors.routing.variants import (
     ThroughputSample,
     Variant,
     fresh_throughput,
@@ -95,7 +95,7 @@ def test_thinking_effort_keeps_the_clients_own():
 # --- proxy.variant_suffixes.enabled -------------------------------------------------------
 
 def test_config_key_defaults_off_and_is_strict():
-    from config.load import ConfigError, load_text
+    from switchyard.config.load import ConfigError, load_text
 
     base = "backends: [{name: a, type: simulated, models: [m]}]\n"
     assert load_text(base).snapshot.proxy.variant_suffixes.enabled is False

@@ -29,9 +29,9 @@ from types import MappingProxyType
 
 from attrs import frozen
 
-from actors.routing.classify.keyword_tables import BASE_LANGUAGE, BUILTIN, FUNCTION_WORDS
-from actors.routing.classify.language import LATIN_LETTER
-from config.smart_routing import KEYWORD_CATEGORIES
+from switchyard.actors.routing.classify.keyword_tables import BASE_LANGUAGE, BUILTIN, FUNCTION_WORDS
+from switchyard.actors.routing.classify.language import LATIN_LETTER
+from switchyard.config.smart_routing import KEYWORD_CATEGORIES
 
 MAX_GAP = 2
 # Keywords and script are looked for in the head and tail of a long text only: that is where a prompt

@@ -19,9 +19,9 @@ table) and matched with the keyword rules of ``keywords.py``.
 
 from __future__ import annotations
 
-from actors.routing.classify.keyword_tables import PROOF_QUESTIONS, PROOF_REQUESTS
-from actors.routing.classify.keywords import KeywordSet, Scanned
-from actors.routing.classify.markup import has_math, without_fences
+from switchyard.actors.routing.classify.keyword_tables import PROOF_QUESTIONS, PROOF_REQUESTS
+from switchyard.actors.routing.classify.keywords import KeywordSet, Scanned
+from switchyard.actors.routing.classify.markup import has_math, without_fences
 
 REQUESTS = KeywordSet.of(PROOF_REQUESTS)
 QUESTIONS = KeywordSet.of(PROOF_QUESTIONS)

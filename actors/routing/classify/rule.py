@@ -46,13 +46,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actors.routing.classification import Classification, level_of
-from actors.routing.classify import proof, signals
-from actors.routing.classify.keywords import Scanned, Table, build_tables, head_and_tail, table_for
-from actors.routing.classify.language import detect_language, estimated_tokens, latin_count, letter_count
-from actors.routing.classify.markup import has_fence, has_inline_code, has_math, without_fences
-from actors.routing.classify.turn import Turn, turn_of
-from config.smart_routing import RuleSettings
+from switchyard.actors.routing.classification import Classification, level_of
+from switchyard.actors.routing.classify import proof, signals
+from switchyard.actors.routing.classify.keywords import Scanned, Table, build_tables, head_and_tail, table_for
+from switchyard.actors.routing.classify.language import detect_language, estimated_tokens, latin_count, letter_count
+from switchyard.actors.routing.classify.markup import has_fence, has_inline_code, has_math, without_fences
+from switchyard.actors.routing.classify.turn import Turn, turn_of
+from switchyard.config.smart_routing import RuleSettings
 
 DEFAULT_SETTINGS = RuleSettings()
 MARKUP_HEAD, MARKUP_TAIL = 200_000, 50_000   # characters of each message searched for code and math markup

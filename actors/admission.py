@@ -33,7 +33,7 @@ from switchyard.actors.routing import provider_rank, variants
 from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig
-from switchyard.protocol.errors import PermissionDenied, UnsupportedRequestParameter
+from switchyard.actors.errors import PermissionDenied, UnsupportedRequestParameter
 from switchyard.protocol.params import Applied, apply_policy, check_carriable, limited_only
 from switchyard.protocol.provider_prefs import unsatisfiable
 

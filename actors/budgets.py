@@ -20,7 +20,7 @@ from attrs import frozen
 
 from switchyard.config.resilience import ModelTimeouts
 from switchyard.config.schema import Snapshot
-from switchyard.protocol.errors import UpstreamTimeout
+from switchyard.actors.errors import UpstreamTimeout
 
 
 @frozen

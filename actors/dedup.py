@@ -34,7 +34,7 @@ import trio
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.config.schema import Dedup
-from switchyard.protocol.errors import GatewayError, Unavailable
+from switchyard.actors.errors import GatewayError, Unavailable
 
 log = logging.getLogger("switchyard.dedup")
 

@@ -33,7 +33,7 @@ from switchyard.actors.routing.classifier_prompt import (
 from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
 from switchyard.config.schema import BackendConfig
 from switchyard.config.smart_routing import ClassifierSettings
-from switchyard.protocol.errors import UpstreamFailure, UpstreamTimeout, map_upstream_exceptions
+from switchyard.actors.errors import UpstreamFailure, UpstreamTimeout
 from switchyard.protocol.transport import ResponseTooLarge, whole_body
 from switchyard.protocol.upstream import Upstream, api_url, auth_headers
 
@@ -115,7 +115,7 @@ class _Tries:
         request = self.upstream.request("POST", self.url, headers=self.headers, content=json.dumps(wire).encode())
         began = self.pending = self.now()
         try:
-            with map_upstream_exceptions(b.name):
+            with self.upstream.errors(b.name):
                 response = await self.upstream.send(request)
                 try:
                     raw = await whole_body(response, ANSWER_LIMIT)

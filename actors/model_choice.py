@@ -29,7 +29,7 @@ from switchyard.actors.routing.capabilities import missing, needs_of
 from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
 from switchyard.actors.wire import unfit, unfit_refusal
 from switchyard.config.schema import BackendConfig
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     GatewayError,
     InvalidRequest,
     ModelNotFound,

@@ -19,7 +19,7 @@ from switchyard.actors.routing.candidates import serving
 from switchyard.actors.routing.strategies import PickContext, make_picker, prompt_prefix
 from switchyard.actors.signals import NO_SIGNALS, Signals, SignalTerms
 from switchyard.config.schema import BackendConfig, Snapshot, Strategy
-from switchyard.protocol.errors import ModelNotFound, NoHealthyBackend
+from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 LATENCY_SMOOTHING = 0.3  # weight of the newest sample in the moving average
 

@@ -25,7 +25,7 @@ from switchyard.actors.routing.resume import (
 )
 from switchyard.actors.wire import translated
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.protocol.errors import ModelNotFound, NoHealthyBackend
+from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
     from switchyard.actors.request import RequestActor

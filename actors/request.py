@@ -49,7 +49,7 @@ from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.wire import wire_for
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol import logs
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     GatewayError,
     ModelNotFound,
     NoHealthyBackend,
@@ -60,7 +60,6 @@ from switchyard.protocol.errors import (
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
-    map_upstream_exceptions,
 )
 from switchyard.protocol.responses_relay import relay_responses
 from switchyard.protocol.tracing import new_span_id, outbound_headers
@@ -319,7 +318,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
             began = trio.current_time()
             try:
                 with attempt.scope:
-                    with map_upstream_exceptions(backend.name):
+                    with rt.upstream.errors(backend.name):
                         try:
                             response = wire.answer(await rt.upstream.send(request), call)
                         finally:

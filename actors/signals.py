@@ -29,7 +29,7 @@ from switchyard.actors.routing import engine_load, quota, usage_weight
 from switchyard.actors.routing.engine_metrics import EngineSnapshot
 from switchyard.actors.routing.quota import QuotaSnapshot
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.protocol.errors import NoHealthyBackend
+from switchyard.actors.errors import NoHealthyBackend
 
 Decisions = defaultdict[tuple[str, str], int]
 

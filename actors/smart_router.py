@@ -28,7 +28,7 @@ from switchyard.actors.routing.tiers import CandidatePool, TierCache, candidate_
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.config.schema import Snapshot
 from switchyard.config.smart_routing import MAX_HEADER_VALUE, RoutingPolicy
-from switchyard.protocol.errors import NoHealthyBackend, RouteCapabilityUnavailable
+from switchyard.actors.errors import NoHealthyBackend, RouteCapabilityUnavailable
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -17,7 +17,7 @@ from attrs import frozen
 
 from switchyard.actors.messages import Call
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.upstream import auth_headers
 
 JSON = ("content-type", "application/json")

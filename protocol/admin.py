@@ -21,7 +21,7 @@ from switchyard.protocol.admin_prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin_prompts import PromptsAdmin
 from switchyard.protocol.admin_stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
 from switchyard.protocol.admin_smart_routing import SmartRoutingAdmin
-from switchyard.protocol.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
+from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

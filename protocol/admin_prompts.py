@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from switchyard.config.load_prompts import PromptFileError
 from switchyard.config.prompts import MAX_FILE_BYTES
 from switchyard.protocol import client_json
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     BodyTooLarge,
     GatewayError,
     InvalidRequest,

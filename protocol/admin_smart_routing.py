@@ -20,7 +20,7 @@ from switchyard.actors.smart_router import text_headers
 from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
 from switchyard.protocol import client_json
 from switchyard.protocol.asgi import read_body
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -12,7 +12,7 @@ import trio
 
 from switchyard.actors.routing import quota as quota_rules
 from switchyard.actors.signals import engine_window
-from switchyard.protocol.errors import RouteNotFound
+from switchyard.actors.errors import RouteNotFound
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

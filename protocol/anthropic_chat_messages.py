@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)

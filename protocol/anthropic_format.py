@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 from attrs import frozen
 
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 TOP_LEVEL = frozenset({"model", "max_tokens", "messages", "system", "stop_sequences", "temperature", "top_p",

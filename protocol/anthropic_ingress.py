@@ -33,7 +33,7 @@ from switchyard.protocol.anthropic_sink import JSON_TYPE, AnthropicSink, answer_
 from switchyard.protocol.asgi import Receive, Scope, Send, respond
 from switchyard.protocol.auth import authenticate
 from switchyard.protocol.client_json import utf8
-from switchyard.protocol.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
+from switchyard.actors.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
 from switchyard.protocol.openai import parse_json_object
 
 if TYPE_CHECKING:

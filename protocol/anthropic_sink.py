@@ -31,7 +31,8 @@ from typing import Any
 
 from switchyard.protocol.asgi import AsgiSink, Send, respond
 from switchyard.protocol.client_json import utf8
-from switchyard.protocol.errors import GatewayError, UpstreamProtocolError, anthropic_envelope
+from switchyard.actors.errors import GatewayError, UpstreamProtocolError
+from switchyard.protocol.anthropic_errors import anthropic_envelope
 from switchyard.protocol.sse import SSEDecoder
 
 JSON_TYPE = b"application/json"

@@ -37,7 +37,7 @@ from switchyard.protocol.asgi import (
     respond,
 )
 from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
     InvalidRequest,

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from switchyard.config.schema import ServerConfig
-from switchyard.protocol.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
+from switchyard.actors.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

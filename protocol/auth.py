@@ -13,7 +13,7 @@ import ipaddress
 from typing import Iterable
 
 from switchyard.config.access import Access, ApiKey
-from switchyard.protocol.errors import AuthenticationError
+from switchyard.actors.errors import AuthenticationError
 
 # Paths that carry client traffic; /health, /ready and /metrics stay open for probes and scrapers.
 DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/")

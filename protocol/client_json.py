@@ -21,7 +21,7 @@ import re
 from json.decoder import scanstring
 from typing import Any
 
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 MAX_DEPTH = 128        # the body itself is level 1
 _PATH_SHOWN = 512      # characters of the path an error quotes

@@ -15,7 +15,7 @@ from switchyard.config.access import ApiKey
 from switchyard.protocol import limits
 from switchyard.protocol.asgi import Receive, Scope, Send, respond
 from switchyard.protocol.client_json import utf8
-from switchyard.protocol.errors import ModelNotFound, RateLimited
+from switchyard.actors.errors import ModelNotFound, RateLimited
 from switchyard.protocol.openai import model_list, model_list_extended, model_object_extended
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from switchyard.actors.routing.listing import ListedModel
 from switchyard.config.metadata import ModelMetadata
 from switchyard.config.schema import Snapshot
 from switchyard.protocol import client_json
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -22,7 +22,7 @@ from attrs import frozen
 
 from switchyard.config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 
 HEADER = b"x-continuum-request-params"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from attrs import frozen
 
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 MAX_OBJECT_BYTES = 16 * 1024          # the serialized object (compact JSON, UTF-8)
 MAX_NAMES = 16                        # entries in each of order / only / ignore

@@ -41,7 +41,7 @@ from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol import logs
 from switchyard.protocol.asgi import Receive, Scope, Send
 from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate, credential
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     GatewayError,
     InvalidRequest,
     ModelNotFound,

@@ -21,7 +21,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.wire import ENDPOINT_TYPES
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.asgi import AsgiSink, Receive, Scope, Send
-from switchyard.protocol.errors import GatewayError, InvalidRequest
+from switchyard.actors.errors import GatewayError, InvalidRequest
 from switchyard.protocol.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from switchyard.protocol.responses_tools import enforce
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 VERBOSITIES = ("low", "medium", "high")

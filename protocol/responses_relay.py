@@ -29,7 +29,7 @@ import trio
 from switchyard.actors.budgets import AttemptBudget
 from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
 from switchyard.actors.routing.failover import Failure, Kind
-from switchyard.protocol.errors import UpstreamProtocolError, UpstreamStatusError
+from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
 from switchyard.protocol.responses_answers import TERMINAL_EVENTS
 from switchyard.protocol.sse import Event, SSEDecoder
 from switchyard.protocol.transport import body_chunks

@@ -40,7 +40,7 @@ from switchyard.config.responses_tools import (
     ResponsesTools,
     ascii_fold,
 )
-from switchyard.protocol.errors import UnsupportedRequestParameter
+from switchyard.actors.errors import UnsupportedRequestParameter
 
 log = logging.getLogger("switchyard.responses_tools")
 

@@ -29,7 +29,7 @@ import httpx
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, SPECIAL_APPLIES, Wire
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.responses_bridge import chat_to_responses
 from switchyard.protocol.sse import SSEDecoder, SSEEventTooLarge

@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 from attrs import frozen
 
 from switchyard.config.operations import Tracing
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")

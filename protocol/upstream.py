@@ -25,6 +25,7 @@ from switchyard.config.schema import BackendConfig, BackendType, Snapshot
 from switchyard.protocol.simulated import SimulatedTransport
 from switchyard.protocol.simulated_anthropic import SimulatedAnthropicTransport
 from switchyard.protocol.transport import PooledTransport
+from switchyard.protocol.upstream_errors import map_upstream_exceptions
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,6 +146,12 @@ class Upstream:
                                 stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})
         request.read()   # the body is in memory already: readable as request.content, as with content=
         return request
+
+    @staticmethod
+    def errors(backend: str) -> map_upstream_exceptions:
+        """A context that turns this client's transport failures into the taxonomy, naming ``backend``:
+        around a send and everything that reads its answer."""
+        return map_upstream_exceptions(backend)
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         """``request`` straight to the transport, its response unread (the caller closes it).

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar
 
 from switchyard.actors.routing.variants import price_per_million
 
-if TYPE_CHECKING:     # routing imports no httpx, which protocol.errors does
+if TYPE_CHECKING:
     from switchyard.protocol.provider_prefs import ProviderPrefs
 
 

@@ -11,7 +11,7 @@ from switchyard.actors.wire import TRANSLATED, Wire
 from switchyard.config.schema import BackendType, SimulatedFailure, Simulation
 from switchyard.protocol.anthropic_format import to_chat
 from switchyard.protocol.anthropic_sink import AnthropicSink
-from switchyard.protocol.errors import UpstreamTimeout
+from switchyard.actors.errors import UpstreamTimeout
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import gateway, request
 

@@ -17,7 +17,7 @@ from switchyard.actors.request import RequestActor
 from switchyard.config.schema import Dedup
 from switchyard.protocol.app import new_request_id
 from switchyard.protocol.asgi import AsgiSink, disconnect_waiter
-from switchyard.protocol.errors import GatewayError, InvalidRequest, Unavailable
+from switchyard.actors.errors import GatewayError, InvalidRequest, Unavailable
 from switchyard.protocol.openai import parse_chat
 from tests.harness import Reply, chat, gateway
 

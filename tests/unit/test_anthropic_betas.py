@@ -12,7 +12,7 @@ from switchyard.config.schema import BackendConfig, BackendType, BodyExtensions,
 from switchyard.protocol.anthropic_betas import forwarded_betas
 from switchyard.protocol.anthropic_format import NOT_CARRIED
 from switchyard.protocol.anthropic_wire import headers, messages_request
-from switchyard.protocol.errors import UnsupportedRequestParameter
+from switchyard.actors.errors import UnsupportedRequestParameter
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

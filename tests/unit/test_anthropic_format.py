@@ -6,14 +6,13 @@ import pytest
 
 from switchyard.protocol.anthropic_format import effort_for_budget, to_chat
 from switchyard.protocol.anthropic_sink import StreamTranslator, message_from_chat
-from switchyard.protocol.errors import (
+from switchyard.actors.errors import (
     InvalidRequest,
     NoHealthyBackend,
     UpstreamProtocolError,
     UpstreamStatusError,
-    anthropic_envelope,
-    anthropic_error_type,
 )
+from switchyard.protocol.anthropic_errors import anthropic_envelope, anthropic_error_type
 
 
 def body(*messages, **extra):

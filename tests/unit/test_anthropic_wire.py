@@ -20,7 +20,7 @@ from switchyard.protocol.anthropic_answer import (
     finish_reason,
 )
 from switchyard.protocol.anthropic_wire import headers, messages_request
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.protocol.upstream import auth_headers, in_process
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from switchyard.protocol.client_json import MAX_DEPTH, loads, utf8
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 
 
 def nested(depth: int) -> str:

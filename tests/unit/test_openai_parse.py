@@ -5,7 +5,7 @@ import json
 import pytest
 
 from switchyard.config.load import load_text
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.openai import parse_chat
 
 SNAP = load_text("backends:\n  - {name: a, url: 'http://x', models: [m]}\n", env={}).snapshot

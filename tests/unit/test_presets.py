@@ -5,7 +5,7 @@ then rule), resolving a request's ``preset``, and its order against ``request_pa
 import pytest
 
 from switchyard.config.params import Bound, ParamPolicy, ParamScope, Preset
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.params import apply_policy, apply_preset
 from tests.unit.test_request_params import errors_of, load
 

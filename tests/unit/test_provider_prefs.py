@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.provider_prefs import (
     MAX_NAME_BYTES,
     MAX_NAMES,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.params import PARAMS, SPECS, Bound, ParamPolicy, ParamScope
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.protocol.params import Applied, apply_policy, carried_by, check_carriable, header_value
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from switchyard.config.load import ConfigError, load_file
-from switchyard.protocol.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.responses_bridge import chat_to_responses
 from switchyard.protocol.responses_wire import wants_bridge_for_tools

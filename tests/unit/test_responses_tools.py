@@ -12,7 +12,7 @@ import pytest
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.responses_tools import RESOURCE_FIELDS, ResponsesTools
 from switchyard.protocol import logs
-from switchyard.protocol.errors import UnsupportedRequestParameter
+from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.protocol.responses_tools import enforce
 from tests.harness import gateway, request
 

@@ -6,7 +6,7 @@ import secrets
 import pytest
 
 from switchyard.config.operations import Tracing, TracingHeaders
-from switchyard.protocol.errors import InvalidRequest
+from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.tracing import (
     TraceContext,
     outbound_headers,

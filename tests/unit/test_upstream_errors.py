@@ -5,12 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from switchyard.protocol.errors import (
-    UpstreamConnectError,
-    UpstreamProtocolError,
-    UpstreamTimeout,
-    map_upstream_exceptions,
-)
+from switchyard.actors.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
+from switchyard.protocol.upstream_errors import map_upstream_exceptions
 
 
 @pytest.mark.parametrize(("raised", "expected", "text"), [

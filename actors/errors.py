@@ -30,8 +30,11 @@ envelope that matches the ingress.
           ├── UpstreamTimeout           504  a connect or read limit passed
           └── UpstreamProtocolError     502  the backend spoke garbage
 
-``map_upstream_exceptions`` turns httpx's exceptions into this tree at the
-I/O boundary, so nothing above it ever catches an httpx type.
+The upstream client maps its transport's exceptions into this tree at the
+I/O boundary (``Upstream.errors``, ``protocol/upstream_errors.py``), so
+nothing here knows httpx and nothing above the wire ever catches an httpx
+type. The protocol layer renders the envelope of each ingress (the Anthropic
+one in ``protocol/anthropic_errors.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 
 
 class GatewayError(Exception):
@@ -264,77 +266,3 @@ def _is_json(raw: bytes) -> bool:
     except ValueError:
         return False
     return True
-
-
-# --- the Anthropic envelope (the /anthropic/ routes) ---------------------------------------
-
-ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                   429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
-
-
-def anthropic_error_type(status: int) -> str:
-    """Anthropic's error ``type`` for an HTTP status: other 4xx are invalid requests, other 5xx api errors."""
-    return ANTHROPIC_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
-
-
-def anthropic_envelope(err: GatewayError, request_id: str | None = None) -> dict[str, Any]:
-    """``err`` as the Messages API shapes errors: ``{"type": "error", "error": {"type", "message"}}``.
-
-    A backend's error answer keeps its own message; one already in this shape
-    (a native Anthropic backend's) is passed on as it came.
-    """
-    message = err.message
-    if isinstance(err, UpstreamStatusError):
-        try:
-            raw = json.loads(err.raw_body)
-        except ValueError:
-            raw = None
-        inner = raw.get("error") if isinstance(raw, dict) else None
-        if isinstance(inner, dict) and raw.get("type") == "error" and isinstance(inner.get("type"), str):
-            return raw
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            message = inner["message"]
-        elif isinstance(inner, str):
-            message = inner
-        else:
-            text = err.raw_body.decode("utf-8", "replace").strip()[:2000]
-            message = f"Backend '{err.backend}' answered HTTP {err.status}" + (f": {text}" if text else "")
-    out: dict[str, Any] = {"type": "error", "error": {"type": anthropic_error_type(err.status), "message": message}}
-    if request_id is not None:
-        out["request_id"] = request_id
-    return out
-
-
-class map_upstream_exceptions:
-    """Translate httpx failures into the taxonomy, naming the backend.
-
-    A class, not a ``contextlib.contextmanager``: it is entered on every
-    attempt and stays entered for a whole stream, and a generator-based one
-    would keep a suspended generator per open stream (about 0.3 KB).
-    """
-
-    __slots__ = ("backend",)
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
-        if not isinstance(exc, (httpx.TransportError, httpx.DecodingError)):
-            return False
-        backend = self.backend
-        err: UpstreamFailure
-        if isinstance(exc, httpx.TimeoutException):
-            timeout = type(exc).__name__.replace("Timeout", "").lower() or "request"
-            err = UpstreamTimeout(f"Backend '{backend}' timed out ({timeout})", details={"timeout": timeout})
-        elif isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-            err = UpstreamConnectError(f"Backend '{backend}' connection failed: {exc or type(exc).__name__}")
-        elif isinstance(exc, (httpx.RemoteProtocolError, httpx.LocalProtocolError, httpx.DecodingError)):
-            err = UpstreamProtocolError(f"Backend '{backend}' protocol error: {exc or type(exc).__name__}")
-        else:
-            err = UpstreamConnectError(f"Backend '{backend}' transport error: {exc or type(exc).__name__}")
-        err.backend = backend
-        raise err from exc

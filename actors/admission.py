@@ -34,8 +34,8 @@ from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig
 from switchyard.actors.errors import PermissionDenied, UnsupportedRequestParameter
-from switchyard.protocol.params import Applied, apply_policy, check_carriable, limited_only
-from switchyard.protocol.provider_prefs import unsatisfiable
+from switchyard.actors.params import Applied, apply_policy, check_carriable, limited_only
+from switchyard.actors.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
 

@@ -22,7 +22,7 @@ from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageRecord, token_counts
 from switchyard.config.params import SPELLINGS
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol.params import HEADER, header_value
+from switchyard.actors.params import HEADER, header_value
 
 if TYPE_CHECKING:
     from switchyard.actors.request import RequestActor

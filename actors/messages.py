@@ -11,7 +11,7 @@ from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
     from switchyard.config.access import ApiKey
-    from switchyard.protocol.provider_prefs import ProviderPrefs
+    from switchyard.actors.routing.provider_prefs import ProviderPrefs
     from switchyard.protocol.tracing import TraceContext
 
 

@@ -38,7 +38,7 @@ from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
-from switchyard.protocol.sse import Event, SSEDecoder, SSEEventTooLarge
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
 from switchyard.protocol.transport import ResponseTooLarge, body_chunks, whole_body
 
 DONE_EVENT = b"data: [DONE]\n\n"

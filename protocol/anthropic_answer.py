@@ -33,7 +33,7 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.protocol.client_json import utf8
-from switchyard.protocol.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
 from switchyard.protocol.transport import body_chunks
 
 DONE = b"data: [DONE]\n\n"

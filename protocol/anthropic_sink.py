@@ -33,7 +33,7 @@ from switchyard.protocol.asgi import AsgiSink, Send, respond
 from switchyard.protocol.client_json import utf8
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError
 from switchyard.protocol.anthropic_errors import anthropic_envelope
-from switchyard.protocol.sse import SSEDecoder
+from switchyard.actors.sse import SSEDecoder
 
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream; charset=utf-8"

@@ -48,7 +48,7 @@ from switchyard.protocol.anthropic_chat_messages import translate_messages
 from switchyard.protocol.anthropic_chat_messages import unsupported as _unsupported
 from switchyard.protocol.anthropic_format import NOT_CARRIED
 from switchyard.actors.errors import UnsupportedRequestParameter
-from switchyard.protocol.params import limited_only
+from switchyard.actors.params import limited_only
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING_REJECTED_FROM = "2026-10-21"

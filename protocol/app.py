@@ -53,8 +53,8 @@ from switchyard.protocol.openai import (
     parse_chat_payload,
     parse_json_object,
 )
-from switchyard.protocol.params import apply_preset
-from switchyard.protocol.provider_prefs import parse_provider
+from switchyard.actors.params import apply_preset
+from switchyard.actors.provider_prefs import parse_provider
 from switchyard.protocol.realtime import serve_websocket
 from switchyard.protocol.tracing import TraceContext, trace_context
 

@@ -31,7 +31,7 @@ from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, f
 from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
 from switchyard.protocol.responses_answers import TERMINAL_EVENTS
-from switchyard.protocol.sse import Event, SSEDecoder
+from switchyard.actors.sse import Event, SSEDecoder
 from switchyard.protocol.transport import body_chunks
 
 LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})

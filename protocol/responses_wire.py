@@ -32,7 +32,7 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.responses_bridge import chat_to_responses
-from switchyard.protocol.sse import SSEDecoder, SSEEventTooLarge
+from switchyard.actors.sse import SSEDecoder, SSEEventTooLarge
 from switchyard.protocol.transport import body_chunks
 from switchyard.protocol.upstream import auth_headers
 

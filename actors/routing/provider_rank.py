@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar
 from switchyard.actors.routing.variants import price_per_million
 
 if TYPE_CHECKING:
-    from switchyard.protocol.provider_prefs import ProviderPrefs
+    from switchyard.actors.routing.provider_prefs import ProviderPrefs
 
 
 class Named(Protocol):

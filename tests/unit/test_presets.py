@@ -6,7 +6,7 @@ import pytest
 
 from switchyard.config.params import Bound, ParamPolicy, ParamScope, Preset
 from switchyard.actors.errors import InvalidRequest
-from switchyard.protocol.params import apply_policy, apply_preset
+from switchyard.actors.params import apply_policy, apply_preset
 from tests.unit.test_request_params import errors_of, load
 
 SPEC_EXAMPLE = """

@@ -1,4 +1,4 @@
-"""The client's `provider` object (protocol/provider_prefs.py): one test per parsing rule.
+"""The client's `provider` object (actors/provider_prefs.py): one test per parsing rule.
 
 Every refusal is a 400 invalid_request_error naming the exact path in `param`.
 """
@@ -8,17 +8,15 @@ import json
 import pytest
 
 from switchyard.actors.errors import InvalidRequest
-from switchyard.protocol.provider_prefs import (
+from switchyard.actors.provider_prefs import (
     MAX_NAME_BYTES,
     MAX_NAMES,
     MAX_OBJECT_BYTES,
-    NO_PREFERENCES,
-    MaxPrice,
-    ProviderPrefs,
     parse_provider,
     serialized_size,
     unsatisfiable,
 )
+from switchyard.actors.routing.provider_prefs import NO_PREFERENCES, MaxPrice, ProviderPrefs
 
 
 def refusal(value) -> InvalidRequest:

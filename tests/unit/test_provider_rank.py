@@ -15,7 +15,8 @@ from switchyard.actors.routing.provider_rank import (
     top_group,
 )
 from switchyard.actors.routing.variants import ThroughputSample, fresh_throughput
-from switchyard.protocol.provider_prefs import MaxPrice, ProviderPrefs, parse_provider
+from switchyard.actors.routing.provider_prefs import MaxPrice, ProviderPrefs
+from switchyard.actors.provider_prefs import parse_provider
 
 
 @frozen

@@ -12,7 +12,7 @@ from switchyard.config.load import ConfigError, load_text
 from switchyard.config.params import PARAMS, SPECS, Bound, ParamPolicy, ParamScope
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.protocol.params import Applied, apply_policy, carried_by, check_carriable, header_value
+from switchyard.actors.params import Applied, apply_policy, carried_by, check_carriable, header_value
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"
 
@@ -494,7 +494,7 @@ def test_an_anthropic_backend_carries_sampling_only_before_version_2026_10_21():
 
 
 def test_a_limit_alone_on_an_anthropic_sampling_field_counts_as_absent_from_2026_10_21():
-    from switchyard.protocol.params import limited_only
+    from switchyard.actors.params import limited_only
 
     assert limited_only(["limit:temperature", "default:max_tokens", "default:top_p", "limit:top_p"]) == {"temperature"}
     new = BackendConfig(name="b", type=BackendType.ANTHROPIC, url="https://x", anthropic_version="2026-10-21")

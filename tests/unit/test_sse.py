@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchyard.protocol.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
 
 
 def decode_all(stream: bytes, cuts: list[int] = (), **kw) -> tuple[list[Event], Event | None]:

@@ -9,8 +9,8 @@ The restrictive forms Switchyard cannot honour (``require_parameters: true``,
 client can tell "you sent nonsense" from "you asked for what this deployment
 cannot promise".
 
-Pure: what the router does with the result lives in
-``actors/routing/provider_rank.py``.
+Pure: the value it makes is ``actors/routing/provider_prefs.py``'s, and
+what the router does with it lives in ``actors/routing/provider_rank.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import math
 import unicodedata
 from typing import Any
 
-from attrs import frozen
-
 from switchyard.actors.errors import InvalidRequest
+from switchyard.actors.routing.provider_prefs import NO_PREFERENCES, MaxPrice, ProviderPrefs
 
 MAX_OBJECT_BYTES = 16 * 1024          # the serialized object (compact JSON, UTF-8)
 MAX_NAMES = 16                        # entries in each of order / only / ignore
@@ -37,50 +36,6 @@ UNSUPPORTED = "unsupported_provider_preference"     # well formed, but a promise
 UNSATISFIABLE = "provider_preferences_unsatisfiable"  # the filters left no backend (raised by the caller)
 
 
-@frozen
-class MaxPrice:
-    """Ceilings in USD per million tokens; None: no ceiling on that side."""
-
-    prompt: float | None = None
-    completion: float | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.prompt is None and self.completion is None
-
-
-@frozen
-class ProviderPrefs:
-    """What the client asked of routing. Names are backend names, compared exactly.
-
-    ``only`` is None when absent; an empty list is an allowlist of nothing
-    (every candidate is filtered out), never "no restriction".
-    """
-
-    order: tuple[str, ...] = ()
-    only: tuple[str, ...] | None = None
-    ignore: tuple[str, ...] = ()
-    sort: str | None = None
-    max_price: MaxPrice | None = None
-
-    @property
-    def filters(self) -> bool:
-        """True when a hard filter (only / ignore / max_price) is stated."""
-        return self.only is not None or bool(self.ignore) or (self.max_price is not None
-                                                               and not self.max_price.empty)
-
-    @property
-    def ranks(self) -> bool:
-        """True when a soft rank (order / sort) is stated."""
-        return bool(self.order) or self.sort is not None
-
-    @property
-    def empty(self) -> bool:
-        """Nothing that changes routing: such a request may coalesce like one without the object."""
-        return not self.filters and not self.ranks
-
-
-NO_PREFERENCES = ProviderPrefs()
 
 
 def _type(value: Any) -> str:

@@ -12,7 +12,7 @@ from switchyard.config.schema import Snapshot
 if TYPE_CHECKING:
     from switchyard.config.access import ApiKey
     from switchyard.actors.routing.provider_prefs import ProviderPrefs
-    from switchyard.protocol.tracing import TraceContext
+    from switchyard.actors.trace import TraceContext
 
 
 @frozen

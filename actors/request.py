@@ -48,7 +48,7 @@ from switchyard.actors.routing.failover import (
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.wire import wire_for
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol import logs
+from switchyard.actors import log_fields
 from switchyard.actors.errors import (
     GatewayError,
     ModelNotFound,
@@ -62,7 +62,7 @@ from switchyard.actors.errors import (
     UpstreamTimeout,
 )
 from switchyard.protocol.responses_relay import relay_responses
-from switchyard.protocol.tracing import new_span_id, outbound_headers
+from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.protocol.upstream import api_url
 
 if TYPE_CHECKING:
@@ -279,7 +279,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self.attempts += 1
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
-        logs.bind(backend=backend.name, model=model)   # for any line logged during this attempt
+        log_fields.bind(backend=backend.name, model=model)   # for any line logged during this attempt
         try:   # a backend this call cannot be translated for is passed over, never the call's end
             wire = wire_for(call, backend, model)
             content = wire.body(body if body is not None else self._body_for(model, backend), backend, call)

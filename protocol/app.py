@@ -23,7 +23,8 @@ from switchyard.actors.request import RequestActor
 from switchyard.actors.runtime import Runtime
 from switchyard.config.load import load_demo, load_file
 from switchyard.config.schema import Snapshot
-from switchyard.protocol import anthropic_ingress, endpoints, limits, logs, responses_api
+from switchyard.actors import log_fields
+from switchyard.protocol import anthropic_ingress, endpoints, limits, responses_api
 from switchyard.protocol.admin import AdminApi
 from switchyard.protocol.anthropic_sink import respond_error
 from switchyard.protocol.asgi import (
@@ -56,7 +57,8 @@ from switchyard.protocol.openai import (
 from switchyard.actors.params import apply_preset
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.protocol.realtime import serve_websocket
-from switchyard.protocol.tracing import TraceContext, trace_context
+from switchyard.actors.trace import TraceContext
+from switchyard.protocol.tracing import trace_context
 
 log = logging.getLogger("switchyard.app")
 
@@ -162,7 +164,7 @@ class App(ModelRoutes):
                 message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
             await send(message)
 
-        log_fields = logs.bind(request_id=request_id)
+        bound_fields = log_fields.bind(request_id=request_id)
         metrics = self.runtime.metrics if self.runtime is not None else None   # none while starting
         if metrics is not None:
             metrics.http_began()
@@ -182,7 +184,7 @@ class App(ModelRoutes):
                 scope["switchyard.key"] = key
                 scope["switchyard.key_revision"] = self.runtime.snapshot
                 if key is not None:
-                    logs.bind(key_id=key.id)
+                    log_fields.bind(key_id=key.id)
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route
@@ -211,7 +213,7 @@ class App(ModelRoutes):
                 else:
                     await respond(send_with_id, err.status, err.body(), err.headers())
         finally:
-            logs.unbind(log_fields)
+            log_fields.unbind(bound_fields)
             if metrics is not None:
                 metrics.http_ended(scope["path"], scope["method"], status, self.routes)
 
@@ -232,7 +234,7 @@ class App(ModelRoutes):
         if ctx.client_ref_rejected is not None:
             counts = runtime.client_ref_rejected
             counts[ctx.client_ref_rejected] = counts.get(ctx.client_ref_rejected, 0) + 1
-        logs.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
+        log_fields.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
         return ctx
 
     async def _refuse_ambiguous_framing(self, scope: Scope, receive: Receive) -> None:

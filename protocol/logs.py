@@ -15,40 +15,23 @@ so a credential quoted by a library error message does not reach the log.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import re
 import sys
 from datetime import datetime, timezone
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
-# Fields a line may carry besides the standard ones, in output order.
-FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "key_id", "backend", "model")
+from switchyard.actors.log_fields import FIELDS, bound
+
 FORMATS = ("json", "text")
 
-_bound: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("switchyard_log_fields",
-                                                                                    default=None)
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",]+")
-
-
-def bind(**fields: str | None) -> contextvars.Token[Mapping[str, str] | None]:
-    """Add ``fields`` (None values skipped) to this context's log fields; ``unbind`` the token after."""
-    current = _bound.get() or {}
-    return _bound.set({**current, **{k: v for k, v in fields.items() if v is not None}})
-
-
-def unbind(token: contextvars.Token[Mapping[str, str] | None]) -> None:
-    _bound.reset(token)
-
-
-def bound() -> Mapping[str, str]:
-    return _bound.get() or {}
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     """The request fields of ``record``: its own (``extra=``) first, then the bound ones."""
-    ctx = _bound.get() or {}
+    ctx = bound()
     out: dict[str, Any] = {}
     for name in FIELDS:
         value = getattr(record, name, None)

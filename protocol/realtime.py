@@ -38,7 +38,7 @@ from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.protocol import logs
+from switchyard.actors import log_fields
 from switchyard.protocol.asgi import Receive, Scope, Send
 from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate, credential
 from switchyard.actors.errors import (
@@ -57,7 +57,7 @@ from switchyard.actors.errors import (
     UpstreamTimeout,
 )
 from switchyard.protocol.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
-from switchyard.protocol.tracing import new_span_id, outbound_headers
+from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.protocol.upstream import USER_AGENT, auth_headers, basic_auth, join_url
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class RealtimeSession:
     async def serve(self) -> None:
         if (await self.receive())["type"] != "websocket.connect":
             return   # gone before the handshake reached us
-        fields = logs.bind(request_id=self.request_id)
+        fields = log_fields.bind(request_id=self.request_id)
         try:
             try:
                 runtime, key, name = self._admit()
@@ -123,7 +123,7 @@ class RealtimeSession:
                 runtime.calls.discard(self)
                 self.app.active_requests -= 1
         finally:
-            logs.unbind(fields)
+            log_fields.unbind(fields)
 
     def shut_down(self) -> None:
         """The drain window ran out: close both sides with 1001 (or refuse, if not accepted yet)."""
@@ -148,7 +148,7 @@ class RealtimeSession:
         if path.startswith(DATA_PLANE_PREFIXES):   # as on HTTP, the key is asked before the path is looked at
             key = authenticate(self._credential_headers(), runtime.snapshot.api_keys)
             if key is not None:
-                logs.bind(key_id=key.id)
+                log_fields.bind(key_id=key.id)
         if path != PATH:
             raise RouteNotFound(f"No websocket route for {path}; realtime sessions open at {PATH}?model=<model>")
         if runtime.draining:

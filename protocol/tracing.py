@@ -1,9 +1,9 @@
 """Distributed tracing by header propagation: what a request says, what goes upstream.
 
 ``trace_context`` reads the inbound headers (ASGI scope headers: lowercase
-byte names) once per request and returns a frozen ``TraceContext``;
-``outbound_headers`` gives the headers for one upstream attempt. Both are
-pure apart from the random ids, and those can be passed in.
+byte names) once per request and returns a frozen ``TraceContext``; the
+headers of each upstream attempt are ``actors/trace.py``'s. Pure apart from
+the random ids, and those can be passed in.
 
 The trace id, by precedence:
 
@@ -34,10 +34,9 @@ import re
 import secrets
 from typing import Callable, Iterable
 
-from attrs import frozen
-
 from switchyard.config.operations import Tracing
 from switchyard.actors.errors import InvalidRequest
+from switchyard.actors.trace import TraceContext, new_trace_id
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
@@ -49,43 +48,7 @@ CLIENT_REF_MAX = 128
 # Why a client reference was dropped; the label values of client_ref_rejected_total.
 CLIENT_REF_REASONS = ("empty", "too_long", "control_char", "invalid_char")
 
-DEFAULT_FLAGS = "01"   # sampled
-
-# Never set from tracing config: a header name chosen for tracing must not
-# replace the backend's credentials or the body's framing.
-RESERVED = frozenset({"authorization", "api-key", "x-api-key", "content-type", "content-length", "host",
-                      "transfer-encoding", "connection"})
-
 Headers = Iterable[tuple[bytes, bytes]]
-
-
-@frozen
-class TraceContext:
-    """What one request carries for tracing; the same for every attempt of the call."""
-
-    trace_id: str
-    source: str = "generated"            # traceparent | header | generated
-    x_request_id: str | None = None      # the client's own id, validated
-    client_ref: str | None = None        # the client reference, validated
-    client_ref_rejected: str | None = None   # why a sent client reference was dropped
-    parent_id: str | None = None         # the inbound traceparent's parent span
-    flags: str = DEFAULT_FLAGS
-    tracestate: str | None = None
-
-
-def _nonzero_hex(nbytes: int, token_hex: Callable[[int], str]) -> str:
-    while True:
-        value = token_hex(nbytes)
-        if value.strip("0"):
-            return value
-
-
-def new_trace_id(token_hex: Callable[[int], str] = secrets.token_hex) -> str:
-    return _nonzero_hex(16, token_hex)
-
-
-def new_span_id(token_hex: Callable[[int], str] = secrets.token_hex) -> str:
-    return _nonzero_hex(8, token_hex)
 
 
 def header_values(headers: Headers, wanted: frozenset[bytes]) -> dict[str, str]:
@@ -181,27 +144,6 @@ def trace_context(headers: Headers, tracing: Tracing,
                             client_ref=client_ref, client_ref_rejected=rejected)
     return TraceContext(trace_id=new_trace_id(token_hex), x_request_id=x_request_id, client_ref=client_ref,
                         client_ref_rejected=rejected)
-
-
-def outbound_headers(ctx: TraceContext, tracing: Tracing, span_id: str) -> list[tuple[str, str]]:
-    """The tracing headers of one upstream attempt; ``span_id`` is new for each attempt.
-
-    The request-id, trace-id and correlation-id headers all carry the trace
-    id; ``traceparent`` names this attempt as the parent span.
-    """
-    names = tracing.headers
-    out: dict[str, str] = {
-        names.request_id: ctx.trace_id,
-        names.trace_id: ctx.trace_id,
-        names.correlation_id: ctx.trace_id,
-    }
-    if tracing.w3c_trace_context:
-        out["traceparent"] = f"00-{ctx.trace_id}-{span_id}-{ctx.flags}"
-        if ctx.tracestate is not None:
-            out["tracestate"] = ctx.tracestate
-    if names.client_ref and ctx.client_ref is not None:
-        out[names.client_ref] = ctx.client_ref
-    return [(name, value) for name, value in out.items() if name not in RESERVED]
 
 
 def response_request_id(ctx: TraceContext, router_id: str) -> str:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from switchyard.protocol import logs
+from switchyard.actors import log_fields
 from switchyard.protocol.logs import JsonFormatter
 from tests.actors.test_failover import BASE, backend, sims
 from tests.harness import chat, gateway, request
@@ -213,4 +213,4 @@ async def test_log_fields_are_bound_for_the_request_only(autojump_clock):
     async with gateway(OK) as app:
         await request(app, "POST", "/v1/chat/completions", chat("big"), headers=[(b"x-request-id", b"r1")])
         await request(app, "POST", "/v1/chat/completions", chat("big"), headers=[(b"x-request-id", b"bad id")])
-        assert logs.bound() == {}     # the harness runs the app in this very task: nothing leaked out
+        assert log_fields.bound() == {}     # the harness runs the app in this very task: nothing leaked out

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from switchyard.actors import log_fields
 from switchyard.protocol import logs
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -27,16 +28,16 @@ def test_json_line_has_the_standard_fields():
 
 
 def test_json_line_carries_bound_fields_and_extra_wins():
-    token = logs.bind(request_id="req_1", trace_id="t" * 32, x_request_id=None)
+    token = log_fields.bind(request_id="req_1", trace_id="t" * 32, x_request_id=None)
     try:
-        logs.bind(backend="a", model="m")
+        log_fields.bind(backend="a", model="m")
         line = json.loads(logs.JsonFormatter().format(record(model="override")))
     finally:
-        logs.unbind(token)
+        log_fields.unbind(token)
     assert (line["request_id"], line["trace_id"], line["backend"], line["model"]) == \
         ("req_1", "t" * 32, "a", "override")
     assert "x_request_id" not in line                   # None values are not bound
-    assert logs.bound() == {}                           # the one token undoes every later bind
+    assert log_fields.bound() == {}                           # the one token undoes every later bind
 
 
 def test_json_line_keeps_a_traceback_on_the_same_line():

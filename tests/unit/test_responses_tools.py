@@ -11,6 +11,7 @@ import pytest
 
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.responses_tools import RESOURCE_FIELDS, ResponsesTools
+from switchyard.actors import log_fields
 from switchyard.protocol import logs
 from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.protocol.responses_tools import enforce
@@ -408,7 +409,7 @@ def test_input_items_are_not_walked_unless_listed():
 # --- logging -----------------------------------------------------------------------------
 
 def test_refusal_log_line_carries_the_key_id_and_no_request_value(caplog):
-    token = logs.bind(key_id="key-7")
+    token = log_fields.bind(key_id="key-7")
     try:
         with caplog.at_level(logging.INFO, logger="switchyard.responses_tools"):
             refusal(body({"type": "file_search", "vector_store_ids": ["vs_secret"]}))
@@ -416,7 +417,7 @@ def test_refusal_log_line_carries_the_key_id_and_no_request_value(caplog):
         assert record.getMessage() == "responses_tools refused a request: rule deny_resource_fields"
         assert logs.fields_of(record) == {"key_id": "key-7"}
     finally:
-        logs.unbind(token)
+        log_fields.unbind(token)
 
 
 # --- through the gateway -------------------------------------------------------------------

@@ -48,9 +48,16 @@ def carried_by(backend: BackendConfig) -> frozenset[str]:
     """The canonical parameters ``backend`` takes. An anthropic backend takes max_tokens, and the
     sampling fields only while its ``anthropic_version`` still accepts them."""
     if backend.type is BackendType.ANTHROPIC:
-        from switchyard.protocol.anthropic_wire import takes_sampling  # late: the wire imports the actor layer
         return ANTHROPIC_ALL if takes_sampling(backend.anthropic_version) else ANTHROPIC_NO_SAMPLING
     return CARRIES.get(backend.type, frozenset())
+
+
+SAMPLING_REJECTED_FROM = "2026-10-21"   # the anthropic-version from which Messages refuses sampling fields
+
+
+def takes_sampling(version: str) -> bool:
+    """Whether this anthropic-version still accepts temperature, top_p and top_k."""
+    return version < SAMPLING_REJECTED_FROM
 
 
 ANTHROPIC_NO_SAMPLING = frozenset({"max_tokens"})

@@ -39,7 +39,7 @@ from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
-from switchyard.protocol.transport import ResponseTooLarge, body_chunks, whole_body
+from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse

@@ -61,9 +61,9 @@ from switchyard.actors.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from switchyard.protocol.responses_relay import relay_responses
+from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.protocol.upstream import api_url
+from switchyard.actors.addressing import api_url
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

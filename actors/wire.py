@@ -18,7 +18,7 @@ from attrs import frozen
 from switchyard.actors.messages import Call
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.errors import InvalidRequest
-from switchyard.protocol.upstream import auth_headers
+from switchyard.actors.addressing import auth_headers
 
 JSON = ("content-type", "application/json")
 

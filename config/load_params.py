@@ -183,7 +183,7 @@ def _preset(slug: str, r: Reader) -> Preset | None:
 
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
-ANTHROPIC_NO_SAMPLING_FROM = "2026-10-21"   # as protocol/anthropic_wire.py: SAMPLING_REJECTED_FROM
+ANTHROPIC_NO_SAMPLING_FROM = "2026-10-21"   # as actors/params.py: SAMPLING_REJECTED_FROM
 
 
 def check_anthropic_sampling(policy: ParamPolicy, backends: Sequence[BackendConfig], problems: Problems) -> None:

@@ -34,7 +34,7 @@ import httpx
 from switchyard.actors.messages import Call
 from switchyard.protocol.client_json import utf8
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from switchyard.protocol.transport import body_chunks
+from switchyard.actors.bodies import body_chunks
 
 DONE = b"data: [DONE]\n\n"
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",

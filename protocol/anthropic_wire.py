@@ -48,10 +48,9 @@ from switchyard.protocol.anthropic_chat_messages import translate_messages
 from switchyard.protocol.anthropic_chat_messages import unsupported as _unsupported
 from switchyard.protocol.anthropic_format import NOT_CARRIED
 from switchyard.actors.errors import UnsupportedRequestParameter
-from switchyard.actors.params import limited_only
+from switchyard.actors.params import SAMPLING_REJECTED_FROM, limited_only, takes_sampling
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
-SAMPLING_REJECTED_FROM = "2026-10-21"
 SAMPLING = ("temperature", "top_p", "top_k")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 # Chat fields with no Messages counterpart, with the one value that asks for nothing.
@@ -76,11 +75,6 @@ def _ingress(call: Call, name: str) -> str | None:
 def anthropic_version(backend: BackendConfig, call: Call) -> str:
     """A Messages client's own anthropic-version; for every other ingress the backend's."""
     return _ingress(call, "anthropic-version") or backend.anthropic_version
-
-
-def takes_sampling(version: str) -> bool:
-    """Whether this anthropic-version still accepts temperature, top_p and top_k."""
-    return version < SAMPLING_REJECTED_FROM
 
 
 def headers(backend: BackendConfig, call: Call) -> list[tuple[str, str]]:

@@ -58,7 +58,8 @@ from switchyard.actors.errors import (
 )
 from switchyard.protocol.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
 from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.protocol.upstream import USER_AGENT, auth_headers, basic_auth, join_url
+from switchyard.protocol.upstream import USER_AGENT, basic_auth
+from switchyard.actors.addressing import auth_headers, join_url
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from switchyard.actors.responses_relay import TERMINAL_EVENTS
+
 JSONObject = dict[str, Any]
 
 
@@ -138,7 +140,6 @@ def _annotations(raw: Any, offset: int) -> list[JSONObject]:
     return out
 
 
-TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 
 class StreamToChat:

@@ -33,8 +33,8 @@ from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.responses_bridge import chat_to_responses
 from switchyard.actors.sse import SSEDecoder, SSEEventTooLarge
-from switchyard.protocol.transport import body_chunks
-from switchyard.protocol.upstream import auth_headers
+from switchyard.actors.bodies import body_chunks
+from switchyard.actors.addressing import auth_headers
 
 log = logging.getLogger("switchyard.route")
 

@@ -21,7 +21,8 @@ from switchyard.protocol.anthropic_answer import (
 )
 from switchyard.protocol.anthropic_wire import headers, messages_request
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.protocol.upstream import auth_headers, in_process
+from switchyard.actors.addressing import auth_headers
+from switchyard.protocol.upstream import in_process
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))

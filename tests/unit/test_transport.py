@@ -19,7 +19,8 @@ import trio
 import trio.testing
 
 from switchyard.config.load import load_text
-from switchyard.protocol.transport import COALESCE_MAX, PooledTransport, ResponseTooLarge, body_chunks, whole_body
+from switchyard.protocol.transport import COALESCE_MAX, PooledTransport
+from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.protocol.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -30,9 +30,11 @@ from switchyard.actors.budgets import AttemptBudget
 from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
 from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
-from switchyard.protocol.responses_answers import TERMINAL_EVENTS
 from switchyard.actors.sse import Event, SSEDecoder
-from switchyard.protocol.transport import body_chunks
+from switchyard.actors.bodies import body_chunks
+
+# A Responses stream ends with exactly one of these events.
+TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 

@@ -1,0 +1,45 @@
+"""How each backend is addressed: its routes' URLs and the credentials its own type takes."""
+
+from __future__ import annotations
+
+import functools
+
+import httpx
+
+from switchyard.config.schema import BackendConfig, BackendType
+
+
+@functools.lru_cache(maxsize=1024)
+def api_url(base: str, path: str) -> httpx.URL:
+    """``join_url`` as a parsed URL, once per backend: parsing it on every call costs more than the lookup."""
+    return httpx.URL(join_url(base, path))
+
+
+def join_url(base: str, path: str) -> str:
+    """``base`` + ``path``, where a base ending in ``/v1`` names the API root.
+
+    ``http://h:8000`` and ``http://h:8000/v1`` are the same backend: with
+    ``/v1/models`` both give ``http://h:8000/v1/models``, and with a root
+    route such as ``/health`` both give ``http://h:8000/health``.
+    """
+    base = base.rstrip("/")
+    if base.endswith("/v1"):
+        if path.startswith("/v1/"):
+            path = path[3:]
+        else:
+            base = base[:-3]
+    return base + path
+
+
+def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
+    """The credentials for a backend's own routes (health, models, engine page).
+
+    Anthropic takes its key as ``x-api-key`` and wants ``anthropic-version`` on every call."""
+    if backend.type is BackendType.ANTHROPIC:
+        key = [("x-api-key", backend.api_key)] if backend.api_key else []
+        return [*key, ("anthropic-version", backend.anthropic_version)]
+    if backend.type is BackendType.AZURE:   # Azure OpenAI takes its key as api-key
+        return [("api-key", backend.api_key)] if backend.api_key else []
+    if backend.api_key:
+        return [("authorization", f"Bearer {backend.api_key}")]
+    return []

@@ -34,7 +34,7 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.config.smart_routing import RuleSettings, classifier_backend
 
 if TYPE_CHECKING:
-    from switchyard.protocol.upstream import Upstream
+    from switchyard.actors.ports import Upstream
 
 log = logging.getLogger("switchyard.smart_routing")
 

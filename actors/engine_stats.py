@@ -32,7 +32,7 @@ from switchyard.actors.routing.engine_metrics import EngineSnapshot, parse_expos
 from switchyard.actors.routing.variants import ThroughputSample
 from switchyard.config.schema import BackendConfig, BackendType, Snapshot
 from switchyard.config.telemetry import EngineStatsConfig
-from switchyard.protocol.upstream import Upstream
+from switchyard.actors.ports import Upstream
 from switchyard.actors.addressing import auth_headers, join_url
 
 MAX_PAGE_BYTES = 16 * 1024 * 1024   # engine pages are hundreds of KB; more is not a metrics page

@@ -37,7 +37,7 @@ from switchyard.actors.routing.health import (
     observe,
 )
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.protocol.upstream import Upstream
+from switchyard.actors.ports import Upstream
 from switchyard.actors.addressing import auth_headers, join_url
 
 log = logging.getLogger("switchyard.health")

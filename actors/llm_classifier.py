@@ -35,7 +35,7 @@ from switchyard.config.schema import BackendConfig
 from switchyard.config.smart_routing import ClassifierSettings
 from switchyard.actors.errors import UpstreamFailure, UpstreamTimeout
 from switchyard.actors.bodies import ResponseTooLarge, whole_body
-from switchyard.protocol.upstream import Upstream
+from switchyard.actors.ports import Upstream
 from switchyard.actors.addressing import api_url, auth_headers
 
 ANSWER_LIMIT = 1024 * 1024   # a classification is a few hundred bytes; more is a broken backend

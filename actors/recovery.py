@@ -23,7 +23,6 @@ from switchyard.actors.routing.resume import (
     choose_mode,
     resume_payload,
 )
-from switchyard.actors.wire import translated
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
@@ -90,7 +89,7 @@ class RecoveryMixin(_Base):
             # After output has started only the OpenAI wire is used: a backend spoken to through a
             # translation (Anthropic Messages, the Responses bridge) is skipped, not half converted.
             tried |= {b.name for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)
-                      if translated(call, b, model)}
+                      if rt.wires.translates(call, b, model)}
             try:
                 return self._pick(model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):

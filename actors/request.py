@@ -46,7 +46,6 @@ from switchyard.actors.routing.failover import (
     parse_retry_after,
 )
 from switchyard.actors.routing.stream_state import StreamAccumulator
-from switchyard.actors.wire import wire_for
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors import log_fields
 from switchyard.actors.errors import (
@@ -281,7 +280,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         self._last_route = (backend.name, model)
         log_fields.bind(backend=backend.name, model=model)   # for any line logged during this attempt
         try:   # a backend this call cannot be translated for is passed over, never the call's end
-            wire = wire_for(call, backend, model)
+            wire = self.runtime.wires.wire_for(call, backend, model)
             content = wire.body(body if body is not None else self._body_for(model, backend), backend, call)
         except GatewayError as err:
             raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None

@@ -33,8 +33,8 @@ from switchyard.actors.usage import UsageLedger
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
-from switchyard.protocol.call_metrics import GatewayMetrics
-from switchyard.protocol.upstream import Upstream
+from switchyard.actors.ports import MetricsFor, Upstream
+from switchyard.actors.wire import Wires
 
 log = logging.getLogger("switchyard.config")
 
@@ -55,14 +55,15 @@ class ReloadStatus:
 
 
 class Runtime:
-    def __init__(self, snapshot: Snapshot, upstream: Upstream | None = None, config_path: str | None = None,
-                 watch: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, metrics_for: MetricsFor | None = None,
+                 config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
                                           revision=snapshot.revision)
         self.watcher = ConfigWatcher(self, self.config_path) if self.config_path and watch else None
-        self.upstream = upstream or Upstream(snapshot)
+        self.upstream = upstream
+        self.wires = wires                 # the translating wires (protocol/wiring.py)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)
@@ -74,9 +75,10 @@ class Runtime:
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
-        # This Runtime's own registry; every finished call's trace feeds its per-call metrics.
-        self.metrics = GatewayMetrics(self)
-        self.traces.listener = self.metrics.observe
+        # Every finished call's trace feeds this Runtime's metrics (the protocol layer's exporter).
+        self.metrics: Any = metrics_for(self) if metrics_for is not None else None
+        if self.metrics is not None:
+            self.traces.listener = self.metrics.observe
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total

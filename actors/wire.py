@@ -10,8 +10,9 @@ speaks the OpenAI format natively uses the plain wire of the endpoint.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
+import attrs
 import httpx
 from attrs import frozen
 
@@ -47,27 +48,35 @@ ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
 }
 # Text completions and embeddings: every OpenAI-compatible type (the native Anthropic API has neither).
 ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(BackendType) - {BackendType.ANTHROPIC}
-TRANSLATED: dict[tuple[str, BackendType], Wire] = {}
-# Consulted first, for what depends on the model and not only on the backend's type (a model the
-# backend serves only through another API); each returns None when it does not apply.
-SPECIAL: list[Callable[[Call, BackendConfig, str], "Wire | None"]] = []
 
 
-# For each SPECIAL entry, a side-effect-free test of whether it applies (no log, no count, no refusal).
-SPECIAL_APPLIES: list[Callable[[Call, BackendConfig, str], bool]] = []
+@frozen
+class Special:
+    """A wire consulted before the endpoint's, for what depends on the model and not only on the backend's
+    type (a model the backend serves only through another API)."""
+
+    wire: Callable[[Call, BackendConfig, str], "Wire | None"]   # None: does not apply
+    applies: Callable[[Call, BackendConfig, str], bool]        # the same test, with no log, count or refusal
 
 
-def translated(call: Call, backend: BackendConfig, model: str) -> bool:
-    """Whether ``backend`` is spoken to through a translation for this call (asked, not dispatched)."""
-    return (call.endpoint, backend.type) in TRANSLATED or any(p(call, backend, model) for p in SPECIAL_APPLIES)
+@frozen
+class Wires:
+    """The translating wires a Runtime speaks through, registered at start (``protocol/wiring.py``)."""
 
+    translated: Mapping[tuple[str, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
+    special: tuple[Special, ...] = ()
 
-def wire_for(call: Call, backend: BackendConfig, model: str) -> Wire:
-    for special in SPECIAL:
-        found = special(call, backend, model)
-        if found is not None:
-            return found
-    return TRANSLATED.get((call.endpoint, backend.type)) or ENDPOINTS[call.endpoint]
+    def translates(self, call: Call, backend: BackendConfig, model: str) -> bool:
+        """Whether ``backend`` is spoken to through a translation for this call (asked, not dispatched)."""
+        return (call.endpoint, backend.type) in self.translated or any(
+            s.applies(call, backend, model) for s in self.special)
+
+    def wire_for(self, call: Call, backend: BackendConfig, model: str) -> Wire:
+        for special in self.special:
+            found = special.wire(call, backend, model)
+            if found is not None:
+                return found
+        return self.translated.get((call.endpoint, backend.type)) or ENDPOINTS[call.endpoint]
 
 
 def unfit(call: Call, backends: Iterable[BackendConfig]) -> list[BackendConfig]:
@@ -84,8 +93,3 @@ def unfit_refusal(call: Call, model: str, backends: list[BackendConfig]) -> Inva
         f"The model '{call.model}' is served here only by backends of type {kinds} "
         f"({', '.join(b.name for b in backends)}); {ENDPOINTS[call.endpoint].path} is spoken only by "
         f"backends of type {takes}", param="model", code="unsupported_backend_type")
-
-
-# Translating wires register themselves in TRANSLATED on import (last: they import Wire from here).
-import switchyard.protocol.anthropic_wire  # noqa: E402,F401  (chat -> a native anthropic backend)
-import switchyard.protocol.responses_wire  # noqa: E402,F401  (chat -> /v1/responses for Responses-only models: SPECIAL)

@@ -29,7 +29,7 @@ only when the attempt's chat body says nothing else the chat side decided (a
 global prompt, a variant's effort, a trimmed fallback hop, a resumption):
 then the chat translation is the faithful one, and content it cannot carry
 (``Call.ingress["uncarried"]``) is refused; so it is on every other backend
-type (``refuse_uncarried``, in ``SPECIAL``), which passes that backend over.
+type (``refuse_uncarried``, a ``Special`` wire), which passes that backend over.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.body_merge import merge_body
-from switchyard.actors.wire import JSON, SPECIAL, SPECIAL_APPLIES, TRANSLATED, Wire
+from switchyard.actors.wire import JSON, Special, Wire
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol.anthropic_answer import chat_answer
 from switchyard.protocol.anthropic_betas import forwarded_betas
@@ -144,7 +144,7 @@ def passthrough(original: dict[str, Any], payload: dict[str, Any], backend: Back
 
 
 def refuse_uncarried(call: Call, backend: BackendConfig, model: str) -> Wire | None:
-    """``SPECIAL``: a Messages call holding content chat cannot carry, on a backend that is not native
+    """A ``Special`` wire: a Messages call holding content chat cannot carry, on a backend that is not native
     Anthropic: a wire that refuses it (the attempt passes that backend over), never one that drops it."""
     if not _refuses(call, backend, model):
         return None
@@ -339,7 +339,7 @@ def _set(config: dict[str, Any], key: str, value: Any, field: str) -> None:
 
 # --- messages -----------------------------------------------------------------------------
 
-TRANSLATED[("chat", BackendType.ANTHROPIC)] = Wire("/v1/messages", headers=headers, body=body, answer=chat_answer)
-if refuse_uncarried not in SPECIAL:
-    SPECIAL.append(refuse_uncarried)
-    SPECIAL_APPLIES.append(_refuses)
+# Registered at start (protocol/wiring.py): chat to a native Anthropic backend, and the refusal that
+# passes a non-native backend over for a Messages call holding what chat cannot carry.
+WIRE = Wire("/v1/messages", headers=headers, body=body, answer=chat_answer)
+UNCARRIED_WIRE = Special(refuse_uncarried, _refuses)

@@ -21,6 +21,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.request import RequestActor
 from switchyard.actors.runtime import Runtime
+from switchyard.protocol.wiring import new_runtime
 from switchyard.config.load import load_demo, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.actors import log_fields
@@ -132,7 +133,7 @@ class App(ModelRoutes):
                 try:
                     snapshot = self._load()
                     self.runtime = await nursery.start(
-                        Runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
+                        new_runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
                 except Exception as exc:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

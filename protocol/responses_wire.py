@@ -1,6 +1,6 @@
 """The Responses API bridge on the wire: a chat attempt spoken to a backend's ``/v1/responses``.
 
-Registered in ``actors/wire.py``'s ``SPECIAL``: for a chat call (including
+Registered at start as a ``Special`` wire (``protocol/wiring.py``): for a chat call (including
 the Anthropic Messages ingress, which speaks chat inside), when the routed
 model's metadata on the chosen backend says ``responses_only: true``, or
 says ``chat_completions_tools_require_none_reasoning: true`` and the
@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Mapping
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.wire import ENDPOINT_TYPES, JSON, SPECIAL, SPECIAL_APPLIES, Wire
+from switchyard.actors.wire import ENDPOINT_TYPES, JSON, Special, Wire
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
@@ -115,7 +115,7 @@ def bridge_reason(call: Call, backend: BackendConfig, model: str) -> str | None:
 
 
 def bridge_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
-    """``SPECIAL``: the bridge wire for this attempt, None when the model speaks chat here."""
+    """The ``Special`` wire: the bridge wire for this attempt, None when the model speaks chat here."""
     reason = bridge_reason(call, backend, model)
     if reason is None:
         return None
@@ -226,6 +226,5 @@ class _ChatStream(httpx.AsyncByteStream):
         await self.upstream.aclose()
 
 
-if bridge_wire not in SPECIAL:
-    SPECIAL.append(bridge_wire)
-    SPECIAL_APPLIES.append(lambda call, backend, model: bridge_reason(call, backend, model) is not None)
+# Registered at start (protocol/wiring.py): chat calls to a Responses-only model go over /v1/responses.
+BRIDGE_WIRE = Special(bridge_wire, lambda call, backend, model: bridge_reason(call, backend, model) is not None)

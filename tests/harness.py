@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 import attrs
 import trio
 
-from switchyard.actors.runtime import Runtime
+from switchyard.protocol.wiring import new_runtime
 from switchyard.config.load import load_text
 from switchyard.protocol.app import App
 
@@ -71,7 +71,7 @@ async def gateway(config_yaml: str, base_dir: Any = None) -> AsyncIterator[App]:
     """A running Runtime behind an App, torn down on exit; relative paths resolve under ``base_dir``."""
     snapshot = load_text(config_yaml, base_dir=base_dir).snapshot
     async with trio.open_nursery() as nursery:
-        runtime = await nursery.start(Runtime(snapshot).run)
+        runtime = await nursery.start(new_runtime(snapshot).run)
         yield App(lambda: snapshot, runtime=runtime)
         nursery.cancel_scope.cancel()
 

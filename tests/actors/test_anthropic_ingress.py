@@ -3,11 +3,12 @@ event sequence, tools, images, every error in Anthropic's shape, count_tokens an
 
 import json
 
+import attrs
 import pytest
 import trio
 
 from switchyard.actors.routing.token_estimate import estimate_tokens
-from switchyard.actors.wire import TRANSLATED, Wire
+from switchyard.actors.wire import Wire
 from switchyard.config.schema import BackendType, SimulatedFailure, Simulation
 from switchyard.protocol.anthropic_format import to_chat
 from switchyard.protocol.anthropic_sink import AnthropicSink
@@ -240,7 +241,7 @@ async def test_provider_is_an_unknown_field_while_client_provider_preferences_is
         assert reply.json()["error"]["message"] == "provider: Extra inputs are not permitted"
 
 
-async def test_anthropic_headers_reach_the_call_for_native_backends(autojump_clock, monkeypatch):
+async def test_anthropic_headers_reach_the_call_for_native_backends(autojump_clock):
     seen = []
     plain = Wire("/v1/chat/completions")
 
@@ -248,8 +249,10 @@ async def test_anthropic_headers_reach_the_call_for_native_backends(autojump_clo
         seen.append(dict(call.ingress))
         return plain.headers(backend, call)
 
-    monkeypatch.setitem(TRANSLATED, ("chat", BackendType.SIMULATED), Wire("/v1/chat/completions", headers=headers))
     async with gateway(CONFIG) as app:
+        wires = app.runtime.wires
+        app.runtime.wires = attrs.evolve(wires, translated={
+            **wires.translated, ("chat", BackendType.SIMULATED): Wire("/v1/chat/completions", headers=headers)})
         await request(app, "POST", MESSAGES, body(thinking={"type": "enabled", "budget_tokens": 2048}), headers=[
             (b"anthropic-version", b"2023-06-01"), (b"anthropic-beta", b"a-1"), (b"anthropic-beta", b"b-2")])
         assert len(seen) == 1

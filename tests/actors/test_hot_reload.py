@@ -6,7 +6,7 @@ import json
 import pytest
 import trio
 
-from switchyard.actors.runtime import Runtime
+from switchyard.protocol.wiring import new_runtime
 from switchyard.config.load import load_file
 from switchyard.protocol.app import App
 from tests.harness import chat, request
@@ -30,7 +30,7 @@ def write(path, strategy="RoundRobin", extra="", text="old answer from a"):
 async def running(path, watch=False):
     snapshot = load_file(path).snapshot
     async with trio.open_nursery() as nursery:
-        runtime = await nursery.start(Runtime(snapshot, config_path=str(path), watch=watch).run)
+        runtime = await nursery.start(new_runtime(snapshot, config_path=str(path), watch=watch).run)
         yield App(lambda: snapshot, runtime=runtime)
         nursery.cancel_scope.cancel()
 

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 import switchyard.actors.prompts
-from switchyard.actors.runtime import Runtime
+from switchyard.protocol.wiring import new_runtime
 from switchyard.config.load import load_file, load_text
 from switchyard.config.prompts import MAX_FILE_BYTES
 from switchyard.protocol.app import App
@@ -44,7 +44,7 @@ async def gateway(tmp_path: Path, config: str = CONFIG, *, path: Path | None = N
     """Like tests.harness.gateway, with the config directory at ``tmp_path``."""
     snapshot = (load_file(path) if path else load_text(config, base_dir=tmp_path)).snapshot
     async with trio.open_nursery() as nursery:
-        runtime = await nursery.start(Runtime(snapshot, config_path=str(path) if path else None, watch=False).run)
+        runtime = await nursery.start(new_runtime(snapshot, config_path=str(path) if path else None, watch=False).run)
         yield App(lambda: snapshot, runtime=runtime)
         nursery.cancel_scope.cancel()
 

@@ -8,7 +8,6 @@ import pytest
 import trio
 
 from switchyard.actors.messages import Call
-from switchyard.actors.wire import wire_for
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, ModelConfig, Snapshot
 from switchyard.protocol.anthropic_answer import (
@@ -23,6 +22,7 @@ from switchyard.protocol.anthropic_wire import headers, messages_request
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.actors.addressing import auth_headers
 from switchyard.protocol.upstream import in_process
+from switchyard.protocol.wiring import WIRES
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))
@@ -47,7 +47,7 @@ def turns(*messages, **fields):
 # --- the request ----------------------------------------------------------------------------
 
 def test_the_anthropic_wire_is_chosen_for_chat_on_an_anthropic_backend():
-    wire = wire_for(call(), BACKEND, "claude-x")
+    wire = WIRES.wire_for(call(), BACKEND, "claude-x")
     assert wire.path == "/v1/messages"
     sent = json.loads(wire.body(call().body, BACKEND, call()))
     assert sent == {"model": "claude-x", "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]}

@@ -251,12 +251,12 @@ def test_a_changed_metadata_file_is_a_new_revision(tmp_path):
 
 
 async def test_watcher_reloads_when_a_metadata_file_changes(autojump_clock, tmp_path):
-    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.wiring import new_runtime
 
     config = load(tmp_path, "", {"model-metadata.d/a.yaml": one_model("{display_name: A}")})
     path = tmp_path / "config.yaml"
     async with trio.open_nursery() as nursery:
-        rt = await nursery.start(Runtime(config.snapshot, config_path=str(path), watch=True).run)
+        rt = await nursery.start(new_runtime(config.snapshot, config_path=str(path), watch=True).run)
         write(tmp_path / "model-metadata.d" / "a.yaml", one_model("{display_name: Changed}"))
         await trio.sleep(1.5)
         assert rt.snapshot.models.get("m").metadata.display_name == "Changed"

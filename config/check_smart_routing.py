@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from switchyard.actors.routing.classification import RULE_MAX_CONFIDENCE
 from switchyard.config.access import Access
+from switchyard.config.classifier_backend import classifier_backend
 from switchyard.config.rules import Problems
 from switchyard.config.schema import BackendConfig
-from switchyard.config.smart_routing import DETECTED_LANGUAGES, SmartRouting, classifier_backend
+from switchyard.config.smart_routing import DETECTED_LANGUAGES, RULE_MAX_CONFIDENCE, SmartRouting
 
 PATH = "smart_routing"
 

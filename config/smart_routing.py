@@ -8,15 +8,11 @@ the validated shape; ``config/load_smart_routing.py`` reads and checks it,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import attrs
 from attrs import frozen
-
-if TYPE_CHECKING:                       # config.schema imports this module for the Snapshot
-    from switchyard.config.schema import BackendConfig
 
 COMPLEXITY_LEVELS = ("trivial", "simple", "moderate", "complex", "expert")
 BUILTIN_DOMAINS = ("general", "code", "reasoning", "creative", "analysis", "multilingual")
@@ -32,6 +28,7 @@ STRUCTURED_OUTPUTS = ("auto", "json_schema", "tool_use", "json_object", "prompt_
 LOAD_STATES = ("critical", "warning", "")
 UNPROFILED = ("default_tier", "exclude")
 MAX_CUSTOM_LEVELS = 5
+RULE_MAX_CONFIDENCE = 0.95              # the rule classifier never claims more certainty than this
 MAX_PROFILE_NAME = 200                  # characters of model / model_pattern
 MAX_HEADER_VALUE = 256                  # bytes; a longer request header value counts as absent
 
@@ -181,18 +178,3 @@ class SmartRouting:
     routing_policies: tuple[RoutingPolicy, ...] = ()
     classifier: ClassifierSettings = ClassifierSettings()
     debug_headers: bool = False
-
-
-def classifier_backend(settings: LlmSettings, backends: Sequence[BackendConfig]) -> BackendConfig | None:
-    """Where the LLM classifier sends prompts; None: it cannot, and the router classifies by rule.
-
-    A named backend is taken even if ``internal`` (an operator may keep the
-    classifier off the public pool) but never if disabled; an omitted one
-    means the first backend user traffic can reach, so prompts go nowhere
-    users' own requests could not. ``config validate`` and the router both
-    call this, so the warning and the behaviour cannot disagree.
-    """
-    name = (settings.backend or "").strip()
-    if name:
-        return next((b for b in backends if b.name == name and b.enabled), None)
-    return next((b for b in backends if b.enabled and not b.internal), None)

@@ -7,7 +7,6 @@ from attrs import frozen
 # Complexity score boundaries (rule classifier): below 0.15 trivial, below 0.35 simple,
 # below 0.55 moderate, below 0.75 complex, else expert.
 BOUNDARIES = (0.15, 0.35, 0.55, 0.75)
-RULE_MAX_CONFIDENCE = 0.95
 
 
 @frozen

@@ -8,6 +8,7 @@ import pytest
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
 from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.classifier_backend import classifier_backend
 from switchyard.config.smart_routing import (
     BUILTIN_DOMAINS,
     ClassifierSettings,
@@ -21,7 +22,6 @@ from switchyard.config.smart_routing import (
     RoutingPolicy,
     SmartRouting,
     TokenRange,
-    classifier_backend,
 )
 
 BACKENDS = """

@@ -39,6 +39,8 @@ intent, and names the domain only when no intent fired.
 
 from __future__ import annotations
 
+from switchyard.config.smart_routing import RULE_MAX_CONFIDENCE
+
 SIGNALS = (
     "complexity_keywords", "code_blocks", "inline_code", "math_notation", "code_intent", "creative_markers",
     "analysis_markers", "translation_intent", "system_prompt", "tool_definitions", "multilingual",
@@ -78,7 +80,7 @@ INTENT_CONFIDENCE = 0.15
 OTHER_CONFIDENCE = 0.05
 CONFLICT_PENALTY = 0.2
 MIN_CONFIDENCE = 0.05
-MAX_CONFIDENCE = 0.95
+MAX_CONFIDENCE = RULE_MAX_CONFIDENCE
 
 
 def _step(table: tuple[float, ...], count: int) -> float:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from switchyard.config.load_prompts import PromptFileError
 from switchyard.config.prompts import MAX_FILE_BYTES
 from switchyard.protocol import client_json
+from switchyard.protocol.asgi import read_body
 from switchyard.actors.errors import (
     BodyTooLarge,
     GatewayError,
@@ -88,7 +89,6 @@ class PromptsAdmin:
 
 async def _content(scope: Any, receive: Any, server: Any) -> str:
     """The ``content`` string of a PUT body ``{"content": "..."}``."""
-    from switchyard.protocol.app import read_body  # late: protocol.app imports the admin modules
 
     raw = await read_body(scope, receive, BODY_LIMIT, server)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from typing import Any, Awaitable, Callable
 
 import attrs
@@ -35,6 +34,7 @@ from switchyard.protocol.asgi import (
     Scope,
     Send,
     disconnect_waiter,
+    new_request_id,
     read_body,
     respond,
 )
@@ -65,10 +65,6 @@ log = logging.getLogger("switchyard.app")
 
 ANTHROPIC_PREFIX = "/anthropic/"
 ANTHROPIC_MODEL_PREFIX = "/anthropic/v1/models/"
-
-
-def new_request_id() -> str:
-    return "req_" + secrets.token_hex(16)
 
 
 def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -7,6 +7,7 @@ call gets a ``disconnected`` awaitable that waits on ``receive()`` for
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Awaitable, Callable
 
 import trio
@@ -22,6 +23,11 @@ JSON = [(b"content-type", b"application/json")]
 
 
 SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+def new_request_id() -> str:
+    """The gateway's own id of a request (``x-continuum-request-id``)."""
+    return "req_" + secrets.token_hex(16)
 
 
 class AsgiSink:

@@ -39,7 +39,7 @@ from switchyard.actors.signals import Signals
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors import log_fields
-from switchyard.protocol.asgi import Receive, Scope, Send
+from switchyard.protocol.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.auth import DATA_PLANE_PREFIXES, authenticate, credential
 from switchyard.actors.errors import (
     GatewayError,
@@ -92,7 +92,6 @@ class _Failed(Exception):
 
 class RealtimeSession:
     def __init__(self, app: "App", scope: Scope, receive: Receive, send: Send) -> None:
-        from switchyard.protocol.app import new_request_id
         self.app, self.scope, self.receive, self.send = app, scope, receive, send
         self.request_id = new_request_id()
         self.id_headers = [(b"x-continuum-request-id", self.request_id.encode())]

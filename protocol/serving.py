@@ -124,9 +124,9 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
     if stop_requested.is_set():   # the signal came while this process was being spawned
         stop_while_starting(signal.SIGTERM, None)
         return
-    from switchyard.protocol.cli import configure_logging
+    from switchyard.protocol.logs import install
 
-    configure_logging(log_level, log_format)
+    install(log_level, log_format)
     try:
         for sock in listening:
             sock.listen(hc.backlog)

@@ -44,7 +44,8 @@ import trio
 
 from switchyard.config.schema import SimulatedFailure, Simulation
 from switchyard.protocol.client_json import utf8
-from switchyard.protocol.simulated import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, SimulatedTransport, split_words
+from switchyard.protocol.simulated_parts import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, split_words
+from switchyard.protocol.simulated import SimulatedTransport
 
 TOOL_USE_ID = "toolu_sim"
 THINKING_TEXT = "Let me think this through."

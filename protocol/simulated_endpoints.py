@@ -25,7 +25,7 @@ import httpx
 import trio
 
 from switchyard.config.schema import Simulation
-from switchyard.protocol.simulated import IN_BAND_ERROR, SimulatedStream
+from switchyard.protocol.simulated_parts import IN_BAND_ERROR, SimulatedStream
 
 if TYPE_CHECKING:
     from switchyard.protocol.simulated import SimulatedTransport

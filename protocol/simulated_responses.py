@@ -29,7 +29,7 @@ import trio
 from attrs import frozen
 
 from switchyard.config.schema import Simulation
-from switchyard.protocol.simulated import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, split_words
+from switchyard.protocol.simulated_parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, split_words
 
 if TYPE_CHECKING:
     from switchyard.protocol.simulated import SimulatedTransport

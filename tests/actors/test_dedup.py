@@ -15,7 +15,7 @@ import trio
 from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
 from switchyard.actors.request import RequestActor
 from switchyard.config.schema import Dedup
-from switchyard.protocol.app import new_request_id
+from switchyard.protocol.asgi import new_request_id
 from switchyard.protocol.asgi import AsgiSink, disconnect_waiter
 from switchyard.actors.errors import GatewayError, InvalidRequest, Unavailable
 from switchyard.protocol.openai import parse_chat

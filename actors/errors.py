@@ -31,10 +31,10 @@ envelope that matches the ingress.
           └── UpstreamProtocolError     502  the backend spoke garbage
 
 The upstream client maps its transport's exceptions into this tree at the
-I/O boundary (``Upstream.errors``, ``protocol/upstream_errors.py``), so
+I/O boundary (``Upstream.errors``, ``protocol/wires/upstream_errors.py``), so
 nothing here knows httpx and nothing above the wire ever catches an httpx
 type. The protocol layer renders the envelope of each ingress (the Anthropic
-one in ``protocol/anthropic_errors.py``).
+one in ``protocol/doors/anthropic_errors.py``).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class CallTrace:
                 "events": self.events}
 
     def log_fields(self) -> dict[str, Any]:
-        """The structured-log fields of this call's line (see protocol/logs.py)."""
+        """The structured-log fields of this call's line (see protocol/http/logs.py)."""
         last = self.events[-1] if self.events else {}
         return {"request_id": self.request_id, "trace_id": self.trace_id, "x_request_id": self.x_request_id,
                 "client_ref": self.client_ref, "backend": last.get("backend"), "model": last.get("model")}

@@ -3,7 +3,7 @@
 ``App.http`` binds the request's identifiers for the length of the request;
 each attempt adds ``backend`` and ``model``. Trio copies the context into
 tasks started from the request, so every line logged on behalf of a request
-carries them without being passed along (``protocol/logs.py`` writes them).
+carries them without being passed along (``protocol/http/logs.py`` writes them).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The actors speak to backends through an ``Upstream`` and count their calls
 through whatever ``metrics_for`` makes; they never import the HTTP client,
 the transport or the metrics exporter that implement them
-(``switchyard.protocol.wiring`` assembles a Runtime with the real ones).
+(``switchyard.protocol.serving.wiring`` assembles a Runtime with the real ones).
 """
 
 from __future__ import annotations

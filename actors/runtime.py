@@ -63,7 +63,7 @@ class Runtime:
                                           revision=snapshot.revision)
         self.watcher = ConfigWatcher(self, self.config_path) if self.config_path and watch else None
         self.upstream = upstream
-        self.wires = wires                 # the translating wires (protocol/wiring.py)
+        self.wires = wires                 # the translating wires (protocol/serving/wiring.py)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)

@@ -1,6 +1,6 @@
 """A call's trace context, and the tracing headers each upstream attempt carries.
 
-The context is read from the client's headers by ``protocol/tracing.py``;
+The context is read from the client's headers by ``protocol/http/tracing.py``;
 what goes upstream is decided here, by the attempt that sends it.
 """
 

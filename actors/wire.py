@@ -37,9 +37,9 @@ class Wire:
 
 # endpoint -> its plain wire; (endpoint, backend type) -> a translating one
 ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
-ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/endpoints.py)
+ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/doors/endpoints.py)
 ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
-ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/responses_api.py)
+ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/doors/responses.py)
 # endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
 # serving the model is no candidate for such a call (actors/model_choice.py).
 ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
@@ -61,7 +61,7 @@ class Special:
 
 @frozen
 class Wires:
-    """The translating wires a Runtime speaks through, registered at start (``protocol/wiring.py``)."""
+    """The translating wires a Runtime speaks through, registered at start (``protocol/serving/wiring.py``)."""
 
     translated: Mapping[tuple[str, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
     special: tuple[Special, ...] = ()

@@ -331,7 +331,7 @@ def _backend(r: Reader) -> BackendConfig | None:
     declared = load_telemetry.backend_fields(r)
     simulation = None
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
-    # An anthropic or azure backend on a *.simulated host is served in-process (protocol/upstream.py: in_process).
+    # An anthropic or azure backend on a *.simulated host is served in-process (protocol/wires/upstream.py: in_process).
     in_process = btype in (BackendType.ANTHROPIC, BackendType.AZURE) and \
         (urlsplit(url).hostname or "").endswith(".simulated")
     if btype is BackendType.SIMULATED or in_process:
@@ -354,7 +354,7 @@ def _backend(r: Reader) -> BackendConfig | None:
                          f"of a simulated backend must have a host ending in .simulated, got {shown_url(url)!r}")
     parts = urlsplit(url)
     if api_key and (parts.username or parts.password) and btype not in (BackendType.ANTHROPIC, BackendType.AZURE):
-        # protocol/upstream.py sends a user:password@ URL's credentials as Authorization: Basic, which
+        # protocol/wires/upstream.py sends a user:password@ URL's credentials as Authorization: Basic, which
         # replaces the key's Authorization: Bearer (anthropic and azure send their key in another header).
         r.problems.error(child(r.path, "url"), f"carries credentials (user:password@) and {child(r.path, 'api_key')} "
                          "is set: every request would send the URL's credentials as 'Authorization: Basic' "

@@ -106,7 +106,7 @@ class ModelMetadata:
     thinking: Thinking | None = None
     responses_only: bool | None = None
     # Served on /v1/chat/completions except with function tools and a reasoning effort other than
-    # none: only those requests take the Responses API bridge (protocol/responses_wire.py).
+    # none: only those requests take the Responses API bridge (protocol/wires/responses.py).
     chat_completions_tools_require_none_reasoning: bool | None = None
     supports_assistant_prefill: bool | None = None
 

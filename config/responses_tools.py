@@ -4,7 +4,7 @@ Hosted tools run on the backend and are billed to the operator's upstream
 key; resource ids (vector stores, containers, files, stored responses) reach
 whatever that key can reach. Clients choose both per request, so the
 operator's policy lives here and is enforced before any routing
-(``protocol/responses_tools.py``).
+(``protocol/doors/responses_tools.py``).
 
 The type lists below are the wire contract: exact, lower-case type strings.
 """

@@ -36,7 +36,7 @@ class BackendType(str, Enum):
     OLLAMA = "ollama"
     GENERIC = "generic"
     SIMULATED = "simulated"
-    ANTHROPIC = "anthropic"       # the native Messages API (protocol/anthropic_wire.py)
+    ANTHROPIC = "anthropic"       # the native Messages API (protocol/wires/anthropic.py)
     AZURE = "azure"               # Azure OpenAI's v1 API: OpenAI's wire, the key in an api-key header
 
 
@@ -49,7 +49,7 @@ DEFAULT_HEALTH_PATHS = {
     BackendType.OLLAMA: "/api/version",
     BackendType.GENERIC: "/v1/models",
     BackendType.SIMULATED: "/health",
-    BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/upstream.py)
+    BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/wires/upstream.py)
     BackendType.AZURE: "/v1/models",        # under the resource's /openai/v1 root
 }
 

@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from switchyard.protocol.simulated import SimulatedTransport
+from switchyard.protocol.simulated.openai import SimulatedTransport
 
 settings.register_profile("switchyard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("switchyard")

@@ -9,9 +9,9 @@ from typing import Any, AsyncIterator
 import attrs
 import trio
 
-from switchyard.protocol.wiring import new_runtime
+from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_text
-from switchyard.protocol.app import App
+from switchyard.protocol.serving.app import App
 
 
 @attrs.define

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from switchyard.config.load import ConfigError, load_text
-from switchyard.protocol import logs
-from switchyard.protocol.auth import open_beyond_loopback
+from switchyard.protocol.http import logs
+from switchyard.protocol.http.auth import open_beyond_loopback
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -328,7 +328,7 @@ def test_a_glob_admitting_an_alias_but_not_its_model_warns():
 
 
 def test_config_validate_prints_the_alias_glob_warning(tmp_path, capsys):
-    from switchyard.protocol.cli import main
+    from switchyard.protocol.serving.cli import main
 
     path = tmp_path / "keys.yaml"
     path.write_text(ALIAS_GLOB)
@@ -337,7 +337,8 @@ def test_config_validate_prints_the_alias_glob_warning(tmp_path, capsys):
 
 
 def test_serve_logs_the_alias_glob_warning_at_start(tmp_path, monkeypatch, caplog):
-    from switchyard.protocol import cli, serving
+    from switchyard.protocol.serving import cli
+    from switchyard.protocol.serving import workers as serving
 
     path = tmp_path / "keys.yaml"
     path.write_text(ALIAS_GLOB)

@@ -102,7 +102,7 @@ backends:
 
 
 async def test_app_without_runtime_answers_503():
-    from switchyard.protocol.app import App
+    from switchyard.protocol.serving.app import App
 
     reply = await request(App(lambda: None), "POST", "/v1/chat/completions", chat())
     assert reply.status == 503 and reply.json()["error"]["code"] == "service_unavailable"

@@ -6,7 +6,7 @@ import json
 import pytest
 import trio
 
-from switchyard.protocol.simulated_endpoints import embedding_vector
+from switchyard.protocol.simulated.endpoints import embedding_vector
 from tests.actors.test_smart_routing_flow import config as smart_config
 from tests.harness import gateway, request
 

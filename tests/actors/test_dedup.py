@@ -15,10 +15,10 @@ import trio
 from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
 from switchyard.actors.request import RequestActor
 from switchyard.config.schema import Dedup
-from switchyard.protocol.asgi import new_request_id
-from switchyard.protocol.asgi import AsgiSink, disconnect_waiter
+from switchyard.protocol.http.asgi import new_request_id
+from switchyard.protocol.http.asgi import AsgiSink, disconnect_waiter
 from switchyard.actors.errors import GatewayError, InvalidRequest, Unavailable
-from switchyard.protocol.openai import parse_chat
+from switchyard.protocol.doors.openai import parse_chat
 from tests.harness import Reply, chat, gateway
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -56,7 +56,7 @@ async def test_call_past_the_window_ends_with_a_clean_error_at_its_end(autojump_
 
 async def test_a_stop_asked_for_while_starting_is_a_drain_from_the_first_request(autojump_clock):
     from switchyard.config.load import load_text
-    from switchyard.protocol.app import App
+    from switchyard.protocol.serving.app import App
 
     snapshot = load_text(CONFIG.replace("CHUNKS", "2")).snapshot
     app = App(lambda: snapshot)

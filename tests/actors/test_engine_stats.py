@@ -12,8 +12,8 @@ from switchyard.actors.routing.engine_metrics import EngineSnapshot
 from switchyard.actors.routing.variants import ThroughputSample
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, SimulatedEngine, Simulation
-from switchyard.protocol.simulated_engine import MetricsReply
-from switchyard.protocol.upstream import Upstream
+from switchyard.protocol.simulated.engine import MetricsReply
+from switchyard.protocol.wires.upstream import Upstream
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -18,7 +18,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from switchyard.protocol.client_json import MAX_DEPTH
+from switchyard.protocol.http.client_json import MAX_DEPTH
 from tests.harness import Reply, gateway, request
 
 TOKEN = "admin-token-0123456789"

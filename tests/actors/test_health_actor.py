@@ -7,7 +7,7 @@ from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.actors.routing.health import HealthState
 from switchyard.config.load import load_text
-from switchyard.protocol.upstream import Upstream
+from switchyard.protocol.wires.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

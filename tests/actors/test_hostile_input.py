@@ -7,8 +7,8 @@ import logging
 import httpx
 import pytest
 
-from switchyard.protocol.client_json import MAX_DEPTH
-from switchyard.protocol.simulated_parts import SimulatedStream
+from switchyard.protocol.http.client_json import MAX_DEPTH
+from switchyard.protocol.simulated.parts import SimulatedStream
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

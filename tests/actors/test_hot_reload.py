@@ -6,9 +6,9 @@ import json
 import pytest
 import trio
 
-from switchyard.protocol.wiring import new_runtime
+from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_file
-from switchyard.protocol.app import App
+from switchyard.protocol.serving.app import App
 from tests.harness import chat, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

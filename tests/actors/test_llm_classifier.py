@@ -15,8 +15,8 @@ from switchyard.actors.routing.classification import Classification
 from switchyard.actors.usage import UsageLedger
 from switchyard.config.schema import BackendConfig, BackendType, SimulatedFailure, Simulation, Snapshot
 from switchyard.config.smart_routing import ClassifierSettings, CustomDomain, CustomLevel, LlmSettings
-from switchyard.protocol.simulated import SimulatedTransport
-from switchyard.protocol.upstream import Upstream
+from switchyard.protocol.simulated.openai import SimulatedTransport
+from switchyard.protocol.wires.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from switchyard.config.schema import SimulatedEngine
-from switchyard.protocol.simulated_engine import MetricsReply
+from switchyard.protocol.simulated.engine import MetricsReply
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -4,8 +4,8 @@ import pytest
 import trio
 
 from switchyard.actors.routing.engine_metrics import EngineSnapshot
-from switchyard.protocol import call_metrics
-from switchyard.protocol.simulated_engine import MetricsReply
+from switchyard.protocol.serving import call_metrics
+from switchyard.protocol.simulated.engine import MetricsReply
 from tests.actors.test_failover import BASE, backend
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request

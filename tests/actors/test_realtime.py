@@ -11,7 +11,8 @@ from typing import Any, AsyncIterator
 import pytest
 import trio
 
-from switchyard.protocol import realtime, realtime_relay
+from switchyard.protocol.doors import realtime
+from switchyard.protocol.doors import realtime_relay
 from tests.harness import gateway, request
 from tests.realtime_upstream import RealtimeUpstream
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import trio
 
-from switchyard.protocol import simulated
+from switchyard.protocol.simulated import openai as simulated
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

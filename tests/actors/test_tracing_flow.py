@@ -9,7 +9,7 @@ import re
 import pytest
 
 from switchyard.actors import log_fields
-from switchyard.protocol.logs import JsonFormatter
+from switchyard.protocol.http.logs import JsonFormatter
 from tests.actors.test_failover import BASE, backend, sims
 from tests.harness import chat, gateway, request
 

@@ -23,8 +23,8 @@ import yaml
 from hypercorn.trio import serve
 
 from switchyard.config.load import load_file
-from switchyard.protocol.app import create_app
-from switchyard.protocol.serving import hypercorn_config
+from switchyard.protocol.serving.app import create_app
+from switchyard.protocol.serving.workers import hypercorn_config
 from tests.e2e.support import Gateway
 
 SHUTDOWN_BOUND = 5.0

@@ -16,8 +16,8 @@ import httpx
 import trio
 import yaml
 
-from switchyard.protocol.app import App
-from switchyard.protocol.simulated import SimulatedTransport
+from switchyard.protocol.serving.app import App
+from switchyard.protocol.simulated.openai import SimulatedTransport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "switchyard.protocol.cli", "serve", "--config", str(path),
+            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(path),
              "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"

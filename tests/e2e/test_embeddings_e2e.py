@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from switchyard.protocol.simulated_endpoints import embedding_vector
+from switchyard.protocol.simulated.endpoints import embedding_vector
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

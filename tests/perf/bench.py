@@ -107,7 +107,7 @@ def switchyard_argv(args, config: Path, port: int, workers: int = 1, cmd: str | 
         base = shlex.split(cmd)
     else:
         script = Path(sys.executable).parent / "switchyard"
-        base = [str(script)] if script.exists() else [sys.executable, "-m", "switchyard.protocol.cli"]
+        base = [str(script)] if script.exists() else [sys.executable, "-m", "switchyard.protocol.serving.cli"]
     return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
 
 
@@ -375,7 +375,7 @@ def main() -> int:
                         help="where LiteLLM's venv is installed and reused")
     parser.add_argument("--litellm-python", default=sys.executable, help="interpreter that creates LiteLLM's venv")
     parser.add_argument("--switchyard-cmd", help="command before 'serve ...' (default: switchyard console "
-                        "script next to this python, else python -m switchyard.protocol.cli)")
+                        "script next to this python, else python -m switchyard.protocol.serving.cli)")
     parser.add_argument("--base-cmd", help="command before 'serve ...' for the switchyard-base target: another "
                         "build, e.g. '/tmp/old-venv/bin/switchyard' (that build installed in a venv of its own)")
     parser.add_argument("--profile", action="store_true", help="after the rounds, one py-spy profiled wrk phase")

@@ -55,7 +55,7 @@ def make_app(upstream: str, pool_size: int = 256, client_lib: str = "httpx"):
             message = await receive()
             if message["type"] == "lifespan.startup":
                 if client_lib == "pool":
-                    from switchyard.protocol.transport import PooledTransport
+                    from switchyard.protocol.wires.transport import PooledTransport
                     transport = PooledTransport(httpx.Limits(max_connections=pool_size,
                                                              max_keepalive_connections=pool_size,
                                                              keepalive_expiry=30.0))
@@ -135,9 +135,9 @@ def main() -> None:
     config.backlog = 1024  # wrk opens all connections at once; the default 100 would drop SYNs
     config.accesslog = None
     if args.client == "pool":
-        # The floor runs its process as a Switchyard worker does (protocol/serving.py): the imported
+        # The floor runs its process as a Switchyard worker does (protocol/serving/workers.py): the imported
         # code frozen out of the collector, the youngest generation collected as rarely.
-        from switchyard.protocol.serving import GC_YOUNG_THRESHOLD
+        from switchyard.protocol.serving.workers import GC_YOUNG_THRESHOLD
         gc.collect()
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)

@@ -1,7 +1,7 @@
 """Micro-benchmark of the upstream connection pool alone: httpx's default transport vs Switchyard's.
 
 Why: httpcore's pool costs more per request the more connections it holds
-open; protocol/transport.py should not. This measures one client process
+open; protocol/wires/transport.py should not. This measures one client process
 (one shared ``httpx.AsyncClient``, as Switchyard uses it) POSTing a chat
 request to nginx answering from memory (so the upstream costs next to
 nothing) from ``concurrency`` tasks, after first
@@ -33,7 +33,7 @@ import httpx
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
-from switchyard.protocol.transport import PooledTransport
+from switchyard.protocol.wires.transport import PooledTransport
 
 SCENARIOS = ((32, 32), (32, 256), (256, 256))   # (concurrent requests, connections held open)
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]}).encode()

@@ -9,9 +9,9 @@ import pytest
 from switchyard.actors.messages import Call
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, BodyExtensions, Snapshot
-from switchyard.protocol.anthropic_betas import forwarded_betas
-from switchyard.protocol.anthropic_format import NOT_CARRIED
-from switchyard.protocol.anthropic_wire import headers, messages_request
+from switchyard.protocol.wires.anthropic_betas import forwarded_betas
+from switchyard.protocol.doors.anthropic_format import NOT_CARRIED
+from switchyard.protocol.wires.anthropic import headers, messages_request
 from switchyard.actors.errors import UnsupportedRequestParameter
 from tests.harness import chat, gateway, request
 

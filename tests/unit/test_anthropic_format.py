@@ -4,15 +4,15 @@ import json
 
 import pytest
 
-from switchyard.protocol.anthropic_format import effort_for_budget, to_chat
-from switchyard.protocol.anthropic_sink import StreamTranslator, message_from_chat
+from switchyard.protocol.doors.anthropic_format import effort_for_budget, to_chat
+from switchyard.protocol.doors.anthropic_sink import StreamTranslator, message_from_chat
 from switchyard.actors.errors import (
     InvalidRequest,
     NoHealthyBackend,
     UpstreamProtocolError,
     UpstreamStatusError,
 )
-from switchyard.protocol.anthropic_errors import anthropic_envelope, anthropic_error_type
+from switchyard.protocol.doors.anthropic_errors import anthropic_envelope, anthropic_error_type
 
 
 def body(*messages, **extra):

@@ -10,7 +10,7 @@ import trio
 from switchyard.actors.messages import Call
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, ModelConfig, Snapshot
-from switchyard.protocol.anthropic_answer import (
+from switchyard.protocol.wires.anthropic_answer import (
     FINISH,
     StreamTranslator,
     TranslatedStream,
@@ -18,11 +18,11 @@ from switchyard.protocol.anthropic_answer import (
     chat_completion,
     finish_reason,
 )
-from switchyard.protocol.anthropic_wire import headers, messages_request
+from switchyard.protocol.wires.anthropic import headers, messages_request
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.actors.addressing import auth_headers
-from switchyard.protocol.upstream import in_process
-from switchyard.protocol.wiring import WIRES
+from switchyard.protocol.wires.upstream import in_process
+from switchyard.protocol.serving.wiring import WIRES
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))

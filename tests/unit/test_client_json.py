@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from switchyard.protocol.client_json import MAX_DEPTH, loads, utf8
+from switchyard.protocol.http.client_json import MAX_DEPTH, loads, utf8
 from switchyard.actors.errors import InvalidRequest
 
 

@@ -262,7 +262,7 @@ def test_demo_config_is_valid():
 
 
 def test_config_validate_command(tmp_path, capsys):
-    from switchyard.protocol.cli import main
+    from switchyard.protocol.serving.cli import main
 
     good = tmp_path / "good.yaml"
     good.write_text(MINIMAL)

@@ -554,7 +554,7 @@ def test_unknown_streaming_keys_are_errors():
 # --- validate command ------------------------------------------------------------
 
 def test_config_validate_prints_resilience_errors_and_warnings(tmp_path, capsys):
-    from switchyard.protocol.cli import main
+    from switchyard.protocol.serving.cli import main
 
     path = tmp_path / "c.yaml"
     path.write_text(MINIMAL + "fallback: {fallback_chains: {m: [n]}}\n")

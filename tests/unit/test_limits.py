@@ -1,8 +1,8 @@
-"""protocol/limits.py: token buckets, the fixed limits, client identity, X-Forwarded-For, the model-list cache."""
+"""protocol/http/limits.py: token buckets, the fixed limits, client identity, X-Forwarded-For, the model-list cache."""
 
 import pytest
 
-from switchyard.protocol.limits import (
+from switchyard.protocol.http.limits import (
     EMPTY_TTL_FIRST,
     EMPTY_TTL_MAX,
     GLOBAL,

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from switchyard.actors import log_fields
-from switchyard.protocol import logs
+from switchyard.protocol.http import logs
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

@@ -7,7 +7,7 @@ import trio
 
 from switchyard.config.load import ConfigError, load_file, load_text
 from switchyard.config.metadata import Source
-from switchyard.protocol.cli import main
+from switchyard.protocol.serving.cli import main
 
 BACKEND = """
 backends:
@@ -251,7 +251,7 @@ def test_a_changed_metadata_file_is_a_new_revision(tmp_path):
 
 
 async def test_watcher_reloads_when_a_metadata_file_changes(autojump_clock, tmp_path):
-    from switchyard.protocol.wiring import new_runtime
+    from switchyard.protocol.serving.wiring import new_runtime
 
     config = load(tmp_path, "", {"model-metadata.d/a.yaml": one_model("{display_name: A}")})
     path = tmp_path / "config.yaml"

@@ -1,4 +1,4 @@
-"""The model list's rows (actors/routing/listing.py) and their shapes (protocol/openai.py)."""
+"""The model list's rows (actors/routing/listing.py) and their shapes (protocol/doors/openai.py)."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import pytest
 from switchyard.actors.routing.listing import describe, find, list_models
 from switchyard.config.load import load_text
 from switchyard.config.names import Stage
-from switchyard.protocol.openai import (
+from switchyard.protocol.doors.openai import (
     model_list,
     model_list_extended,
     model_object,

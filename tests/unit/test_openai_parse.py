@@ -6,7 +6,7 @@ import pytest
 
 from switchyard.config.load import load_text
 from switchyard.actors.errors import InvalidRequest
-from switchyard.protocol.openai import parse_chat
+from switchyard.protocol.doors.openai import parse_chat
 
 SNAP = load_text("backends:\n  - {name: a, url: 'http://x', models: [m]}\n", env={}).snapshot
 

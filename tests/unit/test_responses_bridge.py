@@ -6,9 +6,9 @@ import pytest
 
 from switchyard.config.load import ConfigError, load_file
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.protocol.responses_answers import StreamToChat, response_to_chat
-from switchyard.protocol.responses_bridge import chat_to_responses
-from switchyard.protocol.responses_wire import wants_bridge_for_tools
+from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
+from switchyard.protocol.wires.responses_bridge import chat_to_responses
+from switchyard.protocol.wires.responses import wants_bridge_for_tools
 
 USER = {"role": "user", "content": "hi"}
 

@@ -12,9 +12,9 @@ import pytest
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.responses_tools import RESOURCE_FIELDS, ResponsesTools
 from switchyard.actors import log_fields
-from switchyard.protocol import logs
+from switchyard.protocol.http import logs
 from switchyard.actors.errors import UnsupportedRequestParameter
-from switchyard.protocol.responses_tools import enforce
+from switchyard.protocol.doors.responses_tools import enforce
 from tests.harness import gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import SimulatedFailure, Simulation
-from switchyard.protocol.simulated import SimulatedTransport
-from switchyard.protocol.simulated_parts import split_even, split_words
+from switchyard.protocol.simulated.openai import SimulatedTransport
+from switchyard.protocol.simulated.parts import split_even, split_words
 from switchyard.actors.sse import SSEDecoder
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

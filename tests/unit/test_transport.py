@@ -1,4 +1,4 @@
-"""Switchyard's upstream pool (protocol/transport.py) against a real HTTP/1.1 server on 127.0.0.1.
+"""Switchyard's upstream pool (protocol/wires/transport.py) against a real HTTP/1.1 server on 127.0.0.1.
 
 The server is written here on h11 so each test can see what reached it:
 which TCP connection carried which request, and when a connection closed.
@@ -19,9 +19,9 @@ import trio
 import trio.testing
 
 from switchyard.config.load import load_text
-from switchyard.protocol.transport import COALESCE_MAX, PooledTransport
+from switchyard.protocol.wires.transport import COALESCE_MAX, PooledTransport
 from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
-from switchyard.protocol.upstream import Upstream
+from switchyard.protocol.wires.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

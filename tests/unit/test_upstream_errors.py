@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from switchyard.actors.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from switchyard.protocol.upstream_errors import map_upstream_exceptions
+from switchyard.protocol.wires.upstream_errors import map_upstream_exceptions
 
 
 @pytest.mark.parametrize(("raised", "expected", "text"), [

@@ -1,0 +1,182 @@
+"""``/admin/*``: the operator's API, behind a bearer token.
+
+Without ``admin.token`` in the config the whole surface answers 404: it is
+off, never open. With it, a missing or wrong token is 401. Nothing here
+ever returns a secret.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import attrs
+import trio
+
+from switchyard.actors.routing.circuit import CircuitState
+from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
+from switchyard.protocol.admin.prompts import PromptsAdmin
+from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
+from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
+from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+
+Scope = dict[str, Any]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Respond = Callable[..., Awaitable[None]]
+Handler = Callable[["Runtime", Scope, Any, Send], Awaitable[None]]
+
+TRACE_PREFIX, TRACE_SUFFIX = "/admin/requests/", "/events"
+
+
+class AdminApi:
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        # Exact paths: path -> method -> handler(runtime, scope, receive, send).
+        self.routes: dict[str, dict[str, Handler]] = {
+            "/admin/config": {"GET": self.config},
+            "/admin/backends": {"GET": self.backends},
+            "/admin/config/reload": {"POST": self.reload},
+            "/admin/config/hot-reload-status": {"GET": self.reload_status},
+        }
+        self.prompts = PromptsAdmin(respond)
+        self.routes.update(self.prompts.routes)
+        self.stats = StatsAdmin(respond)
+        self.routes.update(self.stats.routes)
+        self.smart_routing = SmartRoutingAdmin(respond)
+        self.routes.update(self.smart_routing.routes)
+
+    async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        token = runtime.snapshot.admin.token
+        path = scope["path"]
+        if token is None:
+            raise RouteNotFound(f"No route for {scope['method']} {path}")
+        self._authenticate(scope, token)
+        methods = self.routes.get(path)
+        if methods is not None:
+            handler = methods.get(scope["method"])
+            if handler is None:
+                raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
+            await handler(runtime, scope, receive, send)
+            return
+        if path.startswith(PROMPTS_PREFIX):
+            await self.prompts.file(runtime, scope, receive, send)
+            return
+        if path.startswith(ENGINE_PREFIX) and path.endswith(ENGINE_SUFFIX) and scope["method"] == "GET":
+            await self.stats.one_engine(runtime, path[len(ENGINE_PREFIX):-len(ENGINE_SUFFIX)], send)
+            return
+        if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
+            await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)
+            return
+        raise RouteNotFound(f"No route for {scope['method']} {path}")
+
+    @staticmethod
+    def _authenticate(scope: Scope, token: str) -> None:
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+                break
+        scheme, _, credential = given.partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), token.encode()):
+            raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>'")
+
+    async def request_events(self, runtime: "Runtime", request_id: str, send: Send) -> None:
+        """The route events of one recent call (the last 1,000 calls are kept)."""
+        trace = runtime.traces.get(request_id)
+        if trace is None:
+            raise RouteNotFound(f"No recent call with request id '{request_id}'", code="request_not_found")
+        await self.respond(send, 200, json.dumps(trace.as_dict()).encode())
+
+    async def reload(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        """Reload the config file now: 200 when applied or unchanged, 422 with every error when invalid."""
+        result = runtime.reload_from_file("admin")
+        status = {"applied": 200, "unchanged": 200, "rejected": 422}.get(result["result"], 409)
+        await self.respond(send, status, json.dumps({**result, "status": runtime.reload_status.as_dict()}).encode())
+
+    async def reload_status(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        """Watcher state, running revision, the last reload and error, fields waiting for a restart."""
+        await self.respond(send, 200, json.dumps(runtime.reload_status.as_dict()).encode())
+
+    async def config(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        """The running Snapshot, secrets masked (see ``public``)."""
+        await self.respond(send, 200, json.dumps(public(runtime.snapshot)).encode())
+
+    async def backends(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        """Every configured backend: its config, health, circuits, discovered models and load."""
+        now = trio.current_time()
+        view, pool, discovered = runtime.health.view, runtime.pool, runtime.discovery.view
+        out = []
+        for b in runtime.snapshot.backends:
+            health = view.backends.get(b.name)
+            circuits = {model: {"state": c.state.value, "failures": c.failures, "cooldown": c.cooldown,
+                                "opened_at": None if c.state is CircuitState.CLOSED else c.opened_at}
+                        for (name, model), c in sorted(view.circuits.items()) if name == b.name}
+            found = discovered.get(b.name)
+            out.append({
+                "name": b.name, "type": b.type.value, "url": mask_url(b.url), "models": list(b.models),
+                "discovered_models": sorted(found) if found is not None else None,
+                "enabled": b.enabled, "internal": b.internal, "weight": b.weight,
+                "health": None if health is None else {
+                    "state": health.state.value, "since": health.since, "failures": health.failures,
+                    "successes": health.successes, "last_error": health.last_error,
+                    "last_check": health.last_check},
+                "circuits": circuits,
+                "in_flight": pool.in_flight.get(b.name, 0),
+                "latency_avg": pool.latency.get(b.name),
+            })
+        body = {"now": now, "health_checks_enabled": view.checks_enabled, "backends": out}
+        await self.respond(send, 200, json.dumps(body).encode())
+
+
+# --- secrets out -------------------------------------------------------------------
+
+MASK = "***"
+SECRET_FIELDS = frozenset({"api_key", "token"})
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of any ``user:password@`` part replaced by the mask."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
+
+
+def public(value: Any, field: str | None = None) -> Any:
+    """``value`` as JSON-ready data with no secret left in it.
+
+    attrs classes become objects field by field, enums their values,
+    frozensets sorted lists, tuples lists in their order (order means
+    something in ``models`` and fallback chains). Every field named
+    ``api_key`` or ``token``, wherever it sits, and every field marked
+    ``metadata={"secret": True}`` (a client API key) is the mask when set;
+    fields marked ``internal`` (lookup tables) are left out; a ``url``
+    loses its password.
+    """
+    if field in SECRET_FIELDS and value is not None:
+        return MASK
+    if field == "url" and isinstance(value, str):
+        return mask_url(value)
+    if attrs.has(type(value)):
+        return {f.name: MASK if f.metadata.get("secret") and getattr(value, f.name) is not None
+                else public(getattr(value, f.name), f.name)
+                for f in attrs.fields(type(value)) if not f.metadata.get("internal")}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): public(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (frozenset, set)):
+        return sorted((public(v) for v in value), key=lambda v: (str(type(v)), v))
+    if isinstance(value, (tuple, list)):
+        return [public(v) for v in value]
+    return value

@@ -1,0 +1,436 @@
+"""ASGI entry: the lifespan starts the Runtime; a plain route table serves HTTP.
+
+Hypercorn does not cancel an ASGI app when its client goes away, so every
+call hands the RequestActor a ``disconnected`` awaitable that waits on
+``receive()`` for ``http.disconnect``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+import attrs
+import trio
+
+from switchyard.actors.classifier import load_state
+from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.messages import Call
+from switchyard.actors.relay import ResponseSink
+from switchyard.actors.request import RequestActor
+from switchyard.actors.runtime import Runtime
+from switchyard.protocol.serving.wiring import new_runtime
+from switchyard.config.load import load_demo, load_file
+from switchyard.config.schema import Snapshot
+from switchyard.actors import log_fields
+from switchyard.protocol.doors import anthropic as anthropic_ingress
+from switchyard.protocol.doors import endpoints
+from switchyard.protocol.http import limits
+from switchyard.protocol.doors import responses as responses_api
+from switchyard.protocol.admin.api import AdminApi
+from switchyard.protocol.doors.anthropic_sink import respond_error
+from switchyard.protocol.http.asgi import (
+    AsgiSink,
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    disconnect_waiter,
+    new_request_id,
+    read_body,
+    respond,
+)
+from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
+from switchyard.actors.errors import (
+    GatewayError,
+    HttpVersionNotSupported,
+    InvalidRequest,
+    MethodNotAllowed,
+    RouteNotFound,
+    ShuttingDown,
+    TooManyConcurrentRequests,
+    Unavailable,
+)
+from switchyard.protocol.serving.metrics import CONTENT_TYPE, exposition
+from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
+from switchyard.protocol.doors.openai import (
+    parse_chat_payload,
+    parse_json_object,
+)
+from switchyard.actors.params import apply_preset
+from switchyard.actors.provider_prefs import parse_provider
+from switchyard.protocol.doors.realtime import serve_websocket
+from switchyard.actors.trace import TraceContext
+from switchyard.protocol.http.tracing import trace_context
+
+log = logging.getLogger("switchyard.app")
+
+ANTHROPIC_PREFIX = "/anthropic/"
+ANTHROPIC_MODEL_PREFIX = "/anthropic/v1/models/"
+
+
+def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Both ``Transfer-Encoding`` and ``Content-Length``: how requests are smuggled past a proxy that reads
+    the other one. RFC 9112 section 6.3 says such a connection must not be reused."""
+    framing = 0
+    for name, _ in headers:
+        if name == b"content-length":
+            framing |= 1
+        elif name == b"transfer-encoding":
+            framing |= 2
+    return framing == 3
+
+
+class App(ModelRoutes):
+    def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
+                 config_path: str | None = None, watch: bool = True) -> None:
+        self._load = load
+        self.runtime = runtime
+        self.config_path = config_path
+        self.watch = watch
+        self.admin = AdminApi(respond)
+        # Built-in, fixed protection of the model list (protocol/http/limits.py); per worker process.
+        self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
+        self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
+        self.models_cache = limits.ModelListCache()
+        self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
+        self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
+        self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
+            "/v1/chat/completions": {"POST": self._with_body(self.chat_completions)},
+            "/v1/completions": {"POST": self._door(endpoints.completions)},
+            "/v1/embeddings": {"POST": self._door(endpoints.embeddings)},
+            "/v1/responses": {"POST": self._door(responses_api.responses)},
+            "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
+            "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
+            "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models, body=False)},
+            "/v1/models": {"GET": self._capped(self.models)},
+            "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
+            "/v1/models/extended": {"GET": self._capped(self.models_extended)},
+            "/health": {"GET": self.health},
+            "/ready": {"GET": self.ready},
+            "/metrics": {"GET": self.metrics},
+        }
+        # Every other path under /v1/models/ names one model.
+        self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
+        self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
+            "GET": self._door(anthropic_ingress.model, body=False)}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await serve_websocket(self, scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    snapshot = self._load()
+                    self.runtime = await nursery.start(
+                        new_runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
+                except Exception as exc:
+                    log.exception("startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                log.info("serving %d backend(s), config revision %s from %s", len(snapshot.backends),
+                         snapshot.revision, snapshot.source)
+                self._nursery = nursery
+                if self.stop_requested:   # told to stop while starting: drain before the first call
+                    self.begin_drain()
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+                nursery.cancel_scope.cancel()
+        finally:
+            self.runtime = None
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = new_request_id()
+        scope["switchyard.request_id"] = request_id
+        # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
+        id_headers = [(b"x-continuum-request-id", request_id.encode())]
+        started = False
+        status: int | None = None   # what the client got, for the metrics
+
+        async def send_with_id(message: dict[str, Any]) -> None:
+            nonlocal started, status
+            if message["type"] == "http.response.start":
+                started, status = True, message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
+            await send(message)
+
+        bound_fields = log_fields.bind(request_id=request_id)
+        metrics = self.runtime.metrics if self.runtime is not None else None   # none while starting
+        if metrics is not None:
+            metrics.http_began()
+        try:
+            if scope.get("http_version") == "2":
+                self._refuse_h2c_if_off()
+            elif ambiguous_framing(scope["headers"]):
+                await self._refuse_ambiguous_framing(scope, receive)
+            scope["switchyard.trace"] = self._trace(scope, request_id, id_headers)
+            path = scope["path"]
+            if path.startswith("/admin/"):
+                await self.admin.handle(self._runtime(), scope, receive, send_with_id)
+                return
+            if path.startswith(DATA_PLANE_PREFIXES) and self.runtime is not None:
+                # Asked before the path is looked at, like the admin token: no route map for strangers.
+                key = authenticate(scope["headers"], self.runtime.snapshot.api_keys)
+                scope["switchyard.key"] = key
+                scope["switchyard.key_revision"] = self.runtime.snapshot
+                if key is not None:
+                    log_fields.bind(key_id=key.id)
+            methods = self.routes.get(path)
+            if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
+                methods = self.model_route
+            elif methods is None and path.startswith(ANTHROPIC_MODEL_PREFIX) and path != ANTHROPIC_MODEL_PREFIX:
+                methods = self.anthropic_model_route
+            if methods is None:
+                raise RouteNotFound(f"No route for {scope['method']} {path}")
+            handler = methods.get(scope["method"])
+            if handler is None:
+                raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
+            await handler(scope, receive, send_with_id)
+        except GatewayError as err:
+            if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
+                await respond_error(send_with_id, err, request_id)
+            else:
+                await respond(send_with_id, err.status, err.body(), err.headers())
+        except ClientGone:
+            pass
+        except Exception:
+            # A bug must still answer in our envelope, and be loud in the log.
+            log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
+            if not started:
+                err = GatewayError("Internal error in the gateway; see its log")
+                if scope["path"].startswith(ANTHROPIC_PREFIX):
+                    await respond_error(send_with_id, err, request_id)
+                else:
+                    await respond(send_with_id, err.status, err.body(), err.headers())
+        finally:
+            log_fields.unbind(bound_fields)
+            if metrics is not None:
+                metrics.http_ended(scope["path"], scope["method"], status, self.routes)
+
+    def _trace(self, scope: Scope, request_id: str, id_headers: list[tuple[bytes, bytes]]) -> TraceContext | None:
+        """The request's TraceContext (None with tracing off or no config yet); sets the x-request-id echo.
+
+        An invalid client x-request-id raises InvalidRequest; the 400 then
+        echoes the router's id.
+        """
+        runtime = self.runtime
+        if runtime is None or not runtime.snapshot.tracing.enabled:
+            return None
+        id_headers.append((b"x-request-id", request_id.encode()))
+        ctx = trace_context(scope["headers"], runtime.snapshot.tracing)
+        assert ctx is not None
+        if ctx.x_request_id is not None:
+            id_headers[-1] = (b"x-request-id", ctx.x_request_id.encode())
+        if ctx.client_ref_rejected is not None:
+            counts = runtime.client_ref_rejected
+            counts[ctx.client_ref_rejected] = counts.get(ctx.client_ref_rejected, 0) + 1
+        log_fields.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
+        return ctx
+
+    async def _refuse_ambiguous_framing(self, scope: Scope, receive: Receive) -> None:
+        """A 400 that closes the connection. The body is read first (under the usual limits), so the
+        answer is the last thing on the connection and nothing pipelined behind it is served."""
+        server = self._runtime().snapshot.server
+        await read_body(scope, receive, server.max_body_bytes, server)
+        err = InvalidRequest("The request has both Transfer-Encoding and Content-Length; send one of them "
+                             "(RFC 9112 section 6.3)", param="headers", code="ambiguous_request_framing")
+        err.extra_headers.append((b"connection", b"close"))
+        raise err
+
+    def _refuse_h2c_if_off(self) -> None:
+        """hypercorn always speaks h2c (``Upgrade: h2c`` or the HTTP/2 preface); with
+        ``server.http2_cleartext`` off nothing is served over it."""
+        if self.runtime is None or not self.runtime.snapshot.server.http2_cleartext:
+            raise HttpVersionNotSupported("HTTP/2 without TLS (h2c) is off on this gateway "
+                                          "(server.http2_cleartext); use HTTP/1.1")
+
+    def _runtime(self) -> Runtime:
+        if self.runtime is None:
+            raise Unavailable("The gateway is starting or stopping; retry shortly")
+        return self.runtime
+
+    async def chat_completions(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+        runtime = self._runtime()
+        payload = parse_json_object(body)
+        await self.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
+
+    async def serve_chat(self, runtime: Runtime, scope: Scope, receive: Receive, payload: dict[str, Any],
+                         body: bytes, sink_for: Callable[[Call], ResponseSink], endpoint: str = "chat",
+                         parse: Callable[..., Call] = parse_chat_payload,
+                         shape: Callable[[Call], Call] | None = None) -> None:
+        """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink
+        ``sink_for`` makes for it: Chat Completions' own sink, or an ingress's translating one.
+        ``shape`` (an ingress's) fixes the Call once it is parsed, before anything is decided on it."""
+        # The revision the call runs on is the one current once its body is in; a key
+        # revoked or narrowed while a slow body was uploading is judged by it too.
+        snapshot = runtime.snapshot
+        key = scope.get("switchyard.key")
+        if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
+            key = authenticate(scope["headers"], snapshot.api_keys)
+        shaped = apply_preset(payload, snapshot.request_presets)
+        prefs = None
+        if snapshot.proxy.client_provider_preferences and "provider" in shaped:
+            # Consumed here, so no backend ever sees it; an operator forwards one with
+            # request_extensions.body.overrides.provider.
+            if shaped["provider"] is not None:
+                prefs = parse_provider(shaped["provider"])
+            shaped = {k: v for k, v in shaped.items() if k != "provider"}
+        if shaped is not payload:
+            body = json.dumps(shaped).encode()
+        headers = dict(scope["headers"])
+        call = parse(shaped, body, snapshot, headers, scope["switchyard.request_id"])
+        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs, endpoint=endpoint)
+        if shape is not None:
+            call = shape(call)
+        sink = sink_for(call)
+        # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
+        if endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
+            try:
+                call = await runtime.smart.route(
+                    call, headers, load_state(self.active_requests, snapshot.server.max_concurrent_requests))
+            except GatewayError as err:   # no candidate: refused like any call, with its route events
+                refused = RequestActor(runtime, call)
+                refused.trace.route = scope["path"]
+                await refused.refuse(sink, err)
+                return
+        actor = RequestActor(runtime, call)
+        actor.trace.route = scope["path"]   # the client-facing route (a metric label): one of the fixed routes
+        try:
+            actor.admit()
+        except GatewayError as err:
+            await actor.refuse(sink, err)
+            return
+        await self._dispatch(runtime, actor, sink, receive)
+
+    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True
+              ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send[, body])``,
+        counted against ``server.max_concurrent_requests`` like every call."""
+        if not body:
+            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+                await handler(self, self._runtime(), scope, receive, send)
+            return self._capped(serve)
+
+        async def serve_body(scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
+            await handler(self, self._runtime(), scope, receive, send, raw)
+        return self._with_body(serve_body)
+
+    @staticmethod
+    async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:
+        """Run the admitted call, shared with identical calls in flight when ``dedup`` is on."""
+        call = actor.call   # admitted: the body as dispatched
+        if not call.snapshot.dedup.enabled or runtime.nursery is None:
+            await actor.run(sink, disconnect_waiter(receive))
+            return
+        # A call with provider preferences never shares: its preferences are gone from the body.
+        shares = call.prefs is None or call.prefs.empty
+        key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
+        served = await runtime.dedup.serve(key, sink, disconnect_waiter(receive), actor.run, runtime.nursery,
+                                           flight_id=call.request_id)
+        if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
+            trace = actor.trace
+            trace.add("deduplicated", leader_request_id=served.leader)
+            if served.error is not None:
+                trace.add("failed", status=served.error.status, code=served.error.code,
+                          error=served.error.message, committed=sink.started)
+            else:
+                trace.add("completed" if served.delivered else "client_disconnected")
+            runtime.traces.store(trace)
+
+    def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
+                ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """``handler`` counted against ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
+        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
+            self._refuse_if_draining()
+            self._take_slot()
+            try:
+                await handler(scope, receive, send)
+            finally:
+                self.active_requests -= 1
+        return capped
+
+    def _with_body(self, handler: Callable[[Scope, Receive, Send, bytes], Awaitable[None]]
+                   ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """``handler(scope, receive, send, body)``, the body read first, under its deadlines
+        (``protocol/http/asgi.py``), and only then counted against ``server.max_concurrent_requests``:
+        a client still uploading holds no slot, so slow bodies cannot starve the calls."""
+        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
+            self._refuse_if_draining()
+            server = self._runtime().snapshot.server
+            body = await read_body(scope, receive, server.max_body_bytes, server)
+            self._refuse_if_draining()   # the drain may have begun while the body came
+            self._take_slot()
+            try:
+                await handler(scope, receive, send, body)
+            finally:
+                self.active_requests -= 1
+        return capped
+
+    def _refuse_if_draining(self) -> None:
+        if self.runtime is not None and self.runtime.draining:
+            raise ShuttingDown("The server is shutting down; send this call to another instance")
+
+    def _take_slot(self) -> None:
+        """Count one more call in progress, or refuse it at ``server.max_concurrent_requests``."""
+        runtime = self.runtime
+        cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
+        if cap and self.active_requests >= cap:
+            raise TooManyConcurrentRequests(
+                f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
+        self.active_requests += 1
+
+    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])
+
+    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await respond(send, 200, b'{"status":"ok"}')
+
+    def begin_drain(self) -> float:
+        """Stop taking calls (``/ready`` says 503 at once) and end the ones in flight cleanly
+        after ``server.shutdown_drain_timeout``; returns that window in seconds."""
+        # Remembered even before the Runtime is up, so a worker told to stop while it
+        # was starting never answers /ready 200 or takes a call in between.
+        self.stop_requested = True
+        runtime, nursery = self.runtime, getattr(self, "_nursery", None)
+        if runtime is None or nursery is None or runtime.draining:
+            return 0.0
+        window = runtime.snapshot.server.shutdown_drain_timeout
+        runtime.draining = True   # now, not when the drain task first runs: /ready must say so at once
+        nursery.start_soon(runtime.drain, window)
+        return window
+
+    async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
+        runtime = self.runtime
+        if runtime is None:
+            await respond(send, 503, b'{"status":"starting","healthy_backends":0}')
+            return
+        if runtime.draining:  # the load balancer must stop sending at once
+            await respond(send, 503, b'{"status":"draining","healthy_backends":0}')
+            return
+        # Ready when some public backend takes traffic: healthy, or not yet
+        # checked (the first check runs at start; with checks off it never does).
+        view = runtime.health.view
+        public = [b.name for b in runtime.snapshot.backends if b.enabled and not b.internal]
+        routable = [name for name in public if view.routable(name)]
+        states = {name: view.backends[name].state.value for name in public if name in view.backends}
+        body = {"status": "ready" if routable else "unavailable",
+                "healthy_backends": sum(1 for s in states.values() if s == "healthy"),
+                "routable_backends": len(routable), "backends": states}
+        await respond(send, 200 if routable else 503, json.dumps(body).encode())
+
+
+def create_app(config_path: str | None = None, watch: bool = True) -> App:
+    """The ASGI app for a config file (watched for changes), or for the embedded demo when None."""
+    if config_path:
+        return App(lambda: load_file(config_path).snapshot, config_path=config_path, watch=watch)
+    return App(lambda: load_demo().snapshot)

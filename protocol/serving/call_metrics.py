@@ -1,0 +1,219 @@
+"""Per-call and per-HTTP-request metrics, derived after the fact.
+
+Each Runtime owns one ``GatewayMetrics``: a CollectorRegistry of its own
+(a test process runs many Runtimes; the global default registry is never
+used), prometheus-client Counters, Histograms and a Gauge, and the
+``RuntimeCollector`` that reads the counters living on the pool and the
+actors at scrape time.
+
+Per-call numbers come from the finished ``CallTrace``: the TraceLog calls
+``observe`` once per call, after the answer is out, so the request path
+does no metric work while it runs. HTTP counts are two calls around
+``App.http``. Nothing here awaits: a scrape or a recording never makes a
+request wait.
+
+Label values are bounded: routes are the fixed route table (``/admin/*``
+and ``other`` group the rest), methods a fixed set, statuses what the
+gateway sends, backends the configured names. Model names come from
+clients, so only a name the gateway routed or lists becomes a label, at
+most ``MODEL_LABEL_LIMIT`` of them per process; anything else is
+``other``. docs/metrics.md lists every metric.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from switchyard.actors.events import CallTrace
+from switchyard.actors.routing.listing import list_models
+from switchyard.actors.routing.variants import VARIANTS
+from switchyard.protocol.serving.metrics import RuntimeCollector
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+
+log = logging.getLogger("switchyard.metrics")
+
+OTHER = "other"            # a label value outside the bounded set
+NONE = "none"              # no backend: the call never dialed one
+DISCONNECTED = "client_disconnected"
+MODEL_LABEL_LIMIT = 100    # distinct model label values per process; later names count as "other"
+MODEL_NAME_MAX = 200       # characters; a longer name is never a label
+MODEL_ROUTE = "/v1/models/"   # GET /v1/models/{model} (as App routes it)
+ANTHROPIC_MODEL_ROUTE = "/anthropic/v1/models/"   # GET /anthropic/v1/models/{model}
+METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+# attempt_failed detail.timeout values: the gateway's limits, and httpx's own (connect, read, write, pool).
+TIMEOUT_KINDS = frozenset({"first_byte", "chunk_interval", "total", "fallback_budget",
+                           "connect", "read", "write", "pool", "request"})
+SAME_MODEL, CHAIN = "same_model_sibling", "fallback_chain"   # streaming_fallback_total reasons
+
+# LLM calls run from milliseconds (a refusal) to minutes (a long stream).
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+
+
+class GatewayMetrics:
+    """One Runtime's registry and the metrics fed from its finished calls and HTTP requests."""
+
+    def __init__(self, runtime: "Runtime") -> None:
+        self.runtime = runtime
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(RuntimeCollector(runtime))
+        r = self.registry
+        self.requests = Counter(
+            "switchyard_requests", "Chat calls by route, requested model, the backend of the last attempt, and "
+            "the HTTP status the client got (or client_disconnected)", ["route", "model", "backend", "status"],
+            registry=r)
+        self.duration = Histogram(
+            "switchyard_request_duration_seconds", "Chat call duration, accepted to the end of the call",
+            ["route", "model"], buckets=DURATION_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "switchyard_time_to_first_token_seconds", "Accepted to the first byte of the answer sent to the "
+            "client (a stream's first data event; a buffered answer's whole body)", ["route", "model", "backend"],
+            buckets=TTFT_BUCKETS, registry=r)
+        self.stream_errors = Counter(
+            "switchyard_stream_errors", "Answers that had started (HTTP 200 sent) and ended with an in-band "
+            "error event and no [DONE]", ["route", "model", "backend"], registry=r)
+        self.retries = Counter(
+            "switchyard_retries", "Retries scheduled on the same route, by backend and model", ["backend", "model"],
+            registry=r)
+        self.fallbacks = Counter(
+            "switchyard_fallbacks", "Route changes (sibling backend or chain model, before or after the stream "
+            "started) by failure kind and models", ["reason", "from_model", "to_model"], registry=r)
+        self.streaming_fallbacks = Counter(
+            "streaming_fallback", "Mid-stream hops (after the stream reached the client), by reason",
+            ["reason"], registry=r)
+        for reason in (SAME_MODEL, CHAIN):   # both series from the start, so rate() works at once
+            self.streaming_fallbacks.labels(reason)
+        self.timeouts = Counter(
+            "switchyard_timeouts", "Attempts that failed on a timeout, by backend and which limit fired",
+            ["backend", "kind"], registry=r)
+        self.http_requests = Counter(
+            "switchyard_http_requests", "HTTP requests answered, by route, method and status",
+            ["route", "method", "status"], registry=r)
+        self.in_flight = 0   # read at scrape time: a request pays an integer increment, not a gauge update
+        self.http_in_flight = Gauge(
+            "switchyard_http_requests_in_flight", "HTTP requests being served now (streams included)", registry=r)
+        self.http_in_flight.set_function(lambda: self.in_flight)
+        self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
+        self._models: set[str] = set()
+        self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)
+        self._full_logged = False
+
+    # --- HTTP requests (App.http) ----------------------------------------------------
+
+    def http_began(self) -> None:
+        self.in_flight += 1
+
+    def http_ended(self, path: str, method: str, status: int | None, routes: Mapping[str, Any]) -> None:
+        """One HTTP request over; ``status`` None: no response went out (the client left first)."""
+        self.in_flight -= 1
+        self._child(self.http_requests, http_route(path, routes), method if method in METHODS else OTHER,
+                    DISCONNECTED if status is None else str(status)).inc()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, cached: every label value here is bounded, so the cache is too."""
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    # --- finished calls (TraceLog listener) ------------------------------------------
+
+    def observe(self, trace: CallTrace) -> None:
+        """Count one finished call from its trace."""
+        events = trace.events
+        if not events:
+            return
+        route, last = trace.route, events[-1]
+        first = events[0]
+        routed = any(e["event"] == "selected" for e in events)
+        model = self.model_label(first["model"] if first["event"] == "accepted" else None, routed)
+        backend = last["backend"] or NONE
+        detail = last.get("detail") or {}
+        committed_failure = trace.terminal == "failed" and bool(detail.get("committed"))
+        if trace.terminal == "completed" or committed_failure:
+            status = "200"
+        elif trace.terminal == "failed":
+            status = str(detail.get("status"))
+        else:
+            status = DISCONNECTED
+        self._child(self.requests, route, model, backend, status).inc()
+        if committed_failure:
+            self._child(self.stream_errors, route, model, backend).inc()
+        if trace.ended is not None:
+            self._child(self.duration, route, model).observe(trace.ended)
+        if trace.first_byte is not None:
+            self._child(self.ttft, route, model, trace.first_byte_backend or NONE).observe(trace.first_byte)
+        for e in events:
+            kind = e["event"]
+            if kind == "attempt_failed":
+                d = e["detail"]
+                if d.get("kind") == "timeout":
+                    limit = d.get("timeout")
+                    self.timeouts.labels(e["backend"] or NONE, limit if limit in TIMEOUT_KINDS else OTHER).inc()
+            elif kind == "retry_scheduled":
+                self.retries.labels(e["backend"] or NONE, self.model_label(e["model"], True)).inc()
+            elif kind == "route_changed":
+                d = e["detail"]
+                before, after = d["from_model"], e["model"]
+                self.fallbacks.labels(d["reason"], self.model_label(before, True),
+                                      self.model_label(after, True)).inc()
+                if d.get("mid_stream"):
+                    self.streaming_fallbacks.labels(SAME_MODEL if before == after else CHAIN).inc()
+
+    def model_label(self, name: str | None, routed: bool) -> str:
+        """``name`` as a label value if the gateway lists it, or routed it (a backend was dialed for it).
+
+        Listed names (and their variants) are bounded by the configuration and
+        always labels. A routed name that is not listed (a backend serving
+        every name lets clients route any) becomes a label once and stays one,
+        up to ``MODEL_LABEL_LIMIT`` of them; later ones count as ``other``.
+        """
+        if name is None:
+            return NONE
+        if name in self._models:
+            return name
+        if len(name) > MODEL_NAME_MAX:
+            return OTHER
+        if self._listed_name(name):
+            return name          # the configuration bounds these: never crowded out by routed names
+        if not routed:
+            return OTHER
+        if len(self._models) >= MODEL_LABEL_LIMIT:
+            if not self._full_logged:
+                self._full_logged = True
+                log.warning("metrics: %d model label values in use; further model names count as 'other'",
+                            MODEL_LABEL_LIMIT)
+            return OTHER
+        self._models.add(name)
+        return name
+
+    def _listed_name(self, name: str) -> bool:
+        """``name`` (or the base of ``name:variant``) is in the model list; the list is cached per revision."""
+        rt = self.runtime
+        snapshot, view = rt.snapshot, rt.discovery.view
+        if self._listed is None or self._listed[0] is not snapshot or self._listed[1] is not view:
+            self._listed = (snapshot, view, frozenset(m.id for m in list_models(snapshot, view)))
+        ids = self._listed[2]
+        if name in ids:
+            return True
+        base, sep, word = name.rpartition(":")
+        return bool(sep) and word in VARIANTS and base in ids
+
+
+def http_route(path: str, routes: Mapping[str, Any]) -> str:
+    """The route label of ``path``: a route of the table, ``/v1/models/{model}``, ``/admin/*``, or ``other``."""
+    if path in routes:
+        return path
+    if path.startswith(MODEL_ROUTE) and len(path) > len(MODEL_ROUTE):
+        return MODEL_ROUTE + "{model}"
+    if path.startswith(ANTHROPIC_MODEL_ROUTE) and len(path) > len(ANTHROPIC_MODEL_ROUTE):
+        return ANTHROPIC_MODEL_ROUTE + "{model}"
+    if path.startswith("/admin/"):
+        return "/admin/*"
+    return OTHER

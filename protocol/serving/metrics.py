@@ -1,0 +1,177 @@
+"""``GET /metrics``: Prometheus text exposition of the gateway's counters.
+
+Counters live where the hot path already keeps them (plain dicts on the
+pool, the actors' mailboxes and poll status); a collector reads them at
+scrape time, so a request pays nothing for being measured. Per-call and
+per-HTTP-request metrics are prometheus-client types fed after the fact
+(``protocol/serving/call_metrics.py``); both share the Runtime's own registry.
+prometheus-client does the exposition format. Every metric is listed in
+docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import trio
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from switchyard.actors.dedup import Role
+from switchyard.actors.mailbox import Mailbox
+from switchyard.actors.routing.variants import VARIANTS
+from switchyard.protocol.wires.responses import BRIDGE, REASONS
+from switchyard.protocol.http.tracing import CLIENT_REF_REASONS
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+# The pool's decision counters ((backend, reason) -> picks) and the metric each becomes.
+ROUTING_DECISIONS = (
+    ("engine_load_decisions", "routing_engine_load_decisions",
+     "routing.engine_load verdicts, one per candidate per pick, by backend and reason"),
+    ("usage_weight_decisions", "routing_usage_weight_decisions",
+     "routing.usage_weight verdicts, one per candidate per pick, by backend and reason"),
+    ("quota_decisions", "routing_quota_aware_decisions",
+     "routing.quota_aware verdicts, one per candidate per pick, by backend and reason"),
+)
+
+
+class RuntimeCollector(Collector):
+    def __init__(self, runtime: "Runtime") -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        rt = self.runtime
+        saturated = CounterMetricFamily(
+            "fallback_dial_bound_saturated", "Fallback dials that found no free permit in time, by backend",
+            labels=["backend"])
+        for backend, count in sorted(rt.pool.dial_saturated.items()):
+            saturated.add_metric([backend], count)
+        yield saturated
+        in_flight = GaugeMetricFamily("backend_in_flight_requests", "Requests in flight, by backend",
+                                      labels=["backend"])
+        for backend, count in sorted(rt.pool.in_flight.items()):
+            in_flight.add_metric([backend], count)
+        yield in_flight
+        restarts = CounterMetricFamily("actor_restarts", "Actor crashes followed by a restart", labels=["actor"])
+        for actor, count in sorted((rt.supervisor.restarts if rt.supervisor else {}).items()):
+            restarts.add_metric([actor], count)
+        yield restarts
+        client_ref = CounterMetricFamily(
+            "client_ref_rejected", "Client reference headers dropped as invalid (the request went on), by reason",
+            labels=["reason"])
+        for reason in CLIENT_REF_REASONS:   # every reason, zero until seen, so rate() works from the start
+            client_ref.add_metric([reason], rt.client_ref_rejected.get(reason, 0))
+        yield client_ref
+        variant = CounterMetricFamily(
+            "continuum_model_variant_requests",
+            "Chat requests naming a model variant suffix (proxy.variant_suffixes), by variant and whether "
+            "it was applied (false: no ranking data, refused, or failed before an answer)",
+            labels=["variant", "applied"])
+        for name in VARIANTS:   # every series from the start, like client_ref_rejected
+            for applied in ("true", "false"):
+                variant.add_metric([name, applied], rt.variant_requests.get((name, applied), 0))
+        yield variant
+        policy = CounterMetricFamily(
+            "request_params", "Chat calls whose request_params policy changed a field (applied) or was refused "
+            "because a reachable backend cannot carry one (rejected)", labels=["outcome"])
+        for outcome in ("applied", "rejected"):
+            policy.add_metric([outcome], rt.request_params_outcomes.get(outcome, 0))
+        yield policy
+        dedup = CounterMetricFamily(
+            "dedup_requests", "Chat calls under dedup.enabled, by role: led a shared upstream call, followed one, "
+            "or ran alone (no key, or the key table full)", labels=["role"])
+        for role in Role:
+            dedup.add_metric([role.name.lower()], rt.dedup.counts.get(role, 0))
+        yield dedup
+        yield _counted("responses_bridge", "Chat calls dispatched to a backend's /v1/responses through the "
+                       "Responses API bridge, by reason (per worker process)", ["reason"], BRIDGE.counts, REASONS)
+        yield from self._telemetry(rt)
+        yield from _smart_routing(rt)
+
+    def _telemetry(self, rt: "Runtime") -> Iterator[Metric]:
+        """Mailbox drops, engine-page polling, and the load-aware routing terms' verdicts."""
+        dropped = CounterMetricFamily(
+            "actor_mailbox_dropped", "Messages an actor's full inbox dropped (the sender never waits), by actor",
+            labels=["actor"])
+        for name, count in sorted(_mailbox_drops(rt).items()):
+            dropped.add_metric([name], count)
+        yield dropped
+        stats = rt.engine_stats
+        failures = CounterMetricFamily(
+            "engine_stats_poll_failures",
+            "Engine stats polls that failed (the last snapshot stays and ages), by backend", labels=["backend"])
+        for backend, status in sorted(stats.status.items()):
+            failures.add_metric([backend], status.failures)
+        yield failures
+        age = GaugeMetricFamily("engine_stats_age_seconds", "Seconds since the backend's engine snapshot was taken",
+                                labels=["backend"])
+        try:
+            now: float | None = trio.current_time()
+        except RuntimeError:   # scraped outside Trio (a test's direct call): no clock, no ages
+            now = None
+        if now is not None:
+            for backend, snap in sorted(stats.view.items()):
+                age.add_metric([backend], snap.age(now))
+        yield age
+        for attr, name, doc in ROUTING_DECISIONS:
+            family = CounterMetricFamily(name, doc, labels=["backend", "reason"])
+            counts: dict[tuple[str, str], int] = getattr(rt.pool, attr, None) or {}
+            for (backend, reason), count in sorted(counts.items()):
+                family.add_metric([backend, reason], count)
+            yield family
+
+
+def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],
+             every: tuple[Any, ...] = ()) -> CounterMetricFamily:
+    """A counter family from a dict of label value(s) -> count; ``every`` series from the start
+    (zero until seen), the rest as they appear."""
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key in [*every, *sorted(k for k in counts if k not in every)]:
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], counts.get(key, 0))
+    return family
+
+
+def _smart_routing(rt: "Runtime") -> Iterator[Metric]:
+    """Model "auto": classifications, the hybrid gate, LLM classifier fallbacks and cache, shadow mode."""
+    from switchyard.actors.classifier import FALLBACK_REASONS  # late: the classifier imports the upstream client
+
+    smart = rt.smart
+    c = smart.classifier
+    yield _counted("smart_routing_classifications", "Smart-routing classifications, by configured method and by "
+                   "what classified (rule, llm, cache)", ["method", "source"], c.classifications)
+    yield _counted("smart_routing_hybrid_gate", "method hybrid: requests the rule result routed (confidence at or "
+                   "above the threshold) or escalated to the LLM classifier", ["outcome"], c.gate,
+                   ("rule", "escalated"))
+    yield _counted("smart_routing_classifier_fallbacks", "LLM classifications that fell back to the rule result, "
+                   "by reason", ["reason"], c.fallbacks, FALLBACK_REASONS)
+    hits = CounterMetricFamily("smart_routing_classifier_cache_hits", "LLM classifications served from the "
+                               "cache (no upstream call, no usage record)")
+    hits.add_metric([], c.cache_hits)
+    yield hits
+    yield _counted("smart_routing_shadow_agreement", "Shadow mode: whether the shadow classifier agreed with the "
+                   "routing one, by field", ["field", "agree"], c.agreement)
+    yield _counted("smart_routing_shadow_failures", "Shadow mode: LLM classifications run beside the routing one "
+                   "that gave no answer, by reason", ["reason"], c.shadow_failures, FALLBACK_REASONS)
+    yield _counted("smart_routing_decisions", "Smart-routing decisions, by matched policy ((default_tier): none "
+                   "matched) and the tier chosen", ["policy", "tier"], smart.decisions)
+
+
+def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
+    """Each actor mailbox's drop count, by the mailbox's name; every actor that has one, from the start."""
+    out: dict[str, int] = {}
+    actors: tuple[Any, ...] = (getattr(rt, "quota", None), rt.health, rt.discovery, rt.engine_stats, rt.prompts,
+                               rt.watcher)
+    for actor in actors:
+        mailbox = getattr(actor, "mailbox", None)
+        if isinstance(mailbox, Mailbox):
+            out[mailbox.name] = out.get(mailbox.name, 0) + mailbox.dropped
+    return out
+
+
+def exposition(runtime: "Runtime") -> bytes:
+    return generate_latest(runtime.metrics.registry)

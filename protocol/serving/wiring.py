@@ -1,0 +1,22 @@
+"""A Runtime assembled with the protocol layer's parts: the shared upstream client, the translating
+wires, and the Prometheus metrics of its calls (the actors define what they need in ``actors/ports.py``)."""
+
+from __future__ import annotations
+
+from switchyard.actors.runtime import Runtime
+from switchyard.actors.wire import Wires
+from switchyard.config.schema import BackendType, Snapshot
+from switchyard.protocol.wires import anthropic as anthropic_wire
+from switchyard.protocol.wires import responses as responses_wire
+from switchyard.protocol.serving.call_metrics import GatewayMetrics
+from switchyard.protocol.wires.upstream import Upstream
+
+# Consulted in this order: a Messages call's uncarried content first, then the Responses bridge.
+WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
+              special=(anthropic_wire.UNCARRIED_WIRE, responses_wire.BRIDGE_WIRE))
+
+
+def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
+                watch: bool = True) -> Runtime:
+    return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES, metrics_for=GatewayMetrics,
+                   config_path=config_path, watch=watch)

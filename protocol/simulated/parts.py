@@ -1,0 +1,95 @@
+"""What every simulated backend shares: its words, its tool call, its in-band error, and the stream
+that paces an answer (``protocol/simulated/openai.py`` and the endpoint simulators build on it)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, AsyncIterator
+
+import httpx
+
+if TYPE_CHECKING:
+    from switchyard.protocol.simulated.openai import SimulatedTransport
+
+_WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
+          "stream flowing and every budget honest").split()
+
+TOOL_CALL_ID = "call_sim"
+TOOL_NAME = "get_weather"
+TOOL_ARGUMENTS = '{"city": "Paris"}'
+IN_BAND_ERROR = {"error": {"message": "simulated in-band error", "type": "server_error",
+                           "code": "simulated_error"}}
+PREFILL_UNSUPPORTED = {"error": {"message": "assistant prefill is not supported",
+                                 "type": "invalid_request_error", "param": "messages",
+                                 "code": "prefill_unsupported"}}
+
+_WORDISH = re.compile(r"\s*\S+|\s+")
+
+
+def split_words(text: str, n: int) -> list[str]:
+    """``text`` as at most ``n`` pieces of whole words (leading spaces attached), evenly.
+
+    Fewer pieces when the text has fewer words; none for an empty text.
+    ``"".join(split_words(text, n)) == text`` always.
+    """
+    tokens = _WORDISH.findall(text)
+    if len(tokens) > 1 and not tokens[-1].strip():
+        tokens[-2:] = [tokens[-2] + tokens[-1]]  # trailing whitespace stays with the last word
+    return _group(tokens, n)
+
+
+def split_even(text: str, n: int) -> list[str]:
+    """``text`` as at most ``n`` pieces of characters, evenly (for JSON arguments)."""
+    return _group(list(text), n)
+
+
+def _group(tokens: list[str], n: int) -> list[str]:
+    n = max(1, min(n, len(tokens)))
+    size, extra = divmod(len(tokens), n)
+    out, at = [], 0
+    for i in range(n if tokens else 0):
+        take = size + (1 if i < extra else 0)
+        out.append("".join(tokens[at:at + take]))
+        at += take
+    return out
+
+
+def prefill_of(body: dict) -> str | None:
+    """The text of a trailing assistant message, or None when the last message is not one."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    if last.get("role") != "assistant":
+        return None
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+class SimulatedStream(httpx.AsyncByteStream):
+    def __init__(self, owner: "SimulatedTransport", chunks: AsyncIterator[bytes]) -> None:
+        self.owner = owner
+        self.chunks = chunks
+        self.finished = False
+        self.released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.chunks:
+            yield chunk
+        self.finished = True
+        self._release()
+
+    async def aclose(self) -> None:
+        if not self.finished:
+            self.owner.record("cancelled")
+            self.finished = True
+        self._release()
+
+    def _release(self) -> None:
+        if not self.released:   # the request stops counting as running on the engine page
+            self.released = True
+            self.owner.in_flight -= 1

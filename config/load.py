@@ -24,7 +24,6 @@ from switchyard.config import (
     load_anthropic,
     load_extensions,
     load_metadata,
-    load_operations,
     load_params,
     load_prompts,
     load_resilience,
@@ -34,6 +33,8 @@ from switchyard.config import (
     load_telemetry,
     rules,
 )
+from switchyard.config.fields import load_section
+from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.rules import Invalid, Problems, Reader, child
 from switchyard.config.schema import (
     BackendConfig,
@@ -47,9 +48,11 @@ from switchyard.config.schema import (
     ServerConfig,
     Snapshot,
     Strategy,
-    VariantSuffixes,
 )
+from switchyard.config.values import bind_address, http_url, shown_url
 from switchyard.config.watch import content_revision
+
+__all__ = ["ConfigError", "Loaded", "bind_address", "build_snapshot", "load_demo", "load_file", "load_text"]
 
 
 class ConfigError(Exception):
@@ -131,38 +134,6 @@ def interpolate(value: Any, path: str, env: Mapping[str, str], problems: Problem
 # --- sections ----------------------------------------------------------------
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
-
-
-def bind_address(value: Any) -> str:
-    text = rules.string()(value)
-    m = _HOST_PORT.fullmatch(text)
-    if not m or not 0 < int(m.group(2)) < 65536:
-        raise Invalid(f"must be HOST:PORT with a port in 1-65535, got {text!r}")
-    return text
-
-
-def shown_url(url: str) -> str:
-    """``url`` as an error message may show it: a ``user:password@`` part is masked."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if "@" not in authority:
-        return url
-    return f"{scheme}{sep}***@{authority.rsplit('@', 1)[1]}{slash}{path}"
-
-
-def http_url(value: Any) -> str:
-    text = rules.string()(value)
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"must be an http:// or https:// URL with a host, got {shown_url(text)!r}")
-    if parts.query or parts.fragment:
-        raise Invalid("must not carry a query string or fragment")
-    return text.rstrip("/")
-
-
-def http_path(value: Any) -> str:
-    return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
 
 
 ANTHROPIC_URL = "https://api.anthropic.com"   # an anthropic backend's url when none is given
@@ -194,33 +165,31 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     metadata_file = top.get("model_metadata_file", rules.string(), None)
     metadata_dirs = top.get("model_metadata_dirs", rules.string_list(rules.string()), ())
     models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
-    server = _server(top.section("server"))
+    server = load_section(ServerConfig, top.section("server"))
     backends = _backends(top, problems)
     strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
                        Strategy.ROUND_ROBIN)
     health = _health(top.section("health_checks"))
-    chash = _consistent_hash(top.section("consistent_hash"))
-    prefix = _prefix_routing(top.section("prefix_routing"))
+    chash = load_section(ConsistentHashConfig, top.section("consistent_hash"))
+    prefix = load_section(PrefixRouting, top.section("prefix_routing"))
     timeouts = load_resilience.timeouts(top.section("timeouts"))
     retry = load_resilience.retry_policy(top.section("retry"))
     fallback = load_resilience.fallback(top.section("fallback"))
     streaming = load_resilience.streaming(top.section("streaming"))
-    tracing = load_operations.tracing(top.section("tracing"))
-    logging_ = load_operations.logging_(top.section("logging"))
-    admin = load_operations.admin(top.section("admin"))
-    proxy = _proxy(top.section("proxy"))
+    tracing = load_section(Tracing, top.section("tracing"))
+    logging_ = load_section(Logging, top.section("logging"))
+    admin = load_section(Admin, top.section("admin"))
+    proxy = load_section(Proxy, top.section("proxy"))
     api_keys = load_access.api_keys(top)
     request_params = load_params.request_params(top.section("request_params"))
     request_presets = load_params.request_presets(top.section("request_presets"))
     global_prompts = load_prompts.global_prompts(top.section("global_prompts"), base_dir or Path.cwd())
-    dedup = _dedup(top.section("dedup"))
+    dedup = load_section(Dedup, top.section("dedup"))
     engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
     routing = load_telemetry.routing(top.section("routing"))
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
-    d = top.section("discovery")
-    discovery = Discovery(interval=d.get("interval", rules.duration(minimum=1), Discovery().interval))
-    d.finish()
+    discovery = load_section(Discovery, top.section("discovery"))
     top.finish()
 
     if not top.raw.get("backends"):
@@ -250,36 +219,6 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     smart_routing=smart, responses_tools=responses_tools,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
-
-
-def _server(r: Reader) -> ServerConfig:
-    d = ServerConfig()
-    out = ServerConfig(
-        bind_address=r.get("bind_address", bind_address, d.bind_address),
-        max_body_bytes=r.get("max_body_bytes", rules.size(minimum=1024, maximum=1024**3), d.max_body_bytes),
-        connection_pool_size=r.get("connection_pool_size", rules.integer(1, 100_000), d.connection_pool_size),
-        workers=r.get("workers", rules.integer(1, 256), d.workers),
-        max_concurrent_requests=r.get("max_concurrent_requests", rules.integer(0, 1_000_000),
-                                      d.max_concurrent_requests),
-        trusted_proxies=r.get("trusted_proxies", rules.list_of(load_operations.cidr, "CIDR blocks"),
-                              d.trusted_proxies),
-        shutdown_drain_timeout=r.get("shutdown_drain_timeout", rules.duration(maximum=3600, allow_zero=True),
-                                     d.shutdown_drain_timeout),
-        realtime_idle_timeout=r.get("realtime_idle_timeout", rules.duration(minimum=1, maximum=86_400),
-                                    d.realtime_idle_timeout),
-        request_body_timeout=r.get("request_body_timeout", rules.duration(minimum=0.1, maximum=3600),
-                                   d.request_body_timeout),
-        request_body_idle_timeout=r.get("request_body_idle_timeout", rules.duration(minimum=0.1, maximum=3600),
-                                        d.request_body_idle_timeout),
-        keep_alive_timeout=r.get("keep_alive_timeout", rules.duration(minimum=1, maximum=3600),
-                                 d.keep_alive_timeout),
-        http2_cleartext=r.get("http2_cleartext", rules.boolean, d.http2_cleartext),
-        max_upstream_response_bytes=r.get("max_upstream_response_bytes",
-                                          rules.size(minimum=64 * 1024, maximum=16 * 1024**3),
-                                          d.max_upstream_response_bytes),
-    )
-    r.finish()
-    return out
 
 
 def _backends(top: Reader, problems: Problems) -> tuple[BackendConfig, ...]:
@@ -370,59 +309,9 @@ def _backend(r: Reader) -> BackendConfig | None:
 
 
 def _health(r: Reader) -> HealthChecks:
-    d = HealthChecks()
-    out = HealthChecks(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        interval=r.get("interval", rules.duration(minimum=0.1, maximum=86_400), d.interval),
-        timeout=r.get("timeout", rules.duration(minimum=0.01, maximum=300), d.timeout),
-        unhealthy_threshold=r.get("unhealthy_threshold", rules.integer(1, 100), d.unhealthy_threshold),
-        healthy_threshold=r.get("healthy_threshold", rules.integer(1, 100), d.healthy_threshold),
-        warmup_check_interval=r.get("warmup_check_interval", rules.duration(minimum=0.1, maximum=3600),
-                                    d.warmup_check_interval),
-        path=r.get("path", http_path, None),
-    )
+    """Special only for its warning: a timeout longer than the interval."""
+    out = load_section(HealthChecks, r)
     if out.timeout > out.interval:
         r.problems.warn(child(r.path, "timeout"),
                         "is longer than interval: a backend that does not answer is checked back to back")
-    r.finish()
-    return out
-
-
-def _proxy(r: Reader) -> Proxy:
-    v = r.section("variant_suffixes")
-    suffixes = VariantSuffixes(enabled=v.get("enabled", rules.boolean, VariantSuffixes().enabled))
-    v.finish()
-    preferences = r.get("client_provider_preferences", rules.boolean, Proxy().client_provider_preferences)
-    r.finish()
-    return Proxy(variant_suffixes=suffixes, client_provider_preferences=preferences)
-
-
-def _dedup(r: Reader) -> Dedup:
-    d = Dedup()
-    out = Dedup(enabled=r.get("enabled", rules.boolean, d.enabled),
-                max_entries=r.get("max_entries", rules.integer(1, 1_000_000), d.max_entries))
-    r.finish()
-    return out
-
-
-def _consistent_hash(r: Reader) -> ConsistentHashConfig:
-    d = ConsistentHashConfig()
-    out = ConsistentHashConfig(
-        key_header=r.get("key_header", rules.string(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", "an HTTP header name"),
-                         d.key_header).lower(),
-        virtual_nodes=r.get("virtual_nodes", rules.integer(1, 10_000), d.virtual_nodes),
-    )
-    r.finish()
-    return out
-
-
-def _prefix_routing(r: Reader) -> PrefixRouting:
-    d = PrefixRouting()
-    out = PrefixRouting(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        max_prefix_length=r.get("max_prefix_length", rules.integer(1, 1_000_000), d.max_prefix_length),
-        load_factor_epsilon=r.get("load_factor_epsilon", rules.number(0.0, 100.0), d.load_factor_epsilon),
-        virtual_nodes=r.get("virtual_nodes", rules.integer(1, 10_000), d.virtual_nodes),
-    )
-    r.finish()
     return out

@@ -6,32 +6,34 @@ it changes what the operator and the surrounding infrastructure see.
 
 from __future__ import annotations
 
-import attrs
 from attrs import frozen
+
+from switchyard.config import rules, values
+from switchyard.config.fields import field, section
 
 
 @frozen
 class TracingHeaders:
-    trace_id: str = "x-trace-id"
-    request_id: str = "x-request-id"
-    correlation_id: str = "x-correlation-id"
-    client_ref: str = ""          # empty: no client reference header
+    trace_id: str = field("x-trace-id", values.header_name)
+    request_id: str = field("x-request-id", values.header_name)
+    correlation_id: str = field("x-correlation-id", values.header_name)
+    client_ref: str = field("", values.optional_header_name)     # empty: no client reference header
 
 
 @frozen
 class Tracing:
-    enabled: bool = True
-    w3c_trace_context: bool = True
-    headers: TracingHeaders = TracingHeaders()
+    enabled: bool = field(True, rules.boolean)
+    w3c_trace_context: bool = field(True, rules.boolean)
+    headers: TracingHeaders = section(TracingHeaders)
 
 
 @frozen
 class Logging:
-    level: str = "info"           # debug | info | warning | error
-    format: str = "json"          # json | text
+    level: str = field("info", values.words("debug", "info", "warning", "error"))
+    format: str = field("json", values.words("json", "text"))
 
 
 @frozen
 class Admin:
     # Bearer token for /admin/*. None: the admin API is off (404), never open.
-    token: str | None = attrs.field(default=None, repr=False)
+    token: str | None = field(None, values.bearer_token, repr=False)

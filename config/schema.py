@@ -12,6 +12,7 @@ from typing import Mapping
 import attrs
 from attrs import frozen
 
+from switchyard.config import rules, values
 from switchyard.config.access import Access
 from switchyard.config.metadata import (
     CatalogueEntry,
@@ -25,6 +26,7 @@ from switchyard.config.params import ParamPolicy, Preset
 from switchyard.config.prompts import GlobalPrompts
 from switchyard.config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
 from switchyard.config.responses_tools import ResponsesTools
+from switchyard.config.fields import field, section
 from switchyard.config.smart_routing import SmartRouting
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 
@@ -65,19 +67,26 @@ class Strategy(str, Enum):
 
 @frozen
 class ServerConfig:
-    bind_address: str = "0.0.0.0:8080"
-    max_body_bytes: int = 10 * 1024 * 1024
-    connection_pool_size: int = 100
-    workers: int = 1
-    max_concurrent_requests: int = 0                # 0: no cap
-    trusted_proxies: tuple[str, ...] = ()           # CIDRs whose X-Forwarded-For is believed
-    shutdown_drain_timeout: float = 30.0
-    realtime_idle_timeout: float = 300.0           # a realtime websocket with no message either way is closed
-    request_body_timeout: float = 60.0             # a request body must arrive whole within this
-    request_body_idle_timeout: float = 15.0        # ... and never pause longer than this between chunks
-    keep_alive_timeout: float = 75.0               # idle connections, and the wait for a request's headers
-    http2_cleartext: bool = False                  # h2c: HTTP/2 without TLS (upgrade or prior knowledge)
-    max_upstream_response_bytes: int = 64 * 1024 * 1024   # a buffered backend answer past this is a 502
+    bind_address: str = field("0.0.0.0:8080", values.bind_address)
+    max_body_bytes: int = field(10 * 1024 * 1024, rules.size(minimum=1024, maximum=1024**3))
+    connection_pool_size: int = field(100, rules.integer(1, 100_000))
+    workers: int = field(1, rules.integer(1, 256))
+    max_concurrent_requests: int = field(0, rules.integer(0, 1_000_000))         # 0: no cap
+    # CIDRs whose X-Forwarded-For is believed
+    trusted_proxies: tuple[str, ...] = field((), rules.list_of(values.cidr, "CIDR blocks"))
+    shutdown_drain_timeout: float = field(30.0, rules.duration(maximum=3600, allow_zero=True))
+    # a realtime websocket with no message either way is closed
+    realtime_idle_timeout: float = field(300.0, rules.duration(minimum=1, maximum=86_400))
+    # a request body must arrive whole within this ...
+    request_body_timeout: float = field(60.0, rules.duration(minimum=0.1, maximum=3600))
+    # ... and never pause longer than this between chunks
+    request_body_idle_timeout: float = field(15.0, rules.duration(minimum=0.1, maximum=3600))
+    # idle connections, and the wait for a request's headers
+    keep_alive_timeout: float = field(75.0, rules.duration(minimum=1, maximum=3600))
+    # h2c: HTTP/2 without TLS (upgrade or prior knowledge)
+    http2_cleartext: bool = field(False, rules.boolean)
+    # a buffered backend answer past this is a 502
+    max_upstream_response_bytes: int = field(64 * 1024 * 1024, rules.size(minimum=64 * 1024, maximum=16 * 1024**3))
 
 
 @frozen
@@ -200,13 +209,13 @@ def is_glob(pattern: str) -> bool:
 
 @frozen
 class HealthChecks:
-    enabled: bool = True
-    interval: float = 30.0
-    timeout: float = 5.0
-    unhealthy_threshold: int = 3
-    healthy_threshold: int = 2
-    warmup_check_interval: float = 1.0
-    path: str | None = None
+    enabled: bool = field(True, rules.boolean)
+    interval: float = field(30.0, rules.duration(minimum=0.1, maximum=86_400))
+    timeout: float = field(5.0, rules.duration(minimum=0.01, maximum=300))
+    unhealthy_threshold: int = field(3, rules.integer(1, 100))
+    healthy_threshold: int = field(2, rules.integer(1, 100))
+    warmup_check_interval: float = field(1.0, rules.duration(minimum=0.1, maximum=3600))
+    path: str | None = field(None, values.http_path)     # None: DEFAULT_HEALTH_PATHS by backend type
 
     def path_for(self, backend: BackendConfig) -> str:
         return self.path or DEFAULT_HEALTH_PATHS[backend.type]
@@ -214,42 +223,44 @@ class HealthChecks:
 
 @frozen
 class ConsistentHashConfig:
-    key_header: str = "x-session-id"
-    virtual_nodes: int = 160
+    key_header: str = field("x-session-id", values.header_token)
+    virtual_nodes: int = field(160, rules.integer(1, 10_000))
 
 
 @frozen
 class PrefixRouting:
-    enabled: bool = True
-    max_prefix_length: int = 256
-    load_factor_epsilon: float = 0.25
-    virtual_nodes: int = 160
+    enabled: bool = field(True, rules.boolean)
+    max_prefix_length: int = field(256, rules.integer(1, 1_000_000))
+    load_factor_epsilon: float = field(0.25, rules.number(0.0, 100.0))
+    virtual_nodes: int = field(160, rules.integer(1, 10_000))
 
 
 @frozen
 class Discovery:
-    interval: float = 300.0
+    interval: float = field(300.0, rules.duration(minimum=1))
 
 
 @frozen
 class VariantSuffixes:
-    enabled: bool = False     # read `name:nitro|floor|thinking|online` on /v1/chat/completions
+    # read `name:nitro|floor|thinking|online` on /v1/chat/completions
+    enabled: bool = field(False, rules.boolean)
 
 
 @frozen
 class Proxy:
     """Request-shaping features of the proxy itself (``proxy:``)."""
 
-    variant_suffixes: VariantSuffixes = VariantSuffixes()
-    client_provider_preferences: bool = False   # interpret the client's `provider` object
+    variant_suffixes: VariantSuffixes = section(VariantSuffixes)
+    client_provider_preferences: bool = field(False, rules.boolean)   # interpret the client's `provider` object
 
 
 @frozen
 class Dedup:
     """``dedup``: identical calls in flight together share one upstream call."""
 
-    enabled: bool = False
-    max_entries: int = 10_000    # in-flight keys tracked at once; beyond it calls run on their own
+    enabled: bool = field(False, rules.boolean)
+    # in-flight keys tracked at once; beyond it calls run on their own
+    max_entries: int = field(10_000, rules.integer(1, 1_000_000))
 
 
 @frozen

@@ -1,0 +1,84 @@
+"""Each config field declared once: type, default and rule beside its attrs field.
+
+A schema class writes ``interval: float = field(30.0, rules.duration(minimum=0.1))``
+and ``headers: TracingHeaders = section(TracingHeaders)``; ``load_section``
+walks ``attrs.fields`` of the class and reads each one with its rule and
+default through a ``Reader``, so the paths and wording of every message come
+from ``rules.py`` and nothing spells a field a second time.
+
+What the walk cannot say (cross-field checks, keys renamed or nested
+differently in YAML, union shapes, maps keyed by model name) stays in a small
+hand-written loader, which passes those fields to ``load_section`` itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import attrs
+
+from switchyard.config.rules import Reader, Rule
+
+C = TypeVar("C")
+
+_RULE = "switchyard.config.rule"
+_SECTION = "switchyard.config.section"
+_OPTIONAL = "switchyard.config.optional"
+_KEY = "switchyard.config.key"
+
+
+def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True) -> Any:
+    """A field read from YAML key ``key`` (default: the field's name) with ``rule``.
+
+    An absent or null key, or an invalid value (reported), leaves ``default``;
+    an ``attrs.Factory`` default is called for each instance.
+    """
+    return attrs.field(default=default, repr=repr, metadata={_RULE: rule, _KEY: key})
+
+
+def section(cls: type, *, optional: bool = False, key: str | None = None) -> Any:
+    """A nested mapping loaded as ``cls`` by the same walk.
+
+    ``optional``: the field is None unless the key holds a value (``engine:``
+    alone is None too, yet no unknown key); otherwise an absent key loads
+    ``cls()``.
+    """
+    meta = {_SECTION: cls, _OPTIONAL: optional, _KEY: key}
+    return attrs.field(default=None if optional else cls(), metadata=meta)
+
+
+def yaml_key(f: attrs.Attribute) -> str:  # type: ignore[type-arg]
+    return f.metadata.get(_KEY) or f.name
+
+
+def read(r: Reader, cls: type, name: str) -> Any:
+    """One declared field of ``cls`` read from ``r``, for loaders that read fields one by one."""
+    f = getattr(attrs.fields(cls), name)
+    return _read(r, f)
+
+
+def _read(r: Reader, f: attrs.Attribute) -> Any:  # type: ignore[type-arg]
+    key = yaml_key(f)
+    if _SECTION in f.metadata:
+        nested = r.section(key)    # read even when null, so `key:` alone is no unknown key
+        if f.metadata[_OPTIONAL] and not r.has(key):
+            return None
+        return load_section(f.metadata[_SECTION], nested)
+    if _RULE in f.metadata:
+        default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type]
+        return r.get(key, f.metadata[_RULE], default)
+    raise TypeError(f"{f.name} declares no rule: pass it to load_section")
+
+
+def load_section(cls: type[C], r: Reader, /, **given: Any) -> C:
+    """An instance of ``cls`` from ``r``: every declared field read, then unknown keys refused.
+
+    Fields in ``given`` are taken as they are: the caller read (and marked)
+    their keys itself because their rule is special.
+    """
+    values = dict(given)
+    for f in attrs.fields(cls):
+        if f.name not in given and f.init:
+            values[f.name] = _read(r, f)
+    r.finish()
+    return cls(**values)

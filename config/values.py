@@ -1,0 +1,118 @@
+"""Rules for the gateway's own kinds of value: addresses, URLs, paths, header names, secrets.
+
+``rules.py`` has the generic rules (integers, durations, lists); these build
+on them for values several schema modules declare. Like every rule, each
+converts one raw YAML value or raises ``Invalid`` with what was expected.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from switchyard.config import rules
+from switchyard.config.rules import Invalid, Rule
+
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
+HEADER_NAME = r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}"
+CONTINUATION_PROMPT_MAX_CHARS = 4096
+
+
+def bind_address(value: Any) -> str:
+    text = rules.string()(value)
+    m = _HOST_PORT.fullmatch(text)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise Invalid(f"must be HOST:PORT with a port in 1-65535, got {text!r}")
+    return text
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error message may show it: a ``user:password@`` part is masked."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    return f"{scheme}{sep}***@{authority.rsplit('@', 1)[1]}{slash}{path}"
+
+
+def http_url(value: Any) -> str:
+    text = rules.string()(value)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid(f"must be an http:// or https:// URL with a host, got {shown_url(text)!r}")
+    if parts.query or parts.fragment:
+        raise Invalid("must not carry a query string or fragment")
+    return text.rstrip("/")
+
+
+def metrics_url(value: Any) -> str:
+    """An http(s) URL with a host; a query is allowed (some exporters filter by it), a fragment is not."""
+    text = rules.string()(value)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid(f"must be an http:// or https:// URL with a host, got {text!r}")
+    if parts.fragment:
+        raise Invalid("must not carry a fragment")
+    return text
+
+
+def http_path(value: Any) -> str:
+    return rules.string(r"/[^\s?#]*", "an absolute path starting with /")(value)
+
+
+def header_name(value: Any) -> str:
+    """An HTTP header name of at most 64 characters, lower-cased."""
+    return rules.string(HEADER_NAME, "an HTTP header name")(value).lower()
+
+
+def header_token(value: Any) -> str:
+    """An HTTP header name of any length, lower-cased."""
+    return rules.string(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", "an HTTP header name")(value).lower()
+
+
+def optional_header_name(value: Any) -> str:
+    """A header name, or ``""`` for none."""
+    if value == "":
+        return ""
+    return header_name(value)
+
+
+def cidr(value: Any) -> str:
+    text = rules.string()(value)
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise Invalid(f"must be an IP address or CIDR block like 10.0.0.0/8, got {text!r}") from None
+
+
+def bearer_token(value: Any) -> str:
+    # The message never repeats the value: it is a secret.
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {rules.type_name(value)}")
+    if len(value) < 16 or len(value) > 512 or any(ch.isspace() for ch in value):
+        raise Invalid("must be 16 to 512 characters without spaces (a bearer token); the value is not shown")
+    return value
+
+
+def integer_set(minimum: int, maximum: int) -> Rule[frozenset[int]]:
+    items = rules.list_of(rules.integer(minimum, maximum), "integers")
+    return lambda value: frozenset(items(value))
+
+
+HTTP_ERROR_STATUS = integer_set(400, 599)
+
+
+def continuation_prompt(value: Any) -> str:
+    text = rules.string()(value)
+    if not text.strip():
+        raise Invalid("must not be only whitespace")
+    if len(text) > CONTINUATION_PROMPT_MAX_CHARS:
+        raise Invalid(f"must be at most {CONTINUATION_PROMPT_MAX_CHARS} characters, got {len(text)}")
+    return text
+
+
+def words(*choices: str) -> Rule[str]:
+    """One of ``choices``, kept as the string."""
+    return rules.one_of({c: c for c in choices})

@@ -11,14 +11,11 @@ import json
 import logging
 from typing import Any, Awaitable, Callable
 
-import attrs
 import trio
 
-from switchyard.actors.classifier import load_state
-from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.call.pipeline import Arrival, Door, serve_call
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
-from switchyard.actors.request import RequestActor
 from switchyard.actors.runtime import Runtime
 from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_demo, load_file
@@ -58,8 +55,6 @@ from switchyard.protocol.doors.openai import (
     parse_chat_payload,
     parse_json_object,
 )
-from switchyard.actors.params import apply_preset
-from switchyard.actors.provider_prefs import parse_provider
 from switchyard.protocol.doors.realtime import serve_websocket
 from switchyard.actors.trace import TraceContext
 from switchyard.protocol.http.tracing import trace_context
@@ -270,47 +265,19 @@ class App(ModelRoutes):
                          shape: Callable[[Call], Call] | None = None) -> None:
         """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink
         ``sink_for`` makes for it: Chat Completions' own sink, or an ingress's translating one.
-        ``shape`` (an ingress's) fixes the Call once it is parsed, before anything is decided on it."""
+        ``shape`` (an ingress's) fixes the Call once it is parsed, before anything is decided on it.
+        What is HTTP (the key, the scope's identity, the client's disconnect) is settled here; the
+        call itself runs in ``actors/call/pipeline.py``."""
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
         snapshot = runtime.snapshot
         key = scope.get("switchyard.key")
         if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
             key = authenticate(scope["headers"], snapshot.api_keys)
-        shaped = apply_preset(payload, snapshot.request_presets)
-        prefs = None
-        if snapshot.proxy.client_provider_preferences and "provider" in shaped:
-            # Consumed here, so no backend ever sees it; an operator forwards one with
-            # request_extensions.body.overrides.provider.
-            if shaped["provider"] is not None:
-                prefs = parse_provider(shaped["provider"])
-            shaped = {k: v for k, v in shaped.items() if k != "provider"}
-        if shaped is not payload:
-            body = json.dumps(shaped).encode()
-        headers = dict(scope["headers"])
-        call = parse(shaped, body, snapshot, headers, scope["switchyard.request_id"])
-        call = attrs.evolve(call, trace=scope.get("switchyard.trace"), key=key, prefs=prefs, endpoint=endpoint)
-        if shape is not None:
-            call = shape(call)
-        sink = sink_for(call)
-        # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
-        if endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
-            try:
-                call = await runtime.smart.route(
-                    call, headers, load_state(self.active_requests, snapshot.server.max_concurrent_requests))
-            except GatewayError as err:   # no candidate: refused like any call, with its route events
-                refused = RequestActor(runtime, call)
-                refused.trace.route = scope["path"]
-                await refused.refuse(sink, err)
-                return
-        actor = RequestActor(runtime, call)
-        actor.trace.route = scope["path"]   # the client-facing route (a metric label): one of the fixed routes
-        try:
-            actor.admit()
-        except GatewayError as err:
-            await actor.refuse(sink, err)
-            return
-        await self._dispatch(runtime, actor, sink, receive)
+        arrival = Arrival(snapshot, key, scope.get("switchyard.trace"), scope["switchyard.request_id"],
+                          scope["path"], dict(scope["headers"]), self.active_requests)
+        await serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
+                         disconnect_waiter(receive))
 
     def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True
               ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
@@ -324,28 +291,6 @@ class App(ModelRoutes):
         async def serve_body(scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
             await handler(self, self._runtime(), scope, receive, send, raw)
         return self._with_body(serve_body)
-
-    @staticmethod
-    async def _dispatch(runtime: Runtime, actor: RequestActor, sink: AsgiSink, receive: Receive) -> None:
-        """Run the admitted call, shared with identical calls in flight when ``dedup`` is on."""
-        call = actor.call   # admitted: the body as dispatched
-        if not call.snapshot.dedup.enabled or runtime.nursery is None:
-            await actor.run(sink, disconnect_waiter(receive))
-            return
-        # A call with provider preferences never shares: its preferences are gone from the body.
-        shares = call.prefs is None or call.prefs.empty
-        key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
-        served = await runtime.dedup.serve(key, sink, disconnect_waiter(receive), actor.run, runtime.nursery,
-                                           flight_id=call.request_id)
-        if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
-            trace = actor.trace
-            trace.add("deduplicated", leader_request_id=served.leader)
-            if served.error is not None:
-                trace.add("failed", status=served.error.status, code=served.error.code,
-                          error=served.error.message, committed=sink.started)
-            else:
-                trace.add("completed" if served.delivered else "client_disconnected")
-            runtime.traces.store(trace)
 
     def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
                 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:

@@ -1,0 +1,1 @@
+"""One call: admission -> route -> attempts -> relay -> recovery, composed, not mixed in."""

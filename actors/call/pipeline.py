@@ -1,0 +1,117 @@
+"""One call from its parsed body to its answer: presets, provider preferences, parse, smart
+routing, the RequestActor, admission, then dedup or a run of its own.
+
+The protocol layer keeps what is HTTP (reading the body, authentication, the
+sink's wire shape) and hands the rest in as values: the ``Arrival`` says who
+called and on which revision, the ``Door`` how its ingress parses and
+answers. Nothing here speaks HTTP, so every door runs the same pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+import attrs
+from attrs import frozen
+
+from switchyard.actors.classifier import load_state
+from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.errors import GatewayError
+from switchyard.actors.messages import Call
+from switchyard.actors.params import apply_preset
+from switchyard.actors.provider_prefs import parse_provider
+from switchyard.actors.relay import ResponseSink
+from switchyard.actors.request import RequestActor
+from switchyard.config.schema import Snapshot
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.trace import TraceContext
+    from switchyard.config.access import ApiKey
+
+
+@frozen
+class Arrival:
+    """Who called, on which revision: what the ingress settled before the pipeline runs."""
+
+    snapshot: Snapshot = attrs.field(repr=False)   # the revision the call runs on, its key judged by it
+    key: "ApiKey | None"
+    trace: "TraceContext | None"
+    request_id: str
+    route: str                                     # the client-facing route, a metric label
+    headers: Mapping[bytes, bytes] = attrs.field(repr=False)
+    in_flight: int = 0                             # calls open, this one included (smart routing's load)
+
+
+@frozen
+class Door:
+    """The ingress's part: how its body becomes a Call, and the sink its answer goes to."""
+
+    parse: Callable[..., Call]                     # (payload, body, snapshot, headers, request_id) -> Call
+    sink_for: Callable[[Call], ResponseSink]
+    endpoint: str = "chat"
+    shape: Callable[[Call], Call] | None = None    # fixes the Call once parsed, before anything is decided
+
+
+async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, Any], body: bytes, door: Door,
+                     disconnected: Callable[[], Awaitable[None]]) -> None:
+    """One call in an OpenAI format (``payload``, parsed from ``body``), answered into ``door``'s sink."""
+    snapshot = arrival.snapshot
+    shaped = apply_preset(payload, snapshot.request_presets)
+    prefs = None
+    if snapshot.proxy.client_provider_preferences and "provider" in shaped:
+        # Consumed here, so no backend ever sees it; an operator forwards one with
+        # request_extensions.body.overrides.provider.
+        if shaped["provider"] is not None:
+            prefs = parse_provider(shaped["provider"])
+        shaped = {k: v for k, v in shaped.items() if k != "provider"}
+    if shaped is not payload:
+        body = json.dumps(shaped).encode()
+    headers = arrival.headers
+    call = door.parse(shaped, body, snapshot, headers, arrival.request_id)
+    call = attrs.evolve(call, trace=arrival.trace, key=arrival.key, prefs=prefs, endpoint=door.endpoint)
+    if door.shape is not None:
+        call = door.shape(call)
+    sink = door.sink_for(call)
+    # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
+    if door.endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
+        try:
+            call = await runtime.smart.route(
+                call, headers, load_state(arrival.in_flight, snapshot.server.max_concurrent_requests))
+        except GatewayError as err:   # no candidate: refused like any call, with its route events
+            refused = RequestActor(runtime, call)
+            refused.trace.route = arrival.route
+            await refused.refuse(sink, err)
+            return
+    actor = RequestActor(runtime, call)
+    actor.trace.route = arrival.route   # the client-facing route (a metric label): one of the fixed routes
+    try:
+        actor.admit()
+    except GatewayError as err:
+        await actor.refuse(sink, err)
+        return
+    await dispatch(runtime, actor, sink, disconnected)
+
+
+async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
+                   disconnected: Callable[[], Awaitable[None]]) -> None:
+    """Run the admitted call, shared with identical calls in flight when ``dedup`` is on."""
+    call = actor.call   # admitted: the body as dispatched
+    if not call.snapshot.dedup.enabled or runtime.nursery is None:
+        await actor.run(sink, disconnected)
+        return
+    # A call with provider preferences never shares: its preferences are gone from the body.
+    shares = call.prefs is None or call.prefs.empty
+    key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
+    served = await runtime.dedup.serve(key, sink, disconnected, actor.run, runtime.nursery,
+                                       flight_id=call.request_id)
+    if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
+        trace = actor.trace
+        trace.add("deduplicated", leader_request_id=served.leader)
+        if served.error is not None:
+            trace.add("failed", status=served.error.status, code=served.error.code,
+                      error=served.error.message, committed=sink.started)
+        else:
+            trace.add("completed" if served.delivered else "client_disconnected")
+        runtime.traces.store(trace)

@@ -13,7 +13,7 @@ hand-written loader, which passes those fields to ``load_section`` itself.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import attrs
 
@@ -51,13 +51,19 @@ def yaml_key(f: attrs.Attribute) -> str:  # type: ignore[type-arg]
     return f.metadata.get(_KEY) or f.name
 
 
-def read(r: Reader, cls: type, name: str) -> Any:
-    """One declared field of ``cls`` read from ``r``, for loaders that read fields one by one."""
+_DECLARED = object()
+
+
+def read(r: Reader, cls: type, name: str, default: Any = _DECLARED) -> Any:
+    """One declared field of ``cls`` read from ``r``, for loaders that read fields one by one.
+
+    ``default`` replaces the declared one (an override where absent means "inherit").
+    """
     f = getattr(attrs.fields(cls), name)
-    return _read(r, f)
+    return _read(r, f, default)
 
 
-def _read(r: Reader, f: attrs.Attribute) -> Any:  # type: ignore[type-arg]
+def _read(r: Reader, f: attrs.Attribute, default: Any = _DECLARED) -> Any:  # type: ignore[type-arg]
     key = yaml_key(f)
     if _SECTION in f.metadata:
         nested = r.section(key)    # read even when null, so `key:` alone is no unknown key
@@ -65,20 +71,27 @@ def _read(r: Reader, f: attrs.Attribute) -> Any:  # type: ignore[type-arg]
             return None
         return load_section(f.metadata[_SECTION], nested)
     if _RULE in f.metadata:
-        default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type]
+        if default is _DECLARED:
+            default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type]
         return r.get(key, f.metadata[_RULE], default)
     raise TypeError(f"{f.name} declares no rule: pass it to load_section")
 
 
-def load_section(cls: type[C], r: Reader, /, **given: Any) -> C:
+def load_section(cls: type[C], r: Reader, check: Callable[[C, Reader], None] | None = None, /,
+                 **given: Any) -> C:
     """An instance of ``cls`` from ``r``: every declared field read, then unknown keys refused.
 
     Fields in ``given`` are taken as they are: the caller read (and marked)
-    their keys itself because their rule is special.
+    their keys itself because their rule is special. ``check`` runs on the
+    instance before unknown keys are reported (a cross-field rule's error
+    comes before them, as when the fields were read by hand).
     """
     values = dict(given)
     for f in attrs.fields(cls):
         if f.name not in given and f.init:
             values[f.name] = _read(r, f)
+    out = cls(**values)
+    if check is not None:
+        check(out, r)
     r.finish()
-    return cls(**values)
+    return out

@@ -35,6 +35,7 @@ from switchyard.config import (
 )
 from switchyard.config.fields import load_section
 from switchyard.config.operations import Admin, Logging, Tracing
+from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Invalid, Problems, Reader, child
 from switchyard.config.schema import (
     BackendConfig,
@@ -50,6 +51,7 @@ from switchyard.config.schema import (
     Strategy,
 )
 from switchyard.config.values import bind_address, http_url, shown_url
+from switchyard.config.telemetry import RoutingConfig
 from switchyard.config.watch import content_revision
 
 __all__ = ["ConfigError", "Loaded", "bind_address", "build_snapshot", "load_demo", "load_file", "load_text"]
@@ -175,7 +177,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     timeouts = load_resilience.timeouts(top.section("timeouts"))
     retry = load_resilience.retry_policy(top.section("retry"))
     fallback = load_resilience.fallback(top.section("fallback"))
-    streaming = load_resilience.streaming(top.section("streaming"))
+    streaming = load_section(Streaming, top.section("streaming"))
     tracing = load_section(Tracing, top.section("tracing"))
     logging_ = load_section(Logging, top.section("logging"))
     admin = load_section(Admin, top.section("admin"))
@@ -186,7 +188,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     global_prompts = load_prompts.global_prompts(top.section("global_prompts"), base_dir or Path.cwd())
     dedup = load_section(Dedup, top.section("dedup"))
     engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
-    routing = load_telemetry.routing(top.section("routing"))
+    routing = load_section(RoutingConfig, top.section("routing"))
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
     discovery = load_section(Discovery, top.section("discovery"))

@@ -1,9 +1,11 @@
-"""Loading the resilience sections: ``timeouts``, ``retry``, ``fallback``, ``streaming``.
+"""What is special in loading the resilience sections: ``timeouts``, ``retry``, ``fallback``.
 
-Split from ``load.py`` like ``resilience.py`` is split from ``schema.py``. The
-same conventions hold: every problem is reported at its dotted path through
-``Problems``, unknown keys are errors (``Reader.finish``), and a key gets at
-most one error. Cross-field checks run only on values that were given and
+Each field's rule and default is declared in ``resilience.py`` and read by
+``fields.load_section``; ``streaming`` needs nothing more. What stays here is
+what a walk cannot say: ``timeouts`` nests its fields differently in YAML
+and checks them against each other, ``retry`` compares its two delays,
+``fallback`` has maps keyed by model name, and the chains are checked against
+the backends. Cross-field checks run only on values that were given and
 valid, so one mistake never produces a second, derived error.
 """
 
@@ -12,30 +14,23 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from switchyard.config import rules
+from switchyard.config.fields import load_section, read
 from switchyard.config.resilience import (
-    MAX_CHUNK_INTERVAL_CEILING,
-    RETRYABLE_ERRORS,
-    EmptyReplyRetry,
     Fallback,
-    FallbackPolicy,
-    MidStreamFallback,
     ModelFallbackSettings,
     ModelTimeouts,
     RetryPolicy,
     StandardTimeouts,
-    Streaming,
     StreamingTimeouts,
     Timeouts,
-    TriggerConditions,
 )
-from switchyard.config.rules import Invalid, Problems, Reader, Rule, T, child, type_name
+from switchyard.config.rules import Invalid, Problems, Reader, child, type_name
 
 # --- rules -------------------------------------------------------------------
 
 MODEL_NAME_MAX_BYTES = 128
 MODEL_NAME_PUNCTUATION = "-_./:"
 SHOWN_MAX_CHARS = 128
-CONTINUATION_PROMPT_MAX_CHARS = 4096
 
 
 def _escaped(value: str) -> str:
@@ -69,26 +64,6 @@ def chain_model_name(value: Any) -> str:
     return value
 
 
-def integer_set(minimum: int, maximum: int) -> Rule[frozenset[int]]:
-    items = rules.list_of(rules.integer(minimum, maximum), "integers")
-    return lambda value: frozenset(items(value))
-
-
-def retryable_error_names(value: Any) -> frozenset[str]:
-    names = rules.string_list(rules.one_of({name: name for name in RETRYABLE_ERRORS}))(value)
-    return frozenset(names)
-
-
-def continuation_prompt(value: Any) -> str:
-    text = rules.string()(value)
-    if not text.strip():
-        raise Invalid("must not be only whitespace")
-    if len(text) > CONTINUATION_PROMPT_MAX_CHARS:
-        raise Invalid(f"must be at most {CONTINUATION_PROMPT_MAX_CHARS} characters, got {len(text)}")
-    return text
-
-
-HTTP_ERROR_STATUS = integer_set(400, 599)
 _REPLAY_WORDS = rules.one_of({"enabled": True, "disabled": False})
 
 
@@ -105,10 +80,9 @@ def seconds(value: float) -> str:
 
 # --- helpers -----------------------------------------------------------------
 
-def _given(r: Reader, key: str, rule: Rule[T], default: T) -> tuple[T, bool]:
-    """The value, and whether it was written in the file and is valid."""
-    value = r.get(key, rule, default)
-    return value, r.has(key) and child(r.path, key) not in r.problems.failed_paths
+def _given(r: Reader, key: str) -> bool:
+    """Whether ``key`` (already read) was written in the file and is valid."""
+    return r.has(key) and child(r.path, key) not in r.problems.failed_paths
 
 
 def by_model(r: Reader, key: str) -> list[tuple[str, Any, str]]:
@@ -152,13 +126,12 @@ def _warn_past_total(st: Reader, limits: dict[str, tuple[float, bool]], total: t
 
 
 def timeouts(r: Reader) -> Timeouts:
-    d = Timeouts()
-    positive = rules.duration()
-    connection = r.get("connection", rules.duration(maximum=300), d.connection)
+    """Special: YAML nests the limits under ``request`` and ``limits``, and they are judged together."""
+    connection = read(r, Timeouts, "connection")
 
     limits = r.section("limits")
-    max_chunk, max_chunk_ok = _given(limits, "max_chunk_interval",
-                                     rules.duration(maximum=MAX_CHUNK_INTERVAL_CEILING), d.max_chunk_interval)
+    max_chunk = read(limits, Timeouts, "max_chunk_interval")
+    max_chunk_ok = _given(limits, "max_chunk_interval")
     limits.finish()
     # An invalid max_chunk_interval is its own error; chunk intervals are then not judged against it.
     max_chunk_valid = max_chunk_ok or not limits.has("max_chunk_interval")
@@ -169,48 +142,39 @@ def timeouts(r: Reader) -> Timeouts:
             r.problems.error(path, f"is too large, maximum is {seconds(max_chunk)}{note}")
 
     request = r.section("request")
-    s = request.section("standard")
-    standard = StandardTimeouts(first_byte=s.get("first_byte", positive, d.standard.first_byte),
-                                total=s.get("total", positive, d.standard.total))
-    s.finish()
-
+    standard = load_section(StandardTimeouts, request.section("standard"))
     st = request.section("streaming")
-    first_byte, first_byte_ok = _given(st, "first_byte", positive, d.streaming.first_byte)
-    chunk, chunk_ok = _given(st, "chunk_interval", positive, d.streaming.chunk_interval)
-    total, total_ok = _given(st, "total", positive, d.streaming.total)
-    st.finish()
-    streaming = StreamingTimeouts(first_byte=first_byte, chunk_interval=chunk, total=total)
+    streaming = load_section(StreamingTimeouts, st)
     chunk_path = child(st.path, "chunk_interval")
     if chunk_path not in r.problems.failed_paths:
-        check_chunk(chunk_path, chunk, chunk_ok)
-    _warn_past_total(st, {"first_byte": (first_byte, first_byte_ok), "chunk_interval": (chunk, chunk_ok)},
-                     (total, total_ok))
+        check_chunk(chunk_path, streaming.chunk_interval, _given(st, "chunk_interval"))
+    _warn_past_total(st, {"first_byte": (streaming.first_byte, _given(st, "first_byte")),
+                          "chunk_interval": (streaming.chunk_interval, _given(st, "chunk_interval"))},
+                     (streaming.total, _given(st, "total")))
 
     overrides = {}
     for name, raw, path in by_model(request, "model_overrides"):
         overrides[name] = _model_timeouts(Reader(raw, path, r.problems), streaming, check_chunk)
     request.finish()
 
-    out = Timeouts(
-        connection=connection, standard=standard, streaming=streaming, model_overrides=overrides,
-        max_chunk_interval=max_chunk,
-        streaming_fallback_budget_multiplier=r.get("streaming_fallback_budget_multiplier",
-                                                   rules.number(1, 10), d.streaming_fallback_budget_multiplier),
-    )
+    out = Timeouts(connection=connection, standard=standard, streaming=streaming, model_overrides=overrides,
+                   max_chunk_interval=max_chunk,
+                   streaming_fallback_budget_multiplier=read(r, Timeouts, "streaming_fallback_budget_multiplier"))
     r.finish()
     return out
 
 
 def _model_timeouts(r: Reader, general: StreamingTimeouts, check_chunk: Any) -> ModelTimeouts:
-    positive = rules.duration()
+    """One model's overrides: the general rules, None where not written."""
     s = r.section("standard")
-    standard_first_byte = s.get("first_byte", positive, None)
-    standard_total = s.get("total", positive, None)
+    standard_first_byte = read(s, StandardTimeouts, "first_byte", None)
+    standard_total = read(s, StandardTimeouts, "total", None)
     s.finish()
     st = r.section("streaming")
-    first_byte, first_byte_ok = _given(st, "first_byte", positive, None)
-    chunk, chunk_ok = _given(st, "chunk_interval", positive, None)
-    total, total_ok = _given(st, "total", positive, None)
+    first_byte = read(st, StreamingTimeouts, "first_byte", None)
+    chunk = read(st, StreamingTimeouts, "chunk_interval", None)
+    total = read(st, StreamingTimeouts, "total", None)
+    first_byte_ok, chunk_ok, total_ok = (_given(st, k) for k in ("first_byte", "chunk_interval", "total"))
     st.finish()
     r.finish()
     if chunk_ok:
@@ -228,57 +192,35 @@ def _model_timeouts(r: Reader, general: StreamingTimeouts, check_chunk: Any) -> 
 def retry_policy(r: Reader, *, with_timeout: bool = False) -> RetryPolicy:
     """The top-level ``retry`` section, or with ``with_timeout`` a backend's ``retry_override``.
 
-    An override is a complete policy: keys it leaves out take the defaults,
-    not the values of the top-level ``retry`` section.
+    Special for one check: max_delay must not be below initial_delay. An
+    override is a complete policy: keys it leaves out take the defaults, not
+    the values of the top-level ``retry`` section. Only an override may set
+    ``timeout``.
     """
-    d = RetryPolicy()
-    initial, initial_ok = _given(r, "initial_delay", rules.duration(allow_zero=True), d.initial_delay)
-    max_delay, max_ok = _given(r, "max_delay", rules.duration(allow_zero=True), d.max_delay)
-    out = RetryPolicy(
-        max_attempts=r.get("max_attempts", rules.integer(1, 10), d.max_attempts),
-        initial_delay=initial,
-        max_delay=max_delay,
-        backoff_multiplier=r.get("backoff_multiplier", rules.number(1, 10), d.backoff_multiplier),
-        jitter=r.get("jitter", rules.boolean, d.jitter),
-        retryable_status_codes=r.get("retryable_status_codes", HTTP_ERROR_STATUS, d.retryable_status_codes),
-        retryable_errors=r.get("retryable_errors", retryable_error_names, d.retryable_errors),
-        timeout=r.get("timeout", rules.duration(), None) if with_timeout else None,
-    )
+    if with_timeout:
+        return load_section(RetryPolicy, r, _check_delays)
+    return load_section(RetryPolicy, r, _check_delays, timeout=None)
+
+
+def _check_delays(out: RetryPolicy, r: Reader) -> None:
     # Compare only values that are valid; a missing one is the default.
-    if (initial_ok or max_ok) and max_delay < initial \
+    if (_given(r, "initial_delay") or _given(r, "max_delay")) and out.max_delay < out.initial_delay \
             and not {child(r.path, "initial_delay"), child(r.path, "max_delay")} & r.problems.failed_paths:
-        r.problems.error(child(r.path, "max_delay"),
-                         f"must be at least initial_delay ({seconds(initial)}), got {seconds(max_delay)}")
-    r.finish()
-    return out
+        r.problems.error(child(r.path, "max_delay"), f"must be at least initial_delay ({seconds(out.initial_delay)}), "
+                                                     f"got {seconds(out.max_delay)}")
 
 
 # --- fallback ----------------------------------------------------------------
 
 def fallback(r: Reader) -> Fallback:
-    d = Fallback()
-    enabled = r.get("enabled", rules.boolean, d.enabled)
-    mid_stream_enabled = r.get("mid_stream_enabled", rules.boolean, d.mid_stream_enabled)
+    """Special: the chains and per-model settings are keyed by model name, and chains are checked."""
     chains = _chains(r)
-    policy = _policy(r.section("fallback_policy"))
-    e = r.section("empty_reply_retry")
-    empty = EmptyReplyRetry(enabled=e.get("enabled", rules.boolean, d.empty_reply_retry.enabled),
-                            max_extra_hops=e.get("max_extra_hops", rules.integer(1, 5),
-                                                 d.empty_reply_retry.max_extra_hops))
-    e.finish()
-    settings = {}
-    for name, raw, path in by_model(r, "model_settings"):
-        m = Reader(raw, path, r.problems)
-        dm = ModelFallbackSettings()
-        settings[name] = ModelFallbackSettings(
-            fallback_enabled=m.get("fallback_enabled", rules.boolean, dm.fallback_enabled),
-            notify_on_fallback=m.get("notify_on_fallback", rules.boolean, dm.notify_on_fallback))
-        m.finish()
-    r.finish()
-    if not enabled and chains:
+    settings = {name: load_section(ModelFallbackSettings, Reader(raw, path, r.problems))
+                for name, raw, path in by_model(r, "model_settings")}
+    out = load_section(Fallback, r, fallback_chains=chains, model_settings=settings)
+    if not out.enabled and chains:
         r.problems.warn(child(r.path, "fallback_chains"), "chains are ignored while fallback.enabled is false")
-    return Fallback(enabled=enabled, mid_stream_enabled=mid_stream_enabled, fallback_chains=chains,
-                    fallback_policy=policy, empty_reply_retry=empty, model_settings=settings)
+    return out
 
 
 def _chains(r: Reader) -> dict[str, tuple[str, ...]]:
@@ -312,33 +254,6 @@ def _chains(r: Reader) -> dict[str, tuple[str, ...]]:
     return chains
 
 
-def _policy(r: Reader) -> FallbackPolicy:
-    d = FallbackPolicy()
-    t = r.section("trigger_conditions")
-    dt = d.trigger_conditions
-    triggers = TriggerConditions(
-        error_codes=t.get("error_codes", HTTP_ERROR_STATUS, dt.error_codes),
-        timeout=t.get("timeout", rules.boolean, dt.timeout),
-        connection_error=t.get("connection_error", rules.boolean, dt.connection_error),
-        model_not_found=t.get("model_not_found", rules.boolean, dt.model_not_found),
-        backend_unhealthy=t.get("backend_unhealthy", rules.boolean, dt.backend_unhealthy),
-        context_window_exceeded=t.get("context_window_exceeded", rules.boolean, dt.context_window_exceeded),
-    )
-    t.finish()
-    out = FallbackPolicy(
-        trigger_conditions=triggers,
-        max_fallback_attempts=r.get("max_fallback_attempts", rules.integer(0, 10), d.max_fallback_attempts),
-        fallback_timeout_multiplier=r.get("fallback_timeout_multiplier", rules.number(1, 10),
-                                          d.fallback_timeout_multiplier),
-        preserve_parameters=r.get("preserve_parameters", rules.boolean, d.preserve_parameters),
-        max_concurrent_dials_per_backend=r.get("max_concurrent_dials_per_backend", rules.integer(0, 10_000),
-                                               d.max_concurrent_dials_per_backend),
-        content_policy_fallback=r.get("content_policy_fallback", rules.boolean, d.content_policy_fallback),
-    )
-    r.finish()
-    return out
-
-
 def chains_checked_at_load(backends: Iterable[Any]) -> bool:
     """Whether every backend's models are known without discovery: exact names only, discovery off."""
     return not any(b.discovery or b.model_globs for b in backends)
@@ -361,22 +276,3 @@ def check_chain_models(fb: Fallback, backends: Iterable[Any], problems: Problems
             if model not in known:
                 problems.warn(child(child(path, key), i),
                               f"no backend lists model {model!r}: this step of the chain never finds a backend")
-
-
-# --- streaming ---------------------------------------------------------------
-
-def streaming(r: Reader) -> Streaming:
-    m = r.section("mid_stream_fallback")
-    d = MidStreamFallback()
-    mid = MidStreamFallback(
-        enabled=m.get("enabled", rules.boolean, d.enabled),
-        min_accumulated_tokens=m.get("min_accumulated_tokens", rules.integer(0, 100_000), d.min_accumulated_tokens),
-        max_fallback_attempts=m.get("max_fallback_attempts", rules.integer(0, 10), d.max_fallback_attempts),
-        continuation_prompt=m.get("continuation_prompt", continuation_prompt, d.continuation_prompt),
-        same_model_first=m.get("same_model_first", rules.boolean, d.same_model_first),
-        continuation_style=m.get("continuation_style", rules.one_of({"auto": "auto", "prompt": "prompt"}),
-                                 d.continuation_style),
-    )
-    m.finish()
-    r.finish()
-    return Streaming(mid_stream_fallback=mid)

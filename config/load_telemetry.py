@@ -1,50 +1,26 @@
 """Validation of ``engine_stats``, ``routing`` and the backends' declared provider limits.
 
-The per-section loaders check shapes and ranges; ``check`` holds the
-config-validate warnings that need the whole config (a term switched on
-without the data it reads, limits declared that nothing reads).
+Shapes and ranges are declared on the fields (``telemetry.py``) and read by
+``load_section``; ``check`` holds the config-validate warnings that need the
+whole config (a term switched on without the data it reads, limits declared
+that nothing reads).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
-from urllib.parse import urlsplit
 
 from switchyard.config import rules
-from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.fields import load_section
+from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import BackendConfig
-from switchyard.config.telemetry import (
-    EngineAdmission,
-    EngineLoad,
-    EngineStatsConfig,
-    QuotaAware,
-    RoutingConfig,
-    UsageWeight,
-)
-
-HOUR = 3600.0
-
-
-def metrics_url(value: Any) -> str:
-    """An http(s) URL with a host; a query is allowed (some exporters filter by it), a fragment is not."""
-    text = rules.string()(value)
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"must be an http:// or https:// URL with a host, got {text!r}")
-    if parts.fragment:
-        raise Invalid("must not carry a fragment")
-    return text
+from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
+from switchyard.config.values import metrics_url
 
 
 def engine_stats(r: Reader) -> EngineStatsConfig:
-    d = EngineStatsConfig()
-    out = EngineStatsConfig(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        interval=r.get("interval", rules.duration(minimum=1, maximum=HOUR), d.interval),
-        timeout=r.get("timeout", rules.duration(maximum=300), d.timeout),
-        path=r.get("path", rules.string(r"/[^\s?#]*", "an absolute path starting with /"), d.path),
-    )
-    r.finish()
+    """Special only for its warning: a poll timeout longer than the interval."""
+    out = load_section(EngineStatsConfig, r)
     if out.timeout > out.interval:
         r.problems.warn(child(r.path, "timeout"),
                         f"{out.timeout:g}s is longer than interval {out.interval:g}s: a slow engine is "
@@ -59,57 +35,6 @@ def backend_fields(r: Reader) -> dict[str, Any]:
         "provider_rpm": r.get("provider_rpm", rules.integer(minimum=1), None),
         "engine_stats_url": r.get("engine_stats_url", metrics_url, None),
     }
-
-
-def routing(r: Reader) -> RoutingConfig:
-    out = RoutingConfig(engine_load=_engine_load(r.section("engine_load")),
-                        usage_weight=_usage_weight(r.section("usage_weight")),
-                        quota_aware=_quota_aware(r.section("quota_aware")))
-    r.finish()
-    return out
-
-
-def _engine_load(r: Reader) -> EngineLoad:
-    d = EngineLoad()
-    a = r.section("admission")
-    da = EngineAdmission()
-    admission = EngineAdmission(
-        enabled=a.get("enabled", rules.boolean, da.enabled),
-        kv_usage_threshold=a.get("kv_usage_threshold", rules.number(0.0, 1.0), da.kv_usage_threshold),
-    )
-    a.finish()
-    out = EngineLoad(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        engine_load_weight=r.get("engine_load_weight", rules.number(0.0, 1.0), d.engine_load_weight),
-        max_staleness_intervals=r.get("max_staleness_intervals", rules.integer(1, 100), d.max_staleness_intervals),
-        balance_abs_threshold=r.get("balance_abs_threshold", rules.number(minimum=0.0), d.balance_abs_threshold),
-        balance_rel_threshold=r.get("balance_rel_threshold", rules.number(minimum=1.0), d.balance_rel_threshold),
-        admission=admission,
-    )
-    r.finish()
-    return out
-
-
-def _usage_weight(r: Reader) -> UsageWeight:
-    d = UsageWeight()
-    out = UsageWeight(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        weight=r.get("weight", rules.number(0.0, 1.0), d.weight),
-        staleness_interval=r.get("staleness_interval", rules.duration(minimum=1, maximum=HOUR),
-                                 d.staleness_interval),
-    )
-    r.finish()
-    return out
-
-
-def _quota_aware(r: Reader) -> QuotaAware:
-    d = QuotaAware()
-    out = QuotaAware(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        ttl=r.get("ttl", rules.duration(minimum=1, maximum=HOUR), d.ttl),
-    )
-    r.finish()
-    return out
 
 
 def check(engine_stats: EngineStatsConfig, routing: RoutingConfig, backends: Sequence[BackendConfig],

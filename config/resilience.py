@@ -7,10 +7,13 @@ guide where it names one.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 from attrs import frozen
+
+from switchyard.config import rules, values
+from switchyard.config.fields import field, section
 
 DEFAULT_CONTINUATION_PROMPT = (
     "Continue from where you left off exactly. Do not repeat any previously generated content."
@@ -21,15 +24,15 @@ DEFAULT_CONTINUATION_PROMPT = (
 class StandardTimeouts:
     """Non-streaming calls: until the response headers, and the whole call."""
 
-    first_byte: float = 60.0
-    total: float = 300.0
+    first_byte: float = field(60.0, rules.duration())
+    total: float = field(300.0, rules.duration())
 
 
 @frozen
 class StreamingTimeouts:
-    first_byte: float = 120.0      # request sent -> first SSE data event
-    chunk_interval: float = 30.0   # silence allowed between data events
-    total: float = 600.0           # the whole stream, one attempt
+    first_byte: float = field(120.0, rules.duration())      # request sent -> first SSE data event
+    chunk_interval: float = field(30.0, rules.duration())   # silence allowed between data events
+    total: float = field(600.0, rules.duration())           # the whole stream, one attempt
 
 
 @frozen
@@ -43,87 +46,101 @@ class ModelTimeouts:
     total: float | None = None
 
 
+MAX_CHUNK_INTERVAL_CEILING = 300.0
+
+
 @frozen
 class Timeouts:
-    connection: float = 10.0
+    """YAML nests ``standard`` and ``streaming`` under ``request`` and the ceiling
+    under ``limits``: ``load_resilience.timeouts`` reads those, with their checks."""
+
+    connection: float = field(10.0, rules.duration(maximum=300))
     standard: StandardTimeouts = StandardTimeouts()
     streaming: StreamingTimeouts = StreamingTimeouts()
     model_overrides: Mapping[str, ModelTimeouts] = attrs.field(factory=dict)
-    max_chunk_interval: float = 60.0               # timeouts.limits.max_chunk_interval
-    streaming_fallback_budget_multiplier: float = 2.0
+    # timeouts.limits.max_chunk_interval
+    max_chunk_interval: float = field(60.0, rules.duration(maximum=MAX_CHUNK_INTERVAL_CEILING))
+    streaming_fallback_budget_multiplier: float = field(2.0, rules.number(1, 10))
 
 
-MAX_CHUNK_INTERVAL_CEILING = 300.0
 RETRYABLE_ERRORS = ("ConnectionError", "TimeoutError")
+
+
+def _error_names(value: Any) -> frozenset[str]:
+    return frozenset(rules.string_list(values.words(*RETRYABLE_ERRORS))(value))
 
 
 @frozen
 class RetryPolicy:
-    max_attempts: int = 3                 # tries on one route, the first included
-    initial_delay: float = 0.1
-    max_delay: float = 30.0
-    backoff_multiplier: float = 2.0
-    jitter: bool = True
-    retryable_status_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504, 529})
-    retryable_errors: frozenset[str] = frozenset(RETRYABLE_ERRORS)
-    timeout: float | None = None          # retry_override only: caps each attempt on that backend
+    max_attempts: int = field(3, rules.integer(1, 10))        # tries on one route, the first included
+    initial_delay: float = field(0.1, rules.duration(allow_zero=True))
+    max_delay: float = field(30.0, rules.duration(allow_zero=True))
+    backoff_multiplier: float = field(2.0, rules.number(1, 10))
+    jitter: bool = field(True, rules.boolean)
+    retryable_status_codes: frozenset[int] = field(frozenset({429, 500, 502, 503, 504, 529}),
+                                                   values.HTTP_ERROR_STATUS)
+    retryable_errors: frozenset[str] = field(frozenset(RETRYABLE_ERRORS), _error_names)
+    # retry_override only: caps each attempt on that backend
+    timeout: float | None = field(None, rules.duration())
 
 
 @frozen
 class TriggerConditions:
-    error_codes: frozenset[int] = frozenset({429, 500, 502, 503, 504, 529})
-    timeout: bool = True
-    connection_error: bool = True
-    model_not_found: bool = True
-    backend_unhealthy: bool = True
-    context_window_exceeded: bool = True
+    error_codes: frozenset[int] = field(frozenset({429, 500, 502, 503, 504, 529}), values.HTTP_ERROR_STATUS)
+    timeout: bool = field(True, rules.boolean)
+    connection_error: bool = field(True, rules.boolean)
+    model_not_found: bool = field(True, rules.boolean)
+    backend_unhealthy: bool = field(True, rules.boolean)
+    context_window_exceeded: bool = field(True, rules.boolean)
 
 
 @frozen
 class FallbackPolicy:
-    trigger_conditions: TriggerConditions = TriggerConditions()
-    max_fallback_attempts: int = 3
-    fallback_timeout_multiplier: float = 1.5
-    preserve_parameters: bool = True
-    max_concurrent_dials_per_backend: int = 50
-    content_policy_fallback: bool = False
+    trigger_conditions: TriggerConditions = section(TriggerConditions)
+    max_fallback_attempts: int = field(3, rules.integer(0, 10))
+    fallback_timeout_multiplier: float = field(1.5, rules.number(1, 10))
+    preserve_parameters: bool = field(True, rules.boolean)
+    max_concurrent_dials_per_backend: int = field(50, rules.integer(0, 10_000))
+    content_policy_fallback: bool = field(False, rules.boolean)
 
 
 @frozen
 class EmptyReplyRetry:
-    enabled: bool = False
-    max_extra_hops: int = 1
+    enabled: bool = field(False, rules.boolean)
+    max_extra_hops: int = field(1, rules.integer(1, 5))
 
 
 @frozen
 class ModelFallbackSettings:
-    fallback_enabled: bool = True
-    notify_on_fallback: bool = True
+    fallback_enabled: bool = field(True, rules.boolean)
+    notify_on_fallback: bool = field(True, rules.boolean)
 
 
 @frozen
 class Fallback:
-    enabled: bool = False
-    mid_stream_enabled: bool = True
+    """``fallback_chains`` and ``model_settings`` are keyed by model name: ``load_resilience.fallback``."""
+
+    enabled: bool = field(False, rules.boolean)
+    mid_stream_enabled: bool = field(True, rules.boolean)
     fallback_chains: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
-    fallback_policy: FallbackPolicy = FallbackPolicy()
-    empty_reply_retry: EmptyReplyRetry = EmptyReplyRetry()
+    fallback_policy: FallbackPolicy = section(FallbackPolicy)
+    empty_reply_retry: EmptyReplyRetry = section(EmptyReplyRetry)
     model_settings: Mapping[str, ModelFallbackSettings] = attrs.field(factory=dict)
 
 
 @frozen
 class MidStreamFallback:
-    enabled: bool = True                  # continuation (true) vs always restart (false)
-    min_accumulated_tokens: int = 50
-    max_fallback_attempts: int = 2
-    continuation_prompt: str = DEFAULT_CONTINUATION_PROMPT
-    same_model_first: bool = False
+    enabled: bool = field(True, rules.boolean)     # continuation (true) vs always restart (false)
+    min_accumulated_tokens: int = field(50, rules.integer(0, 100_000))
+    max_fallback_attempts: int = field(2, rules.integer(0, 10))
+    continuation_prompt: str = field(DEFAULT_CONTINUATION_PROMPT, values.continuation_prompt)
+    same_model_first: bool = field(False, rules.boolean)
     # How a continuation is asked for: "auto" (assistant prefill where the
     # target takes it, else restart with the repeated part suppressed) or
     # "prompt" (the partial answer plus continuation_prompt as a user turn).
-    continuation_style: str = "auto"
+    continuation_style: str = field("auto", values.words("auto", "prompt"))
 
 
 @frozen
 class Streaming:
-    mid_stream_fallback: MidStreamFallback = MidStreamFallback()
+    mid_stream_fallback: MidStreamFallback = section(MidStreamFallback)

@@ -12,46 +12,53 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from switchyard.config import rules, values
+from switchyard.config.fields import field, section
+
+HOUR = 3600.0
+
 
 @frozen
 class EngineStatsConfig:
-    enabled: bool = False
-    interval: float = 15.0        # seconds between polls of one backend
-    timeout: float = 5.0          # one poll's limit
-    path: str = "/metrics"        # on the backend's url, unless backends[].engine_stats_url says otherwise
+    enabled: bool = field(False, rules.boolean)
+    interval: float = field(15.0, rules.duration(minimum=1, maximum=HOUR))   # between polls of one backend
+    timeout: float = field(5.0, rules.duration(maximum=300))                 # one poll's limit
+    # on the backend's url, unless backends[].engine_stats_url says otherwise
+    path: str = field("/metrics", values.http_path)
 
 
 @frozen
 class EngineAdmission:
-    enabled: bool = False
-    kv_usage_threshold: float = 0.98
+    enabled: bool = field(False, rules.boolean)
+    kv_usage_threshold: float = field(0.98, rules.number(0.0, 1.0))
 
 
 @frozen
 class EngineLoad:
-    enabled: bool = False
-    engine_load_weight: float = 0.3
-    max_staleness_intervals: int = 3
-    balance_abs_threshold: float = 64.0
-    balance_rel_threshold: float = 1.5
-    admission: EngineAdmission = EngineAdmission()
+    enabled: bool = field(False, rules.boolean)
+    engine_load_weight: float = field(0.3, rules.number(0.0, 1.0))
+    max_staleness_intervals: int = field(3, rules.integer(1, 100))
+    balance_abs_threshold: float = field(64.0, rules.number(minimum=0.0))
+    balance_rel_threshold: float = field(1.5, rules.number(minimum=1.0))
+    admission: EngineAdmission = section(EngineAdmission)
 
 
 @frozen
 class UsageWeight:
-    enabled: bool = False
-    weight: float = 0.2
-    staleness_interval: float = 60.0   # the tumbling window of local token metering
+    enabled: bool = field(False, rules.boolean)
+    weight: float = field(0.2, rules.number(0.0, 1.0))
+    # the tumbling window of local token metering
+    staleness_interval: float = field(60.0, rules.duration(minimum=1, maximum=HOUR))
 
 
 @frozen
 class QuotaAware:
-    enabled: bool = False
-    ttl: float = 45.0
+    enabled: bool = field(False, rules.boolean)
+    ttl: float = field(45.0, rules.duration(minimum=1, maximum=HOUR))
 
 
 @frozen
 class RoutingConfig:
-    engine_load: EngineLoad = EngineLoad()
-    usage_weight: UsageWeight = UsageWeight()
-    quota_aware: QuotaAware = QuotaAware()
+    engine_load: EngineLoad = section(EngineLoad)
+    usage_weight: UsageWeight = section(UsageWeight)
+    quota_aware: QuotaAware = section(QuotaAware)

@@ -25,6 +25,7 @@ _RULE = "switchyard.config.rule"
 _SECTION = "switchyard.config.section"
 _OPTIONAL = "switchyard.config.optional"
 _KEY = "switchyard.config.key"
+_CHECK = "switchyard.config.check"
 
 
 def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True) -> Any:
@@ -36,14 +37,15 @@ def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool =
     return attrs.field(default=default, repr=repr, metadata={_RULE: rule, _KEY: key})
 
 
-def section(cls: type, *, optional: bool = False, key: str | None = None) -> Any:
-    """A nested mapping loaded as ``cls`` by the same walk.
+def section(cls: type, *, optional: bool = False, key: str | None = None,
+            check: Callable[[Any, Reader], None] | None = None) -> Any:
+    """A nested mapping loaded as ``cls`` by the same walk (``check`` as in ``load_section``).
 
     ``optional``: the field is None unless the key holds a value (``engine:``
     alone is None too, yet no unknown key); otherwise an absent key loads
     ``cls()``.
     """
-    meta = {_SECTION: cls, _OPTIONAL: optional, _KEY: key}
+    meta = {_SECTION: cls, _OPTIONAL: optional, _KEY: key, _CHECK: check}
     return attrs.field(default=None if optional else cls(), metadata=meta)
 
 
@@ -69,7 +71,7 @@ def _read(r: Reader, f: attrs.Attribute, default: Any = _DECLARED) -> Any:  # ty
         nested = r.section(key)    # read even when null, so `key:` alone is no unknown key
         if f.metadata[_OPTIONAL] and not r.has(key):
             return None
-        return load_section(f.metadata[_SECTION], nested)
+        return load_section(f.metadata[_SECTION], nested, f.metadata[_CHECK])
     if _RULE in f.metadata:
         if default is _DECLARED:
             default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type]

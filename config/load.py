@@ -7,13 +7,11 @@ Secrets never enter a message: errors name the key, not its value.
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlsplit
 
 import attrs
 import yaml
@@ -21,14 +19,12 @@ import yaml
 from switchyard.config import (
     check_smart_routing,
     load_access,
-    load_anthropic,
-    load_extensions,
+    load_backends,
     load_metadata,
     load_params,
     load_prompts,
     load_resilience,
     load_responses_tools,
-    load_simulation,
     load_smart_routing,
     load_telemetry,
     rules,
@@ -36,9 +32,8 @@ from switchyard.config import (
 from switchyard.config.fields import load_section
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
-from switchyard.config.rules import Invalid, Problems, Reader, child
+from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import (
-    BackendConfig,
     BackendType,
     ConsistentHashConfig,
     Dedup,
@@ -50,8 +45,8 @@ from switchyard.config.schema import (
     Snapshot,
     Strategy,
 )
-from switchyard.config.values import bind_address, http_url, shown_url
 from switchyard.config.telemetry import RoutingConfig
+from switchyard.config.values import bind_address
 from switchyard.config.watch import content_revision
 
 __all__ = ["ConfigError", "Loaded", "bind_address", "build_snapshot", "load_demo", "load_file", "load_text"]
@@ -135,40 +130,13 @@ def interpolate(value: Any, path: str, env: Mapping[str, str], problems: Problem
 
 # --- sections ----------------------------------------------------------------
 
-_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-
-
-ANTHROPIC_URL = "https://api.anthropic.com"   # an anthropic backend's url when none is given
-
-
-def anthropic_version(value: Any) -> str:
-    """An ``anthropic-version`` date, YYYY-MM-DD (YAML reads an unquoted one as a date)."""
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return value.isoformat()
-    if not isinstance(value, str):
-        raise Invalid(f"must be a date YYYY-MM-DD such as 2023-06-01, got {rules.type_name(value)}")
-    text = rules.string(r"\d{4}-\d{2}-\d{2}", "a date YYYY-MM-DD such as 2023-06-01")(value)
-    try:
-        datetime.date.fromisoformat(text)
-    except ValueError:
-        raise Invalid(f"must be a real calendar date YYYY-MM-DD, got {text!r}") from None
-    return text
-
-
-def model_name(value: Any) -> str:
-    text = rules.string()(value)
-    if len(text) > 256 or any(ch.isspace() for ch in text):
-        raise Invalid(f"must be a model name or glob without spaces, at most 256 characters, got {text!r}")
-    return text
-
-
 def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -> Snapshot:
     top = Reader(raw, "", problems)
     metadata_file = top.get("model_metadata_file", rules.string(), None)
     metadata_dirs = top.get("model_metadata_dirs", rules.string_list(rules.string()), ())
     models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
     server = load_section(ServerConfig, top.section("server"))
-    backends = _backends(top, problems)
+    backends = load_backends.backends(top, problems)
     strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
                        Strategy.ROUND_ROBIN)
     health = _health(top.section("health_checks"))
@@ -221,93 +189,6 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     smart_routing=smart, responses_tools=responses_tools,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
-
-
-def _backends(top: Reader, problems: Problems) -> tuple[BackendConfig, ...]:
-    out: list[BackendConfig] = []
-    seen: dict[str, str] = {}
-    for r in top.items("backends"):
-        name = r.raw.get("name")
-        if isinstance(name, str) and name in seen:
-            problems.error(child(r.path, "name"), f"duplicate backend name {name!r} (also {seen[name]})")
-        elif isinstance(name, str):
-            seen[name] = r.path
-        backend = _backend(r)
-        if backend is not None:
-            out.append(backend)
-    return tuple(out)
-
-
-def _backend(r: Reader) -> BackendConfig | None:
-    errors_before = len(r.problems.errors)
-    if not r.has("name"):
-        r.problems.error(child(r.path, "name"), "is required")
-    name = r.get("name", rules.string(_NAME, "1-64 letters, digits, '.', '_' or '-'"), "")
-    btype = r.get("type", rules.one_of({t.value: t for t in BackendType}), BackendType.GENERIC)
-    url = r.get("url", http_url, "")
-    if not url:
-        if btype is BackendType.SIMULATED:
-            url = f"http://{name or 'backend'}.simulated"
-        elif btype is BackendType.ANTHROPIC and not r.has("url"):
-            url = ANTHROPIC_URL
-        elif not r.has("url"):
-            r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
-    # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
-    api_key = r.get("api_key", rules.any_string, None) or None
-    models = r.get("models", rules.string_list(model_name), ())
-    weight = r.get("weight", rules.integer(1, 10_000), 1)
-    enabled = r.get("enabled", rules.boolean, True)
-    internal = r.get("internal", rules.boolean, False)
-    discovery = r.get("discovery", rules.boolean, True)
-    override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
-    retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
-    replay = r.get("replay", load_resilience.replay, True)
-    entries = load_metadata.model_configs(r, chain_model_name=load_resilience.chain_model_name,
-                                          model_name=model_name)
-    model_metadata = {e.id: e.metadata for e in entries}
-    model_configs = {e.id: load_metadata.routing_view(e.metadata) for e in entries}
-    model_aliases = {e.id: e.aliases for e in entries if e.aliases}
-    upstream_ids = {e.id: e.upstream_id for e in entries if e.upstream_id}
-    extensions = load_extensions.request_extensions(r.section("request_extensions"))
-    declared = load_telemetry.backend_fields(r)
-    simulation = None
-    section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
-    # An anthropic or azure backend on a *.simulated host is served in-process (protocol/wires/upstream.py: in_process).
-    in_process = btype in (BackendType.ANTHROPIC, BackendType.AZURE) and \
-        (urlsplit(url).hostname or "").endswith(".simulated")
-    if btype is BackendType.SIMULATED or in_process:
-        simulation = load_simulation.simulation(section)
-    elif r.has("simulation"):
-        r.problems.error(child(r.path, "simulation"), f"is only allowed on an {btype.value} backend whose url host "
-                         "ends in .simulated" if btype in (BackendType.ANTHROPIC, BackendType.AZURE) else
-                         "is only allowed on backends of type simulated")
-    version = r.get("anthropic_version", anthropic_version, attrs.fields(BackendConfig).anthropic_version.default)
-    if r.has("anthropic_version") and btype is not BackendType.ANTHROPIC:
-        r.problems.error(child(r.path, "anthropic_version"),
-                         f"only applies to backends of type anthropic, not {btype.value}")
-    betas = load_anthropic.anthropic_betas(r, btype)
-    r.finish()
-    if btype is BackendType.AZURE and url and not urlsplit(url).path.rstrip("/").endswith("/openai/v1"):
-        r.problems.error(child(r.path, "url"), "of an azure backend is its resource's v1 API root, "
-                         f"https://NAME.openai.azure.com/openai/v1, got {shown_url(url)!r}")
-    if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
-        r.problems.error(child(r.path, "url"),
-                         f"of a simulated backend must have a host ending in .simulated, got {shown_url(url)!r}")
-    parts = urlsplit(url)
-    if api_key and (parts.username or parts.password) and btype not in (BackendType.ANTHROPIC, BackendType.AZURE):
-        # protocol/wires/upstream.py sends a user:password@ URL's credentials as Authorization: Basic, which
-        # replaces the key's Authorization: Bearer (anthropic and azure send their key in another header).
-        r.problems.error(child(r.path, "url"), f"carries credentials (user:password@) and {child(r.path, 'api_key')} "
-                         "is set: every request would send the URL's credentials as 'Authorization: Basic' "
-                         "instead of the key's 'Authorization: Bearer', so the key is never sent; keep one of them")
-    if len(r.problems.errors) > errors_before:
-        return None
-    return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
-                         enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
-                         retry_override=retry_override, replay=replay, model_configs=model_configs,
-                         model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
-                         request_extensions=extensions, anthropic_version=version, anthropic_betas=betas,
-                         **declared)
 
 
 def _health(r: Reader) -> HealthChecks:

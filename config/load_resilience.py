@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from switchyard.config import rules
 from switchyard.config.fields import load_section, read
 from switchyard.config.resilience import (
     Fallback,
@@ -62,16 +61,6 @@ def chain_model_name(value: Any) -> str:
         raise Invalid(f"model name is {size} bytes long in UTF-8; at most {MODEL_NAME_MAX_BYTES} are allowed "
                       f"(got {_escaped(value)})")
     return value
-
-
-_REPLAY_WORDS = rules.one_of({"enabled": True, "disabled": False})
-
-
-def replay(value: Any) -> bool:
-    """``enabled``/``disabled`` only: YAML reads ``on``/``off``/``yes``/``no`` as booleans, which are refused."""
-    if isinstance(value, bool):
-        raise Invalid("must be one of enabled, disabled, got boolean")
-    return _REPLAY_WORDS(value)
 
 
 def seconds(value: float) -> str:

@@ -1,4 +1,4 @@
-"""Validation of ``engine_stats``, ``routing`` and the backends' declared provider limits.
+"""Validation of ``engine_stats`` and ``routing``, and the backends' declared provider limits.
 
 Shapes and ranges are declared on the fields (``telemetry.py``) and read by
 ``load_section``; ``check`` holds the config-validate warnings that need the
@@ -8,15 +8,12 @@ that nothing reads).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from switchyard.config import rules
 from switchyard.config.fields import load_section
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import BackendConfig
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
-from switchyard.config.values import metrics_url
-
 
 def engine_stats(r: Reader) -> EngineStatsConfig:
     """Special only for its warning: a poll timeout longer than the interval."""
@@ -26,15 +23,6 @@ def engine_stats(r: Reader) -> EngineStatsConfig:
                         f"{out.timeout:g}s is longer than interval {out.interval:g}s: a slow engine is "
                         "polled less often than configured")
     return out
-
-
-def backend_fields(r: Reader) -> dict[str, Any]:
-    """``provider_tpm``, ``provider_rpm`` and ``engine_stats_url`` of one backend, as BackendConfig keywords."""
-    return {
-        "provider_tpm": r.get("provider_tpm", rules.integer(minimum=1), None),
-        "provider_rpm": r.get("provider_rpm", rules.integer(minimum=1), None),
-        "engine_stats_url": r.get("engine_stats_url", metrics_url, None),
-    }
 
 
 def check(engine_stats: EngineStatsConfig, routing: RoutingConfig, backends: Sequence[BackendConfig],

@@ -14,6 +14,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.access import Access
+from switchyard.config.fields import field, section
 from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -26,7 +27,9 @@ from switchyard.config.params import ParamPolicy, Preset
 from switchyard.config.prompts import GlobalPrompts
 from switchyard.config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
 from switchyard.config.responses_tools import ResponsesTools
-from switchyard.config.fields import field, section
+from switchyard.config.simulation import SimulatedEngine as SimulatedEngine  # re-exported: read from here
+from switchyard.config.simulation import SimulatedFailure as SimulatedFailure
+from switchyard.config.simulation import Simulation
 from switchyard.config.smart_routing import SmartRouting
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 
@@ -90,54 +93,6 @@ class ServerConfig:
 
 
 @frozen
-class SimulatedFailure:
-    """What a simulated backend does wrong, for demos and tests."""
-
-    status: int | None = None
-    stall_before_first_byte: bool = False
-    stall_after_chunk: int | None = None
-    reset_after_chunk: int | None = None
-    malformed_chunk: int | None = None
-    retry_after: str | int | None = None          # Retry-After header sent with `status`
-    error_code: str | None = None                 # `code` of the error body sent with `status`
-    error_event_after_chunk: int | None = None    # in-band {"error": ...} event after chunk k, then end
-    omit_done: bool = False                       # end after the finish_reason chunk, no [DONE]
-    truncate_after_chunk: int | None = None       # end cleanly after chunk k: no finish_reason, no [DONE]
-    empty_reply: bool = False                     # empty content, finish_reason stop
-    tool_call: bool = False                       # one get_weather tool call instead of text
-
-
-@frozen
-class SimulatedEngine:
-    """``simulation.engine``: the backend also answers ``GET .../metrics`` as a vLLM or SGLang engine would.
-
-    The generation counter grows with the tokens the simulator streams plus
-    ``background_tokens_per_second`` (what the engine generates for others).
-    """
-
-    kind: str = "vllm"                         # vllm | sglang: whose metric names the page uses
-    waiting: int = 0                           # requests in the engine's queue
-    running: int = 0                           # running requests besides the ones this simulator streams now
-    kv_cache_usage: float = 0.0                # 0..1
-    total_slots: int | None = None             # sglang:max_running_requests (vLLM reports no cap)
-    background_tokens_per_second: float = 0.0
-
-
-@frozen
-class Simulation:
-    latency: float = 0.05
-    tokens_per_second: float = 0.0
-    chunks: int = 8
-    health_status: int = 200
-    failure: SimulatedFailure = SimulatedFailure()
-    text: str | None = None            # the reply, split into `chunks` pieces; None: "Hello from NAME. ..."
-    tool_arguments: str | None = None  # with failure.tool_call: the call's arguments (default a fixed JSON)
-    supports_prefill: bool = True      # continue a trailing assistant message (else answer 400)
-    engine: SimulatedEngine | None = None  # an engine Prometheus page on GET .../metrics
-    response_headers: Mapping[str, str] = attrs.field(factory=dict)   # added to every chat answer (rate limits)
-
-
-@frozen
 class ModelConfig:
     """What is known of one model on one backend (``backends[].model_configs``).
 
@@ -158,24 +113,28 @@ class BackendConfig:
     name: str
     type: BackendType
     url: str
-    api_key: str | None = attrs.field(default=None, repr=False)
-    models: tuple[str, ...] = ()
-    weight: int = 1
-    enabled: bool = True
-    internal: bool = False
-    discovery: bool = True
+    # Read one by one in config/load_backends.py: a backend's fields depend on its type.
+    api_key: str | None = field(None, rules.any_string, repr=False)   # "" means none (`${KEY:-}`)
+    models: tuple[str, ...] = field((), rules.string_list(values.model_name))
+    weight: int = field(1, rules.integer(1, 10_000))
+    enabled: bool = field(True, rules.boolean)
+    internal: bool = field(False, rules.boolean)
+    discovery: bool = field(True, rules.boolean)
     simulation: Simulation | None = None
     retry_override: RetryPolicy | None = None
-    replay: bool = True          # `replay: disabled` -> never send one request twice here
+    replay: bool = field(True, values.replay)      # `replay: disabled` -> never send one request twice here
     model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)       # routing view
     model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
     model_aliases: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)   # model_configs[].aliases
     upstream_ids: Mapping[str, str] = attrs.field(factory=dict)                # model_configs[].upstream_id
     request_extensions: "BodyExtensions" = attrs.field(factory=lambda: BodyExtensions())
-    provider_tpm: int | None = None          # the provider's tokens per minute for this key (declared)
-    provider_rpm: int | None = None          # the provider's requests per minute (declared)
-    engine_stats_url: str | None = None      # where the engine's Prometheus page is, if not url + engine_stats.path
-    anthropic_version: str = "2023-06-01"    # type anthropic: the anthropic-version header it is sent
+    # the provider's tokens and requests per minute for this key (declared)
+    provider_tpm: int | None = field(None, rules.integer(minimum=1))
+    provider_rpm: int | None = field(None, rules.integer(minimum=1))
+    # where the engine's Prometheus page is, if not url + engine_stats.path
+    engine_stats_url: str | None = field(None, values.metrics_url)
+    # type anthropic: the anthropic-version header it is sent
+    anthropic_version: str = field("2023-06-01", values.anthropic_version)
     # type anthropic: the anthropic-beta names a client may turn on (None: all it sends; (): none)
     anthropic_betas: tuple[str, ...] | None = None
 

@@ -7,6 +7,7 @@ converts one raw YAML value or raises ``Invalid`` with what was expected.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from typing import Any
@@ -116,3 +117,35 @@ def continuation_prompt(value: Any) -> str:
 def words(*choices: str) -> Rule[str]:
     """One of ``choices``, kept as the string."""
     return rules.one_of({c: c for c in choices})
+
+
+def model_name(value: Any) -> str:
+    """A model name or glob as ``backends[].models`` lists it."""
+    text = rules.string()(value)
+    if len(text) > 256 or any(ch.isspace() for ch in text):
+        raise Invalid(f"must be a model name or glob without spaces, at most 256 characters, got {text!r}")
+    return text
+
+
+def anthropic_version(value: Any) -> str:
+    """An ``anthropic-version`` date, YYYY-MM-DD (YAML reads an unquoted one as a date)."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if not isinstance(value, str):
+        raise Invalid(f"must be a date YYYY-MM-DD such as 2023-06-01, got {rules.type_name(value)}")
+    text = rules.string(r"\d{4}-\d{2}-\d{2}", "a date YYYY-MM-DD such as 2023-06-01")(value)
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise Invalid(f"must be a real calendar date YYYY-MM-DD, got {text!r}") from None
+    return text
+
+
+_REPLAY_WORDS = rules.one_of({"enabled": True, "disabled": False})
+
+
+def replay(value: Any) -> bool:
+    """``enabled``/``disabled`` only: YAML reads ``on``/``off``/``yes``/``no`` as booleans, which are refused."""
+    if isinstance(value, bool):
+        raise Invalid("must be one of enabled, disabled, got boolean")
+    return _REPLAY_WORDS(value)

@@ -1,0 +1,116 @@
+"""``backends[].simulation``: what an in-process simulated backend does, each field with its rule.
+
+Only for demos and tests; the simulators live in ``protocol/simulated``.
+Two rules span fields and run as checks: ``retry_after`` and ``error_code``
+need a ``status``, and an engine's ``total_slots`` is an SGLang metric.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import attrs
+from attrs import frozen
+
+from switchyard.config import rules, values
+from switchyard.config.fields import field, section
+from switchyard.config.rules import Invalid, Reader, child
+
+_STATUS = rules.integer(100, 599)
+_CHUNK_NO = rules.integer(1, 100_000)  # chunks count from 1
+
+
+def _retry_after(value: Any) -> str | int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise Invalid(f"must be a number of seconds or an HTTP date, got {rules.type_name(value)}")
+    if isinstance(value, int):
+        rules.integer(0, 86_400 * 365)(value)
+        return value
+    return rules.string()(value.strip())
+
+
+def _header_map(value: Any) -> dict[str, str]:
+    """Header name -> value, both strings (numbers are written as they are)."""
+    if not isinstance(value, dict):
+        raise Invalid(f"must be a mapping of header names to values, got {rules.type_name(value)}")
+    out = {}
+    for name, v in value.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name):
+            raise Invalid(f"has {name!r}, which is not an HTTP header name")
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise Invalid(f"[{name}] must be a string or number, got {rules.type_name(v)}")
+        out[name.lower()] = str(v)
+    return out
+
+
+@frozen
+class SimulatedFailure:
+    """What a simulated backend does wrong, for demos and tests."""
+
+    status: int | None = field(None, _STATUS)
+    stall_before_first_byte: bool = field(False, rules.boolean)
+    stall_after_chunk: int | None = field(None, _CHUNK_NO)
+    reset_after_chunk: int | None = field(None, _CHUNK_NO)
+    malformed_chunk: int | None = field(None, _CHUNK_NO)
+    retry_after: str | int | None = field(None, _retry_after)     # Retry-After header sent with `status`
+    # `code` of the error body sent with `status`
+    error_code: str | None = field(None, rules.string(r"[A-Za-z0-9_.:-]{1,128}",
+                                                      "1-128 letters, digits, '_', '.', ':' or '-'"))
+    # in-band {"error": ...} event after chunk k, then end
+    error_event_after_chunk: int | None = field(None, _CHUNK_NO)
+    omit_done: bool = field(False, rules.boolean)              # end after the finish_reason chunk, no [DONE]
+    # end cleanly after chunk k: no finish_reason, no [DONE]
+    truncate_after_chunk: int | None = field(None, _CHUNK_NO)
+    empty_reply: bool = field(False, rules.boolean)            # empty content, finish_reason stop
+    tool_call: bool = field(False, rules.boolean)              # one get_weather tool call instead of text
+
+
+def _check_failure(failure: SimulatedFailure, r: Reader) -> None:
+    for key in ("retry_after", "error_code"):
+        if r.has(key) and not r.has("status"):
+            r.problems.error(child(r.path, key), "only applies together with status")
+    if failure.empty_reply and failure.tool_call:
+        r.problems.error(child(r.path, "tool_call"), "cannot be combined with empty_reply")
+
+
+@frozen
+class SimulatedEngine:
+    """``simulation.engine``: the backend also answers ``GET .../metrics`` as a vLLM or SGLang engine would.
+
+    The generation counter grows with the tokens the simulator streams plus
+    ``background_tokens_per_second`` (what the engine generates for others).
+    """
+
+    kind: str = field("vllm", values.words("vllm", "sglang"))   # whose metric names the page uses
+    waiting: int = field(0, rules.integer(0, 1_000_000))        # requests in the engine's queue
+    # running requests besides the ones this simulator streams now
+    running: int = field(0, rules.integer(0, 1_000_000))
+    kv_cache_usage: float = field(0.0, rules.number(0, 1))
+    # sglang:max_running_requests (vLLM reports no cap)
+    total_slots: int | None = field(None, rules.integer(1, 1_000_000))
+    background_tokens_per_second: float = field(0.0, rules.number(0, 10_000_000))
+
+
+def _check_engine(engine: SimulatedEngine, r: Reader) -> None:
+    if engine.total_slots is not None and engine.kind != "sglang":
+        r.problems.error(child(r.path, "total_slots"), "only an sglang engine reports it (vLLM exports no such metric)")
+
+
+@frozen
+class Simulation:
+    # Fields are read in this order, so the failure's problems are listed first.
+    failure: SimulatedFailure = section(SimulatedFailure, check=_check_failure)
+    latency: float = field(0.05, rules.duration(maximum=3600, allow_zero=True))
+    tokens_per_second: float = field(0.0, rules.number(0, 1_000_000))
+    chunks: int = field(8, rules.integer(1, 100_000))
+    health_status: int = field(200, _STATUS)
+    # the reply, split into `chunks` pieces; None: "Hello from NAME. ..."
+    text: str | None = field(None, rules.string())
+    # with failure.tool_call: the call's arguments (default a fixed JSON)
+    tool_arguments: str | None = field(None, rules.string())
+    supports_prefill: bool = field(True, rules.boolean)   # continue a trailing assistant message (else answer 400)
+    # an engine Prometheus page on GET .../metrics
+    engine: SimulatedEngine | None = section(SimulatedEngine, optional=True, check=_check_engine)
+    # added to every chat answer (rate limits)
+    response_headers: Mapping[str, str] = field(attrs.Factory(dict), _header_map)

@@ -42,9 +42,8 @@ class AttemptBodyMixin(_Base):
         primary = model == self.model
         prompted = self.call.endpoint not in NO_MESSAGES and \
             self.runtime.prompts.prompt_for(model, backend.name) is not None
-        self.relay.hide_usage = self._asks_usage(backend)
         if primary and wire == self.call.model and not prompted and backend.request_extensions.empty \
-                and not self.relay.hide_usage:
+                and not self._asks_usage(backend):
             return self.call.body
         payload: dict[str, Any] = dict(self.call.payload)
         if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
@@ -63,8 +62,7 @@ class AttemptBodyMixin(_Base):
         if self.call.endpoint not in NO_MESSAGES:   # a global prompt is a chat message
             payload = self.runtime.prompts.merge_into(payload, model, backend.name)
         payload = merge_body(payload, backend.request_extensions)
-        self.relay.hide_usage = self._asks_usage(backend)
-        if self.relay.hide_usage:
+        if self._asks_usage(backend):
             payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
         return payload
 
@@ -73,7 +71,7 @@ class AttemptBodyMixin(_Base):
 
         usage_weight meters the tokens each backend spent; a stream reports them
         only with ``stream_options.include_usage``. The usage chunk that brings
-        them is not relayed (``Relay.hide_usage``), so the client sees the
+        them is not relayed (``AttemptRelaySettings.hide_usage``), so the client sees the
         stream it asked for. Only backend types known to take the option get it.
         """
         call = self.call

@@ -104,19 +104,15 @@ class RecoveryMixin(_Base):
         payload = self._for_backend(
             resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
                            call.snapshot.streaming.mid_stream_fallback, backend.type), model, backend)
+        transform = None
         if mode is ResumeMode.RESTART:
             marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
                       "model": self.relay.acc.model, "choices": [],
                       "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
                                        "error": failed.error.message, "backend": backend.name, "model": model}}
-            self.relay.transform = RestartFilter(self.relay.acc, marker).feed
-        else:
-            self.relay.transform = None
-        try:
-            await self._attempt(backend, plan, budget, bounded=True, model=model,
-                                body=json.dumps(payload).encode())
-        finally:
-            self.relay.transform = None
+            transform = RestartFilter(self.relay.acc, marker).feed
+        await self._attempt(backend, plan, budget, bounded=True, model=model, body=json.dumps(payload).encode(),
+                            transform=transform)
 
 
 

@@ -18,6 +18,11 @@ small task in the call's nursery wakes at first text + ``reasoning_timeout``
 to decide even if the backend is silent; only then do writes take a lock,
 since two tasks may send. Streams of other models pay one ``is None`` check.
 
+What differs from one attempt to the next (the rename, the thinking
+splitter, the transform, the hidden usage chunk) is one frozen
+``AttemptRelaySettings`` handed to ``Relay.begin`` before each attempt;
+nothing else sets them.
+
 An attempt sent a backend's ``upstream_id`` instead of the public model id
 sets ``rename``; the relay then gives the client the public id back in the
 top-level ``model`` of the buffered body and of every stream chunk. A model
@@ -32,6 +37,7 @@ from typing import Any, Callable, Protocol
 
 import httpx
 import trio
+from attrs import frozen
 
 from switchyard.actors.budgets import AttemptBudget
 from switchyard.actors.routing.failover import Failure, Kind
@@ -186,6 +192,20 @@ class AttemptFailed(Exception):
         self.upstream = upstream   # False: our own verdict (no dial permit), not the backend's answer
 
 
+@frozen
+class AttemptRelaySettings:
+    """How one attempt's answer is relayed beyond judging it; a new value for every attempt."""
+
+    rename: Rename | None = None                 # this attempt sent an upstream id (or the call names a variant)
+    thinking: ThinkingStream | None = None       # this attempt's model has a thinking pattern that rewrites
+    transform: Transform | None = None           # a restarted continuation's filter
+    hide_usage: bool = False                     # the usage-only chunk was asked for by us, not the client
+    nursery: trio.Nursery | None = None          # the call's, where a buffered-thinking decision timer runs
+
+
+NO_SETTINGS = AttemptRelaySettings()
+
+
 class Relay:
     def __init__(self, sink: ResponseSink, acc: StreamAccumulator | None, empty_reply_is_failure: bool,
                  answer_limit: int) -> None:
@@ -193,21 +213,27 @@ class Relay:
         self.answer_limit = answer_limit                # bytes of a buffered answer (server.max_upstream_response_bytes)
         self.acc = acc
         self.empty_reply_is_failure = empty_reply_is_failure
-        self.transform: Transform | None = None
-        self.rename: Rename | None = None   # this attempt sent an upstream id
-        self.thinking: ThinkingStream | None = None   # this attempt's model has a thinking pattern
-        self.nursery: trio.Nursery | None = None       # where a buffered-thinking decision timer runs
+        self.begin(NO_SETTINGS)
         self._timer: trio.CancelScope | None = None
         self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
-        self.usage_tokens: int | None = None          # the last attempt's reported usage.total_tokens
-        self.usage: Any = None                        # the last attempt's usage object, as the backend sent it
-        self.hide_usage = False                       # the usage-only chunk was asked for by us, not the client
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
         # Events bound for the client, sent once per upstream chunk: one write
         # for a chunk holding twenty events instead of twenty.
         self._pending: list[bytes] = []
+
+    def begin(self, settings: AttemptRelaySettings) -> None:
+        """Relay the next attempt by ``settings``; what the last attempt reported of its usage is forgotten."""
+        self.settings = settings
+        # Read on every event, so kept as plain attributes; only this method sets them.
+        self.rename = settings.rename
+        self.thinking = settings.thinking
+        self.transform = settings.transform
+        self.hide_usage = settings.hide_usage
+        self.nursery = settings.nursery
+        self.usage_tokens: int | None = None          # this attempt's reported usage.total_tokens
+        self.usage: Any = None                        # this attempt's usage object, as the backend sent it
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:

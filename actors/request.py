@@ -33,7 +33,15 @@ from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.messages import Call
 from switchyard.actors.model_choice import ModelChoiceMixin
 from switchyard.actors.recovery import RecoveryMixin, can_resume
-from switchyard.actors.relay import AttemptFailed, Relay, Rename, ResponseSink, read_answer
+from switchyard.actors.relay import (
+    AttemptFailed,
+    AttemptRelaySettings,
+    Relay,
+    Rename,
+    ResponseSink,
+    Transform,
+    read_answer,
+)
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.capabilities import Needs
 from switchyard.actors.routing.failover import (
@@ -85,6 +93,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                                x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
         self.trace.route = OTHER_ROUTES.get(call.endpoint, self.trace.route)   # the metrics' route label
         self._serve_scope = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None     # the running call's, once it runs
         self._needs: Needs | None = None               # computed on the first fallback dial
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream,
@@ -132,7 +141,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         calls.add(self)
         try:
             async with trio.open_nursery() as nursery:
-                self.relay.nursery = nursery   # a buffered-thinking decision timer runs here
+                self._nursery = nursery   # a buffered-thinking decision timer runs here
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
                 with self._serve_scope:
                     try:
@@ -272,7 +281,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
     # --- one attempt ------------------------------------------------------------
 
     async def _attempt(self, backend: BackendConfig, plan: RoutePlan, budget: CallBudget, bounded: bool,
-                       model: str | None = None, body: bytes | None = None) -> None:
+                       model: str | None = None, body: bytes | None = None, transform: Transform | None = None
+                       ) -> None:
         rt, call = self.runtime, self.call
         model = model or plan.model
         self.attempts += 1
@@ -300,14 +310,14 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         request = rt.upstream.request("POST", api_url(backend.url, wire.path), headers=headers, content=content)
         # This backend answers with the id it was sent; the client sees the public one.
         upstream_id = backend.upstream_ids.get(model)
-        self.relay.usage_tokens = self.relay.usage = None
-        self.relay.rename = Rename(upstream_id, model) if upstream_id is not None and upstream_id != model else None
+        rename = Rename(upstream_id, model) if upstream_id is not None and upstream_id != model else None
         if self.variant is not None and model == self.model:
-            self.relay.rename = Rename(None, self.call.model)   # the requested name, suffix and all
-        before, self.relay.thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
-        if self.relay.thinking is not None and before is not None and before.in_content \
-                and self.sink.started and self.relay.transform is None:
-            self.relay.thinking.continue_in_content()   # a prefill/prompt resume continues the answer
+            rename = Rename(None, self.call.model)   # the requested name, suffix and all
+        before, thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
+        if thinking is not None and before is not None and before.in_content \
+                and self.sink.started and transform is None:
+            thinking.continue_in_content()   # a prefill/prompt resume continues the answer
+        self.relay.begin(AttemptRelaySettings(rename, thinking, transform, self._asks_usage(backend), self._nursery))
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)

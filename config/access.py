@@ -9,20 +9,44 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 from attrs import frozen
 
+from switchyard.config import rules
+from switchyard.config.fields import field
+from switchyard.config.rules import Invalid
+
+
+def _label(value: Any) -> str:
+    text = rules.string()(value)
+    if len(text) > 256 or text != text.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        raise Invalid("must be 1-256 characters without control characters or outer spaces")
+    return text
+
+
+def _names(item: rules.Rule[str], what: str) -> rules.Rule[tuple[str, ...]]:
+    listed = rules.list_of(item, what)
+
+    def rule(value: Any) -> tuple[str, ...]:
+        out = listed(value)
+        if not out:
+            raise Invalid("must not be empty; leave the key out to allow every one")
+        return tuple(dict.fromkeys(out))
+    return rule
+
 
 @frozen
 class ApiKey:
-    id: str
+    id: str                                           # id and key: required, read by load_access
     key: str = attrs.field(repr=False, metadata={"secret": True})
-    organization_id: str | None = None
-    allowed_models: tuple[str, ...] | None = None     # globs on the requested name; None: every model
-    allowed_backends: tuple[str, ...] | None = None   # backend names; None: every public backend
-    tier: str | None = None
+    organization_id: str | None = field(None, _label)
+    # globs on the requested name; None: every model
+    allowed_models: tuple[str, ...] | None = field(None, _names(rules.string(), "model names or globs"))
+    # backend names; None: every public backend
+    allowed_backends: tuple[str, ...] | None = field(None, _names(rules.string(), "backend names"))
+    tier: str | None = field(None, _label)
 
     def allows_model(self, model: str) -> bool:
         if self.allowed_models is None:

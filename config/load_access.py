@@ -1,7 +1,10 @@
 """Validation of ``api_keys``: the client keys of the data plane.
 
 A key's secret comes from the environment (``key: ${TEAM_A_KEY}``); errors
-name its path, never its value.
+name its path, never its value. The optional fields' rules are declared on
+``ApiKey``; what stays here is special: ``id`` and ``key`` are required and
+unique across keys, a short secret is warned about, and a key with an error
+is left out.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from switchyard.config import rules
 from switchyard.config.access import Access, ApiKey
+from switchyard.config.fields import read
 from switchyard.config.rules import Invalid, Reader, child
 from switchyard.config.schema import BackendConfig
 
@@ -28,24 +32,6 @@ def _secret(value: Any) -> str:
     return value
 
 
-def _label(value: Any) -> str:
-    text = rules.string()(value)
-    if len(text) > 256 or text != text.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise Invalid("must be 1-256 characters without control characters or outer spaces")
-    return text
-
-
-def _names(item: rules.Rule[str], what: str) -> rules.Rule[tuple[str, ...]]:
-    listed = rules.list_of(item, what)
-
-    def rule(value: Any) -> tuple[str, ...]:
-        out = listed(value)
-        if not out:
-            raise Invalid("must not be empty; leave the key out to allow every one")
-        return tuple(dict.fromkeys(out))
-    return rule
-
-
 def api_keys(top: Reader) -> Access:
     keys: list[ApiKey] = []
     ids: dict[str, str] = {}
@@ -60,10 +46,10 @@ def api_keys(top: Reader) -> Access:
         key = ApiKey(
             id=key_id,
             key=secret,
-            organization_id=r.get("organization_id", _label, None),
-            allowed_models=r.get("allowed_models", _names(rules.string(), "model names or globs"), None),
-            allowed_backends=r.get("allowed_backends", _names(rules.string(), "backend names"), None),
-            tier=r.get("tier", _label, None),
+            organization_id=read(r, ApiKey, "organization_id"),
+            allowed_models=read(r, ApiKey, "allowed_models"),
+            allowed_backends=read(r, ApiKey, "allowed_backends"),
+            tier=read(r, ApiKey, "tier"),
         )
         r.finish()
         if key_id in ids:

@@ -14,23 +14,19 @@ import unicodedata
 from typing import Any
 
 from switchyard.config import rules
+from switchyard.config.fields import read
 from switchyard.config.responses_tools import (
-    ALLOW,
     ALWAYS_ALLOWED,
-    DENY,
     RESOURCE_FIELDS,
     ResponsesTools,
     ascii_fold,
 )
 from switchyard.config.rules import Reader, child
 
-_MODES = {ALLOW: ALLOW, DENY: DENY}
-
-
 def responses_tools(r: Reader) -> ResponsesTools:
     d = ResponsesTools()
-    unmodeled = r.get("unmodeled_types", rules.one_of(_MODES), d.unmodeled_types)
-    modeled = r.get("modeled_hosted_types", rules.one_of(_MODES), d.modeled_hosted_types)
+    unmodeled = read(r, ResponsesTools, "unmodeled_types")
+    modeled = read(r, ResponsesTools, "modeled_hosted_types")
     allow = _type_entries(r, "allow")
     deny = _type_entries(r, "deny")
     allowed_at = {ascii_fold(name): path for path, name in allow}

@@ -1,5 +1,10 @@
 """Validation of ``smart_routing``: model profiles, routing policies and the classifier.
 
+The plain fields' rules and defaults are declared in ``smart_routing.py``
+and read by ``fields.load_section``. What stays here is special: the
+classifier's custom levels and domains extend the names that profiles,
+policies and examples may use, so those are read against the taxonomy.
+
 The admin API's PUT of profiles and policies goes through the same
 ``parse_*`` code as the loader, so an edit cannot pass there and fail at
 the next reload (or the reverse). Checks that need other sections (the
@@ -16,13 +21,20 @@ from typing import Any
 
 from switchyard.config import rules
 from switchyard.config import smart_routing as sr
+from switchyard.config.fields import load_section, read
 from switchyard.config.rules import Invalid, Problems, Reader, child
-from switchyard.config.smart_routing import ClassifierSettings, ModelProfile, RoutingPolicy, SmartRouting
+from switchyard.config.smart_routing import (
+    SYSTEM_ONE,
+    ClassifierSettings,
+    ModelProfile,
+    RoutingPolicy,
+    SmartRouting,
+    language_tag,
+)
+from switchyard.config.smart_routing import tier as _tier
 
 PATH = "smart_routing"
-SYSTEM_ONE = "the System One decision-model classifier is not supported in this build (use rule, llm or hybrid)"
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-_LANGUAGE = re.compile(r"([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*")
 
 
 class SmartRoutingError(ValueError):
@@ -37,12 +49,6 @@ class SmartRoutingError(ValueError):
 
 def _raw(value: Any) -> Any:
     return value
-
-
-def _tier(value: Any) -> int:
-    if isinstance(value, bool) or value not in (1, 2, 3):
-        raise Invalid(f"must be 1 (flagship), 2 (standard) or 3 (lightweight), got {value!r}")
-    return int(value)
 
 
 def _listed(item: rules.Rule[str], what: str, condition: bool = False) -> rules.Rule[tuple[str, ...]]:
@@ -63,16 +69,6 @@ def _member(allowed: Sequence[str], what: str) -> rules.Rule[str]:
             raise Invalid(f"{value!r} is not a {what} (one of {', '.join(allowed)})")
         return value
     return item
-
-
-def language_tag(value: Any) -> str:
-    """A short BCP-47 tag, case-insensitive, as its lower-case primary subtag (``ko`` from ``ko-KR``)."""
-    text = rules.string()(value).strip()
-    m = _LANGUAGE.fullmatch(text)
-    if not m:
-        raise Invalid(f"must be a BCP-47 language tag with a 2-3 letter primary subtag like ko, ko-KR or und, "
-                      f"got {text!r}")
-    return m.group(1).lower()
 
 
 def _profile_name(pattern: bool) -> rules.Rule[str]:
@@ -268,12 +264,6 @@ def _strict(parse: Any, raw: Any, path: str, context: Any) -> Any:
 
 # --- classifier ------------------------------------------------------------------------
 
-def _method(value: Any) -> str:
-    if value in sr.UNSUPPORTED_METHODS:
-        raise Invalid(f"{value!r}: {SYSTEM_ONE}")
-    return rules.one_of({m: m for m in sr.METHODS})(value)
-
-
 def _keywords(r: Reader) -> Mapping[str, Mapping[str, tuple[str, ...]]]:
     """language -> category -> extra keywords: stripped, lower case, first of each kept."""
     tables: dict[str, dict[str, list[str]]] = {}
@@ -306,14 +296,7 @@ def _keyword(value: Any) -> str:
 
 
 def _rule(r: Reader) -> sr.RuleSettings:
-    d = sr.RuleSettings()
-    out = sr.RuleSettings(
-        confidence_threshold=r.get("confidence_threshold", rules.number(0.0, 1.0), d.confidence_threshold),
-        primary_language=r.get("primary_language", language_tag, d.primary_language),
-        keywords=_keywords(r.section("keywords")),
-    )
-    r.finish()
-    return out
+    return load_section(sr.RuleSettings, r, keywords=_keywords(r.section("keywords")))
 
 
 def _examples(r: Reader, classifier: ClassifierSettings) -> tuple[sr.FewShotExample, ...]:
@@ -334,30 +317,12 @@ def _examples(r: Reader, classifier: ClassifierSettings) -> tuple[sr.FewShotExam
 
 
 def _llm(r: Reader, classifier: ClassifierSettings) -> sr.LlmSettings:
-    d = sr.LlmSettings()
-    positive = rules.integer(minimum=1)
-    load_state = r.get("disable_under_load_state", rules.one_of({s: s for s in sr.LOAD_STATES}),
-                       d.disable_under_load_state)
+    """Special: examples are checked against the taxonomy, and an empty load state means "never"."""
+    load_state = read(r, sr.LlmSettings, "disable_under_load_state")
     if "disable_under_load_state" in r.raw and r.raw["disable_under_load_state"] is None:
         load_state = ""     # left empty reads as "never disabled", as the spec says
-    out = sr.LlmSettings(
-        model=r.get("model", rules.string(), d.model),
-        backend=r.get("backend", rules.any_string, "").strip() or None,
-        timeout_ms=r.get("timeout_ms", positive, d.timeout_ms),
-        max_input_tokens=r.get("max_input_tokens", positive, d.max_input_tokens),
-        max_retries=r.get("max_retries", rules.integer(0, 1), d.max_retries),
-        temperature=r.get("temperature", rules.number(0.0, 2.0), d.temperature),
-        max_output_tokens=r.get("max_output_tokens", positive, d.max_output_tokens),
-        structured_output=r.get("structured_output", rules.one_of({s: s for s in sr.STRUCTURED_OUTPUTS}),
-                                d.structured_output),
-        few_shot_examples=r.get("few_shot_examples", rules.boolean, d.few_shot_examples),
-        custom_examples=_examples(r, classifier),
-        cache_ttl_seconds=r.get("cache_ttl_seconds", rules.number(minimum=0.0), d.cache_ttl_seconds),
-        max_cache_entries=r.get("max_cache_entries", positive, d.max_cache_entries),
-        disable_under_load_state=load_state,
-    )
-    r.finish()
-    return out
+    return load_section(sr.LlmSettings, r, custom_examples=_examples(r, classifier),
+                        disable_under_load_state=load_state)
 
 
 def _custom_names(r: Reader, key: str, builtin: Sequence[str], what: str) -> list[tuple[Reader, str]]:
@@ -378,8 +343,7 @@ def _custom_names(r: Reader, key: str, builtin: Sequence[str], what: str) -> lis
 
 
 def classifier(r: Reader) -> ClassifierSettings:
-    d = ClassifierSettings()
-    method = r.get("method", _method, d.method)
+    method = read(r, ClassifierSettings, "method")
     if "system_one" in r.raw:
         r.get("system_one", _raw, None)
         r.problems.error(child(r.path, "system_one"), SYSTEM_ONE)
@@ -397,7 +361,7 @@ def classifier(r: Reader) -> ClassifierSettings:
         e.finish()
         domains += [domain] if name else []
     taxonomy = ClassifierSettings(custom_complexity_levels=tuple(levels), custom_domains=tuple(domains))
-    out = ClassifierSettings(method=method, shadow=r.get("shadow", rules.boolean, d.shadow),
+    out = ClassifierSettings(method=method, shadow=read(r, ClassifierSettings, "shadow"),
                              rule=_rule(r.section("rule")), llm=_llm(r.section("llm"), taxonomy),
                              custom_complexity_levels=taxonomy.custom_complexity_levels,
                              custom_domains=taxonomy.custom_domains)
@@ -411,21 +375,10 @@ def classifier(r: Reader) -> ClassifierSettings:
 # --- the section -------------------------------------------------------------------------
 
 def smart_routing(r: Reader) -> SmartRouting:
-    d = SmartRouting()
+    """Special: profiles and policies are read against the classifier's taxonomy, so it comes first."""
     settings = classifier(r.section("classifier"))
-    out = SmartRouting(
-        enabled=r.get("enabled", rules.boolean, d.enabled),
-        default_tier=r.get("default_tier", _tier, d.default_tier),
-        virtual_model=r.get("virtual_model", rules.string(), d.virtual_model),
-        intercept_all=r.get("intercept_all", rules.boolean, d.intercept_all),
-        unprofiled_models=r.get("unprofiled_models", rules.one_of({u: u for u in sr.UNPROFILED}),
-                                d.unprofiled_models),
-        model_profiles=_profiles(r.get("model_profiles", _raw, None), child(r.path, "model_profiles"),
-                                 settings.domains, r.problems),
-        routing_policies=_policies(r.get("routing_policies", _raw, None), child(r.path, "routing_policies"),
-                                   settings, r.problems),
-        classifier=settings,
-        debug_headers=r.get("debug_headers", rules.boolean, d.debug_headers),
-    )
-    r.finish()
-    return out
+    profiles = _profiles(r.get("model_profiles", _raw, None), child(r.path, "model_profiles"),
+                         settings.domains, r.problems)
+    policies = _policies(r.get("routing_policies", _raw, None), child(r.path, "routing_policies"),
+                         settings, r.problems)
+    return load_section(SmartRouting, r, classifier=settings, model_profiles=profiles, routing_policies=policies)

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from switchyard.config import values
+from switchyard.config.fields import field
+
 ALLOW = "allow"
 DENY = "deny"
 
@@ -59,10 +62,13 @@ _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 @frozen
 class ResponsesTools:
-    """One validated policy. ``allow`` matches exactly; ``deny`` in any ASCII case."""
+    """One validated policy. ``allow`` matches exactly; ``deny`` in any ASCII case.
 
-    unmodeled_types: str = DENY            # allow | deny
-    modeled_hosted_types: str = ALLOW      # allow | deny
+    The type lists are read by ``load_responses_tools``: they are checked against each other.
+    """
+
+    unmodeled_types: str = field(DENY, values.words(ALLOW, DENY))
+    modeled_hosted_types: str = field(ALLOW, values.words(ALLOW, DENY))
     allow: frozenset[str] = frozenset()
     deny: frozenset[str] = frozenset()     # stored ASCII-folded
     deny_resource_fields: frozenset[str] = frozenset(DEFAULT_RESOURCE_FIELDS)

@@ -1,18 +1,25 @@
 """``smart_routing``: what ``model: "auto"`` means, as validated configuration.
 
 The pipeline is classify -> policy -> model in tier. This module only holds
-the validated shape; ``config/load_smart_routing.py`` reads and checks it,
+the validated shape and the rules of its plain fields; ``config/load_smart_routing.py``
+reads what depends on other fields (the taxonomy, profiles, policies),
 ``actors/routing/tiers.py`` and ``actors/routing/smart_policy.py`` decide,
 ``actors/classifier.py`` classifies.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 from attrs import frozen
+
+from switchyard.config import rules, values
+from switchyard.config.fields import field
+from switchyard.config.rules import Invalid
 
 COMPLEXITY_LEVELS = ("trivial", "simple", "moderate", "complex", "expert")
 BUILTIN_DOMAINS = ("general", "code", "reasoning", "creative", "analysis", "multilingual")
@@ -31,6 +38,37 @@ MAX_CUSTOM_LEVELS = 5
 RULE_MAX_CONFIDENCE = 0.95              # the rule classifier never claims more certainty than this
 MAX_PROFILE_NAME = 200                  # characters of model / model_pattern
 MAX_HEADER_VALUE = 256                  # bytes; a longer request header value counts as absent
+SYSTEM_ONE = "the System One decision-model classifier is not supported in this build (use rule, llm or hybrid)"
+_LANGUAGE = re.compile(r"([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*")
+
+
+def tier(value: Any) -> int:
+    if isinstance(value, bool) or value not in TIERS:
+        raise Invalid(f"must be 1 (flagship), 2 (standard) or 3 (lightweight), got {value!r}")
+    return int(value)
+
+
+def language_tag(value: Any) -> str:
+    """A short BCP-47 tag, case-insensitive, as its lower-case primary subtag (``ko`` from ``ko-KR``)."""
+    text = rules.string()(value).strip()
+    m = _LANGUAGE.fullmatch(text)
+    if not m:
+        raise Invalid(f"must be a BCP-47 language tag with a 2-3 letter primary subtag like ko, ko-KR or und, "
+                      f"got {text!r}")
+    return m.group(1).lower()
+
+
+def _method(value: Any) -> str:
+    if value in UNSUPPORTED_METHODS:
+        raise Invalid(f"{value!r}: {SYSTEM_ONE}")
+    return values.words(*METHODS)(value)
+
+
+def _backend_name(value: Any) -> str | None:
+    return rules.any_string(value).strip() or None
+
+
+_POSITIVE = rules.integer(minimum=1)
 
 
 @frozen
@@ -99,8 +137,10 @@ class RoutingPolicy:
 
 @frozen
 class RuleSettings:
-    confidence_threshold: float = 0.7            # hybrid: at or above it the rule result routes
-    primary_language: str | None = None          # lower-case primary subtag (``ko`` from ``ko-KR``)
+    # hybrid: at or above it the rule result routes
+    confidence_threshold: float = field(0.7, rules.number(0.0, 1.0))
+    # lower-case primary subtag (``ko`` from ``ko-KR``)
+    primary_language: str | None = field(None, language_tag)
     # language -> table (complex | creative | analysis | code | ...) -> extra keywords, normalized
     keywords: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(factory=lambda: MappingProxyType({}))
 
@@ -114,19 +154,22 @@ class FewShotExample:
 
 @frozen
 class LlmSettings:
-    model: str | None = None
-    backend: str | None = None                   # stripped; None: the first backend user traffic can reach
-    timeout_ms: int = 2000
-    max_input_tokens: int = 500
-    max_retries: int = 1                         # 0 or 1: one correction prompt after a malformed answer
-    temperature: float = 0.0
-    max_output_tokens: int = 150
-    structured_output: str = "auto"
-    few_shot_examples: bool = True
+    model: str | None = field(None, rules.string())
+    # stripped; None: the first backend user traffic can reach
+    backend: str | None = field(None, _backend_name)
+    timeout_ms: int = field(2000, _POSITIVE)
+    max_input_tokens: int = field(500, _POSITIVE)
+    # 0 or 1: one correction prompt after a malformed answer
+    max_retries: int = field(1, rules.integer(0, 1))
+    temperature: float = field(0.0, rules.number(0.0, 2.0))
+    max_output_tokens: int = field(150, _POSITIVE)
+    structured_output: str = field("auto", values.words(*STRUCTURED_OUTPUTS))
+    few_shot_examples: bool = field(True, rules.boolean)
     custom_examples: tuple[FewShotExample, ...] = ()
-    cache_ttl_seconds: float = 300.0
-    max_cache_entries: int = 10_000
-    disable_under_load_state: str = "critical"   # "" : never disabled
+    cache_ttl_seconds: float = field(300.0, rules.number(minimum=0.0))
+    max_cache_entries: int = field(10_000, _POSITIVE)
+    # "" : never disabled (also when the key is left empty)
+    disable_under_load_state: str = field("critical", values.words(*LOAD_STATES))
 
 
 @frozen
@@ -144,10 +187,10 @@ class CustomDomain:
 
 @frozen
 class ClassifierSettings:
-    method: str = "rule"
+    method: str = field("rule", _method)
     # Run the other classifier (llm beside rule, rule beside llm/hybrid) on every request and
     # record whether they agree; routing follows ``method``.
-    shadow: bool = False
+    shadow: bool = field(False, rules.boolean)
     rule: RuleSettings = RuleSettings()
     llm: LlmSettings = LlmSettings()
     custom_complexity_levels: tuple[CustomLevel, ...] = ()
@@ -169,12 +212,12 @@ class ClassifierSettings:
 
 @frozen
 class SmartRouting:
-    enabled: bool = False
-    default_tier: int = 2
-    virtual_model: str = "auto"
-    intercept_all: bool = False
-    unprofiled_models: str = "default_tier"
+    enabled: bool = field(False, rules.boolean)
+    default_tier: int = field(2, tier)
+    virtual_model: str = field("auto", rules.string())
+    intercept_all: bool = field(False, rules.boolean)
+    unprofiled_models: str = field("default_tier", values.words(*UNPROFILED))
     model_profiles: tuple[ModelProfile, ...] = ()
     routing_policies: tuple[RoutingPolicy, ...] = ()
     classifier: ClassifierSettings = ClassifierSettings()
-    debug_headers: bool = False
+    debug_headers: bool = field(False, rules.boolean)

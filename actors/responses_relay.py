@@ -2,7 +2,7 @@
 
 The chat relay's checks (``choices``, ``finish_reason``, ``[DONE]``, the
 empty-reply rule) mean nothing here, so a call on the ``responses``
-endpoint is relayed by this module instead (``actors/request.py`` asks).
+endpoint is relayed by this module instead (``actors/call/request.py`` asks).
 
 Buffered: the body must be JSON before its status goes out; it is passed
 on byte for byte (only a renamed upstream model id is put back). A stream

@@ -41,7 +41,7 @@ ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protoco
 ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
 ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/doors/responses.py)
 # endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
-# serving the model is no candidate for such a call (actors/model_choice.py).
+# serving the model is no candidate for such a call (actors/call/route_choice.py).
 ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
     # simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API
     "responses": frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED}),

@@ -22,7 +22,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
-from switchyard.actors.request import RequestActor
+from switchyard.actors.call.request import RequestActor
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:

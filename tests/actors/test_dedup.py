@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
-from switchyard.actors.request import RequestActor
+from switchyard.actors.call.request import RequestActor
 from switchyard.config.schema import Dedup
 from switchyard.protocol.http.asgi import new_request_id
 from switchyard.protocol.http.asgi import AsgiSink, disconnect_waiter

@@ -52,7 +52,7 @@ def _policy_view(call: "Call") -> dict:
     return payload
 
 if TYPE_CHECKING:
-    from switchyard.actors.request import RequestActor
+    from switchyard.actors.call.request import RequestActor
 
     _Base = RequestActor
 else:

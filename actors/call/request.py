@@ -13,8 +13,8 @@ in-band error event and no ``[DONE]``: a truncated answer is never presented
 as complete.
 
 What the model name and pin mean (variant suffixes, alias dispatch, the
-``x-backend`` pin) lives in ``actors/model_choice.py`` and mid-stream
-recovery in ``actors/recovery.py``, both mixed into the RequestActor.
+``x-backend`` pin) lives in ``actors/call/route_choice.py`` and mid-stream
+recovery in ``actors/call/recovery.py``, both mixed into the RequestActor.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors.admission import AdmissionMixin
-from switchyard.actors.attempt_body import NO_MESSAGES, AttemptBodyMixin
+from switchyard.actors.call.admission import AdmissionMixin
+from switchyard.actors.call.attempt_body import NO_MESSAGES, AttemptBodyMixin
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.messages import Call
-from switchyard.actors.model_choice import ModelChoiceMixin
-from switchyard.actors.recovery import RecoveryMixin, can_resume
+from switchyard.actors.call.route_choice import ModelChoiceMixin
+from switchyard.actors.call.recovery import RecoveryMixin, can_resume
 from switchyard.actors.relay import (
     AttemptFailed,
     AttemptRelaySettings,

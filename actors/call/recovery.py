@@ -27,7 +27,7 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
-    from switchyard.actors.request import RequestActor
+    from switchyard.actors.call.request import RequestActor
 
     _Base = RequestActor
 else:

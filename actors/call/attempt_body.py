@@ -25,7 +25,7 @@ from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.params import HEADER, header_value
 
 if TYPE_CHECKING:
-    from switchyard.actors.request import RequestActor
+    from switchyard.actors.call.request import RequestActor
 
     _Base = RequestActor
 else:

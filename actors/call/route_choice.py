@@ -42,7 +42,7 @@ from switchyard.actors.errors import (
 log = logging.getLogger("switchyard.route")
 
 if TYPE_CHECKING:
-    from switchyard.actors.request import RequestActor
+    from switchyard.actors.call.request import RequestActor
 
     _Base = RequestActor
 else:

@@ -27,9 +27,8 @@ from switchyard.config import (
     load_responses_tools,
     load_smart_routing,
     load_telemetry,
-    rules,
 )
-from switchyard.config.fields import load_section
+from switchyard.config.fields import load_section, read
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
@@ -132,13 +131,12 @@ def interpolate(value: Any, path: str, env: Mapping[str, str], problems: Problem
 
 def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -> Snapshot:
     top = Reader(raw, "", problems)
-    metadata_file = top.get("model_metadata_file", rules.string(), None)
-    metadata_dirs = top.get("model_metadata_dirs", rules.string_list(rules.string()), ())
+    metadata_file = read(top, Snapshot, "model_metadata_file")
+    metadata_dirs = read(top, Snapshot, "model_metadata_dirs")
     models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
     server = load_section(ServerConfig, top.section("server"))
     backends = load_backends.backends(top, problems)
-    strategy = top.get("selection_strategy", rules.one_of({s.value: s for s in Strategy}),
-                       Strategy.ROUND_ROBIN)
+    strategy = read(top, Snapshot, "selection_strategy")
     health = _health(top.section("health_checks"))
     chash = load_section(ConsistentHashConfig, top.section("consistent_hash"))
     prefix = load_section(PrefixRouting, top.section("prefix_routing"))

@@ -15,11 +15,11 @@ from typing import Any
 from attrs import frozen
 
 from switchyard.config import rules
+from switchyard.config.fields import read
 from switchyard.config.prompts import (
     MAX_CACHE_BYTES,
     MAX_FILE_BYTES,
     GlobalPrompts,
-    MergeStrategy,
     PromptSource,
 )
 from switchyard.config.rules import Invalid, Problems, Reader, child
@@ -151,16 +151,6 @@ def _inline(value: Any) -> str:
     return value
 
 
-def _prompts_dir(value: Any) -> str:
-    text = rules.string()(value)
-    path = PurePosixPath(text)
-    if path.is_absolute():
-        raise Invalid(f"must be a path relative to the config directory, got {text!r}")
-    if ".." in path.parts:
-        raise Invalid(f"must stay inside the config directory (no '..'), got {text!r}")
-    return path.as_posix()
-
-
 class _Files:
     """Reads each named file once through the sandbox; keeps the total under the cache limit."""
 
@@ -214,8 +204,8 @@ def _named(r: Reader, files: _Files) -> dict[str, PromptSource]:
 
 
 def global_prompts(r: Reader, base_dir: Path) -> GlobalPrompts:
-    d = GlobalPrompts()
-    prompts_dir = r.get("prompts_dir", _prompts_dir, d.prompts_dir)
+    """Special: prompt files are read through the sandbox that ``prompts_dir`` draws."""
+    prompts_dir = read(r, GlobalPrompts, "prompts_dir")
     dir_ok = child(r.path, "prompts_dir") not in r.problems.failed_paths
     sandbox = Sandbox(base_dir.absolute(), PurePosixPath(prompts_dir))
     files = _Files(sandbox, check_files=dir_ok)
@@ -226,9 +216,8 @@ def global_prompts(r: Reader, base_dir: Path) -> GlobalPrompts:
         models=_named(r.section("models"), files),
         prompts_dir=prompts_dir,
         base_dir=str(base_dir.absolute()),
-        merge_strategy=r.get("merge_strategy", rules.one_of({s.value: s for s in MergeStrategy}),
-                             d.merge_strategy),
-        separator=r.get("separator", rules.any_string, d.separator),
+        merge_strategy=read(r, GlobalPrompts, "merge_strategy"),
+        separator=read(r, GlobalPrompts, "separator"),
     )
     r.finish()
     root = base_dir / prompts_dir

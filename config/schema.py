@@ -224,11 +224,15 @@ class Dedup:
 
 @frozen
 class Snapshot:
-    """One validated revision of the configuration; never mutated."""
+    """One validated revision of the configuration; never mutated.
+
+    Read section by section by ``load.build_snapshot``: the sections are
+    checked against each other once all are read.
+    """
 
     server: ServerConfig = ServerConfig()
     backends: tuple[BackendConfig, ...] = ()
-    selection_strategy: Strategy = Strategy.ROUND_ROBIN
+    selection_strategy: Strategy = field(Strategy.ROUND_ROBIN, rules.one_of({s.value: s for s in Strategy}))
     health_checks: HealthChecks = HealthChecks()
     consistent_hash: ConsistentHashConfig = ConsistentHashConfig()
     prefix_routing: PrefixRouting = PrefixRouting()
@@ -250,8 +254,8 @@ class Snapshot:
     routing: RoutingConfig = RoutingConfig()
     smart_routing: SmartRouting = SmartRouting()
     responses_tools: ResponsesTools = ResponsesTools()   # POST /v1/responses hosted tools and resource ids
-    model_metadata_file: str | None = None
-    model_metadata_dirs: tuple[str, ...] = ()
+    model_metadata_file: str | None = field(None, rules.string())
+    model_metadata_dirs: tuple[str, ...] = field((), rules.string_list(rules.string()))
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged
     revision: str = ""
     source: str = "<defaults>"

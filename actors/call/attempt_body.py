@@ -1,11 +1,12 @@
 """What each attempt sends and what its answer says: the body for one backend, the thinking
 splitter its model needs, and our headers.
 
-Part of the RequestActor (mixed in). The client's bytes go out untouched
-whenever nothing has to change them; otherwise a copy is built for the
-attempt's backend: its wire id, a fallback hop's trimmed parameters (the
-request_params policy's fields always travel), the global prompt for that
-model and backend, and the backend's ``request_extensions.body``.
+Functions of values (the call, the model it is routed as, the attempt's
+backend), so the RequestActor asks and nothing is shared. The client's bytes
+go out untouched whenever nothing has to change them; otherwise a copy is
+built for the attempt's backend: its wire id, a fallback hop's trimmed
+parameters (the request_params policy's fields always travel), the global
+prompt for that model and backend, and the backend's ``request_extensions.body``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from switchyard.actors.messages import Call
 from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.routing.failover import RoutePlan
 from switchyard.actors.routing.thinking import active as thinking_active
@@ -25,91 +27,93 @@ from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.params import HEADER, header_value
 
 if TYPE_CHECKING:
-    from switchyard.actors.call.request import RequestActor
-
-    _Base = RequestActor
-else:
-    _Base = object
+    from switchyard.actors.prompts import PromptStore
+    from switchyard.actors.runtime import Runtime
 
 
-class AttemptBodyMixin(_Base):
-    def _body_for(self, model: str, backend: BackendConfig) -> bytes:
-        """The body for ``model`` on ``backend``: the client's own bytes when they already say
-        what this backend is to get; otherwise a re-serialized copy carrying the wire id (the
-        backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain model,
-        with the global prompt and the backend's body extensions."""
-        wire = backend.upstream_ids.get(model, model)
-        primary = model == self.model
-        prompted = self.call.endpoint not in NO_MESSAGES and \
-            self.runtime.prompts.prompt_for(model, backend.name) is not None
-        if primary and wire == self.call.model and not prompted and backend.request_extensions.empty \
-                and not self._asks_usage(backend):
-            return self.call.body
-        payload: dict[str, Any] = dict(self.call.payload)
-        if not primary and not self.call.snapshot.fallback.fallback_policy.preserve_parameters:
-            # what the policy wrote travels on every hop, in whichever spelling it was written
-            keep = ESSENTIAL_FIELDS.union(ENDPOINT_FIELDS.get(self.call.endpoint, ()),
-                                          *(SPELLINGS.get(f, (f,)) for f in self.call.managed_params))
-            payload = {k: v for k, v in payload.items() if k in keep}
-        payload["model"] = wire
-        return json.dumps(self._for_backend(payload, model, backend)).encode()
+def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompts: "PromptStore") -> bytes:
+    """The body for ``model`` on ``backend`` of a call routed as ``routed``: the client's own bytes
+    when they already say what this backend is to get; otherwise a re-serialized copy carrying the
+    wire id (the backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain
+    model, with the global prompt and the backend's body extensions."""
+    wire = backend.upstream_ids.get(model, model)
+    primary = model == routed
+    prompted = call.endpoint not in NO_MESSAGES and prompts.prompt_for(model, backend.name) is not None
+    if primary and wire == call.model and not prompted and backend.request_extensions.empty \
+            and not asks_usage(call, backend):
+        return call.body
+    payload: dict[str, Any] = dict(call.payload)
+    if not primary and not call.snapshot.fallback.fallback_policy.preserve_parameters:
+        # what the policy wrote travels on every hop, in whichever spelling it was written
+        keep = ESSENTIAL_FIELDS.union(ENDPOINT_FIELDS.get(call.endpoint, ()),
+                                      *(SPELLINGS.get(f, (f,)) for f in call.managed_params))
+        payload = {k: v for k, v in payload.items() if k in keep}
+    payload["model"] = wire
+    return json.dumps(for_backend(call, payload, model, backend, prompts)).encode()
 
-    def _for_backend(self, payload: dict[str, Any], model: str, backend: BackendConfig) -> dict[str, Any]:
-        """``payload`` with the global prompt for ``model`` on ``backend`` and that backend's extensions.
 
-        The prompt store applies its own (live) strategy and text together, so a
-        reload never pairs one revision's text with another's strategy."""
-        if self.call.endpoint not in NO_MESSAGES:   # a global prompt is a chat message
-            payload = self.runtime.prompts.merge_into(payload, model, backend.name)
-        payload = merge_body(payload, backend.request_extensions)
-        if self._asks_usage(backend):
-            payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
-        return payload
+def for_backend(call: Call, payload: dict[str, Any], model: str, backend: BackendConfig,
+                prompts: "PromptStore") -> dict[str, Any]:
+    """``payload`` with the global prompt for ``model`` on ``backend`` and that backend's extensions.
 
-    def _asks_usage(self, backend: BackendConfig) -> bool:
-        """Whether this attempt asks the backend for a stream's usage the client did not ask for.
+    The prompt store applies its own (live) strategy and text together, so a
+    reload never pairs one revision's text with another's strategy."""
+    if call.endpoint not in NO_MESSAGES:   # a global prompt is a chat message
+        payload = prompts.merge_into(payload, model, backend.name)
+    payload = merge_body(payload, backend.request_extensions)
+    if asks_usage(call, backend):
+        payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
+    return payload
 
-        usage_weight meters the tokens each backend spent; a stream reports them
-        only with ``stream_options.include_usage``. The usage chunk that brings
-        them is not relayed (``AttemptRelaySettings.hide_usage``), so the client sees the
-        stream it asked for. Only backend types known to take the option get it.
-        """
-        call = self.call
-        if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES) \
-                or call.endpoint in NO_MESSAGES:
-            return False
-        options = call.payload.get("stream_options")
-        return not (isinstance(options, dict) and options.get("include_usage") is True)
 
-    def _thinking(self, backend: BackendConfig, model: str) -> ThinkingStream | None:
-        """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites (chat messages only)."""
-        if self.call.endpoint in NO_MESSAGES:
-            return None
-        meta = self.call.snapshot.metadata_for(model, backend.name)
-        thinking = meta.thinking if meta is not None else None
-        return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
+def asks_usage(call: Call, backend: BackendConfig) -> bool:
+    """Whether this attempt asks the backend for a stream's usage the client did not ask for.
 
-    def _record_usage(self, backend: str, model: str, began: float) -> None:
-        """An answered attempt's tokens: for usage_weight's window, and the ledger's ``client`` purpose."""
-        rt, call, relay = self.runtime, self.call, self.relay
-        if relay.usage_tokens is not None and call.snapshot.routing.usage_weight.enabled:
-            rt.pool.signals.record_usage(backend, relay.usage_tokens, trio.current_time())
-        rt.usage.record(UsageRecord("client", call.request_id, call.key.id if call.key else None, backend, model,
-                                    *token_counts(relay.usage), status=200, at=began))
+    usage_weight meters the tokens each backend spent; a stream reports them
+    only with ``stream_options.include_usage``. The usage chunk that brings
+    them is not relayed (``AttemptRelaySettings.hide_usage``), so the client sees the
+    stream it asked for. Only backend types known to take the option get it.
+    """
+    if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES) \
+            or call.endpoint in NO_MESSAGES:
+        return False
+    options = call.payload.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_usage") is True)
 
-    def _param_headers(self) -> list[tuple[bytes, bytes]]:
-        """``x-continuum-request-params``: which request_params actions changed the call (never values)."""
-        value = header_value(self.call.param_tokens)
-        return [(HEADER, value)] if value is not None else []
 
-    def _fallback_headers(self, plan: RoutePlan) -> list[tuple[bytes, bytes]]:
-        if plan.hops == 0:
-            return []
-        settings = self.call.snapshot.fallback.model_settings.get(self.model)
-        if settings is not None and not settings.notify_on_fallback:
-            return []
-        return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", self.call.model.encode()),
-                (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(self.attempts).encode())]
+def thinking_for(call: Call, backend: BackendConfig, model: str) -> ThinkingStream | None:
+    """A fresh splitter when ``model`` on ``backend`` has a thinking pattern that rewrites (chat messages only)."""
+    if call.endpoint in NO_MESSAGES:
+        return None
+    meta = call.snapshot.metadata_for(model, backend.name)
+    thinking = meta.thinking if meta is not None else None
+    return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
+
+
+def record_usage(runtime: "Runtime", call: Call, backend: str, model: str, began: float,
+                 usage_tokens: int | None, usage: Any) -> None:
+    """An answered attempt's tokens: for usage_weight's window, and the ledger's ``client`` purpose."""
+    if usage_tokens is not None and call.snapshot.routing.usage_weight.enabled:
+        runtime.pool.signals.record_usage(backend, usage_tokens, trio.current_time())
+    runtime.usage.record(UsageRecord("client", call.request_id, call.key.id if call.key else None, backend, model,
+                                     *token_counts(usage), status=200, at=began))
+
+
+def param_headers(call: Call) -> list[tuple[bytes, bytes]]:
+    """``x-continuum-request-params``: which request_params actions changed the call (never values)."""
+    value = header_value(call.param_tokens)
+    return [(HEADER, value)] if value is not None else []
+
+
+def fallback_headers(call: Call, routed: str, plan: RoutePlan, attempts: int) -> list[tuple[bytes, bytes]]:
+    """The ``x-fallback-*`` headers of an answer from a chain model (none for ``routed``'s own)."""
+    if plan.hops == 0:
+        return []
+    settings = call.snapshot.fallback.model_settings.get(routed)
+    if settings is not None and not settings.notify_on_fallback:
+        return []
+    return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", call.model.encode()),
+            (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(attempts).encode())]
 
 
 # Backend types whose streaming API takes stream_options.include_usage.
@@ -126,5 +130,3 @@ ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
                                            "conversation", "prompt", "truncation"})}
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
 NO_MESSAGES = frozenset({"completions", "embeddings", "responses"})
-
-

@@ -13,6 +13,7 @@ import json
 from typing import TYPE_CHECKING
 
 from switchyard.actors.budgets import CallBudget
+from switchyard.actors.call.attempt_body import for_backend
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed
 from switchyard.actors.routing.failover import Kind, RoutePlan
@@ -101,9 +102,10 @@ class RecoveryMixin(_Base):
         assert self.relay.acc is not None
         call = self.call
         # The wire id: this backend's upstream_id for the model, if it has one.
-        payload = self._for_backend(
-            resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
-                           call.snapshot.streaming.mid_stream_fallback, backend.type), model, backend)
+        payload = for_backend(
+            call, resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
+                                 call.snapshot.streaming.mid_stream_fallback, backend.type),
+            model, backend, self.runtime.prompts)
         transform = None
         if mode is ResumeMode.RESTART:
             marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,

@@ -27,7 +27,8 @@ import httpx
 import trio
 
 from switchyard.actors.call.admission import AdmissionMixin
-from switchyard.actors.call.attempt_body import NO_MESSAGES, AttemptBodyMixin
+from switchyard.actors.call import attempt_body
+from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.messages import Call
@@ -83,7 +84,7 @@ OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
-class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryMixin):
+class RequestActor(AdmissionMixin, ModelChoiceMixin, RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call) -> None:
         self.runtime = runtime
         self.call = call
@@ -176,7 +177,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
             # The key's id is bound to the line; never the key. The client's text goes in quoted.
             log.info("refused: %r", err.message)
         # A backend's error saw the policy-shaped body; smart routing says which policy chose the model.
-        extra = [*(self._param_headers() if isinstance(err, UpstreamStatusError) else ()), *self.call.route_headers]
+        params = attempt_body.param_headers(self.call) if isinstance(err, UpstreamStatusError) else []
+        extra = [*params, *self.call.route_headers]
         if extra:
             err.extra_headers = [*err.extra_headers, *extra]
         self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],
@@ -291,7 +293,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         log_fields.bind(backend=backend.name, model=model)   # for any line logged during this attempt
         try:   # a backend this call cannot be translated for is passed over, never the call's end
             wire = self.runtime.wires.wire_for(call, backend, model)
-            content = wire.body(body if body is not None else self._body_for(model, backend), backend, call)
+            content = wire.body(body if body is not None else
+                                attempt_body.body_for(call, self.model, model, backend, rt.prompts), backend, call)
         except GatewayError as err:
             raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
         except Exception as exc:   # the wire's own failure: passed over too, and loud
@@ -313,11 +316,12 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         rename = Rename(upstream_id, model) if upstream_id is not None and upstream_id != model else None
         if self.variant is not None and model == self.model:
             rename = Rename(None, self.call.model)   # the requested name, suffix and all
-        before, thinking = self.relay.thinking, self._thinking(backend, model) if call.stream else None
+        before, thinking = self.relay.thinking, attempt_body.thinking_for(call, backend, model) if call.stream else None
         if thinking is not None and before is not None and before.in_content \
                 and self.sink.started and transform is None:
             thinking.continue_in_content()   # a prefill/prompt resume continues the answer
-        self.relay.begin(AttemptRelaySettings(rename, thinking, transform, self._asks_usage(backend), self._nursery))
+        hide_usage = attempt_body.asks_usage(call, backend)
+        self.relay.begin(AttemptRelaySettings(rename, thinking, transform, hide_usage, self._nursery))
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)
@@ -373,7 +377,7 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
-        self._record_usage(backend.name, model, began)
+        attempt_body.record_usage(rt, call, backend.name, model, began, self.relay.usage_tokens, self.relay.usage)
 
     async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
         """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""
@@ -411,7 +415,8 @@ class RequestActor(AdmissionMixin, AttemptBodyMixin, ModelChoiceMixin, RecoveryM
         # error answers can be fast; only successes say how quick a backend is
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
-                   *self._fallback_headers(plan), *self._variant_headers(plan.model), *self._param_headers(),
+                   *attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
+                   *self._variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers, *passed]
         if self.call.endpoint == "responses":   # a Responses answer is no chat answer: relayed unchanged, by its rules
             await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)

@@ -26,7 +26,7 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors.call.admission import AdmissionMixin
+from switchyard.actors.call import admission
 from switchyard.actors.call import attempt_body
 from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
@@ -84,7 +84,7 @@ OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
-class RequestActor(AdmissionMixin, ModelChoiceMixin, RecoveryMixin):
+class RequestActor(ModelChoiceMixin, RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call) -> None:
         self.runtime = runtime
         self.call = call
@@ -111,7 +111,12 @@ class RequestActor(AdmissionMixin, ModelChoiceMixin, RecoveryMixin):
         # of an alias no backend serves literally. Decided once, before the first selection.
         self.model = self._dispatch(self.variant.base if self.variant is not None else call.model)
         self._last_route: tuple[str | None, str | None] = (None, self.model)
-        self._allowed: dict[str, frozenset[str]] = {}   # model -> backends the key and the client allow
+        self.reach = admission.Reach(runtime, call, self.trace)   # what the key and the client allow, per model
+
+    def admit(self) -> None:
+        """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
+        self.call = admission.admit(self.runtime, self.call, self.model, self.variant, self._variant_refusal,
+                                    self.reach, self.trace)
 
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
         self.sink = sink

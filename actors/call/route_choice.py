@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
+from switchyard.actors.call.admission import price_of, provider_ranking
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from switchyard.actors.routing.candidates import public_backends
@@ -102,7 +103,7 @@ class ModelChoiceMixin(_Base):
         v = self.variant
         if v is None or v.variant not in variants.RANKED or model != self.model:
             return None
-        now, price = trio.current_time(), self._price_of(model)
+        now, price = trio.current_time(), price_of(self.call.snapshot, model)
 
         def score(b: BackendConfig) -> float | None:
             if v.variant == variants.NITRO:
@@ -204,7 +205,7 @@ class ModelChoiceMixin(_Base):
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         try:
             return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self._reach(model),
+                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self.reach.of(model),
                                   signals=Signals(rt.engine_stats.view, rt.quota.view))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != self.call.model and model == self.model:
@@ -213,7 +214,7 @@ class ModelChoiceMixin(_Base):
 
     def _ranking(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The client's provider ranking, then a variant's narrowing inside its best group."""
-        client, variant = self._provider_rank(model), self._prefer(model)
+        client, variant = provider_ranking(self.runtime, self.call, model, self.trace), self._prefer(model)
         if client is None or variant is None:
             return client or variant
         return lambda candidates: variant(client(candidates))

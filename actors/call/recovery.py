@@ -76,7 +76,7 @@ class RecoveryMixin(_Base):
                         again = third
                 if again.upstream:  # keep the backend's own failure, not our permit verdict
                     failed = again
-        raise self._fail_closed(failed.error)
+        raise self.route.fail_closed(failed.error)
 
     def _resume_target(self, plan: RoutePlan, used: set[tuple[str, str]], same_model_first: bool,
                        chain: bool) -> tuple[BackendConfig, str] | None:
@@ -92,7 +92,7 @@ class RecoveryMixin(_Base):
             tried |= {b.name for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)
                       if rt.wires.translates(call, b, model)}
             try:
-                return self._pick(model, tried, fallback=True), model
+                return self.route.pick(call, model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):
                 continue
         return None

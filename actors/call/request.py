@@ -12,9 +12,12 @@ still a pre-stream failure. Once committed, a failure ends the stream with an
 in-band error event and no ``[DONE]``: a truncated answer is never presented
 as complete.
 
-What the model name and pin mean (variant suffixes, alias dispatch, the
-``x-backend`` pin) lives in ``actors/call/route_choice.py`` and mid-stream
-recovery in ``actors/call/recovery.py``, both mixed into the RequestActor.
+The actor coordinates; its parts are asked, not mixed in: admission
+(``admission.py``: the call's reach and policy), route choice
+(``route_choice.py``: what the model name and pin mean, each attempt's
+backend), the attempt's body and headers (``attempt_body.py``) and the
+relay's settings for it (``actors/relay.py``). Mid-stream recovery
+(``recovery.py``) is still mixed in.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.messages import Call
-from switchyard.actors.call.route_choice import ModelChoiceMixin
+from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import RecoveryMixin, can_resume
 from switchyard.actors.relay import (
     AttemptFailed,
@@ -44,7 +47,6 @@ from switchyard.actors.relay import (
     read_answer,
 )
 from switchyard.actors.routing import variants
-from switchyard.actors.routing.capabilities import Needs
 from switchyard.actors.routing.failover import (
     Failure,
     Kind,
@@ -84,7 +86,7 @@ OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
-class RequestActor(ModelChoiceMixin, RecoveryMixin):
+class RequestActor(RecoveryMixin):
     def __init__(self, runtime: "Runtime", call: Call) -> None:
         self.runtime = runtime
         self.call = call
@@ -95,27 +97,26 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         self.trace.route = OTHER_ROUTES.get(call.endpoint, self.trace.route)   # the metrics' route label
         self._serve_scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None     # the running call's, once it runs
-        self._needs: Needs | None = None               # computed on the first fallback dial
-        self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self.trace.add("accepted", model=call.model, stream=call.stream,
                        **({"endpoint": call.endpoint} if call.endpoint != "chat" else {}))
         if call.smart_route is not None:
             self.trace.add("smart_routed", **call.smart_route)
         # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
-        self.variant = self._variant()
-        self._variant_applied: bool | None = None   # :nitro/:floor: did the last ranking have data
-        self._variant_reported = False              # what the response headers said (for the metric)
+        self.variant = resolve_variant(runtime, call, self.trace)
         if self.variant is not None and self.variant.variant == variants.THINKING:
             self.call = call = attrs.evolve(call, payload=variants.with_effort(call.payload))
         # The model the call is routed as: the client's own (a variant's base), or the canonical id
         # of an alias no backend serves literally. Decided once, before the first selection.
-        self.model = self._dispatch(self.variant.base if self.variant is not None else call.model)
+        self.model = dispatch_model(runtime, call, self.variant.base if self.variant is not None else call.model,
+                                    self.trace)
         self._last_route: tuple[str | None, str | None] = (None, self.model)
         self.reach = admission.Reach(runtime, call, self.trace)   # what the key and the client allow, per model
+        self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
-        self.call = admission.admit(self.runtime, self.call, self.model, self.variant, self._variant_refusal,
+        self.call = admission.admit(self.runtime, self.call, self.model, self.variant,
+                                    lambda: variant_refusal(self.runtime, self.call, self.variant, self.model),
                                     self.reach, self.trace)
 
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
@@ -166,7 +167,7 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         """The call's bookkeeping, however it ended."""
         self.runtime.calls.discard(self)
         if self.variant is not None:
-            key = (self.variant.variant, "true" if self._variant_reported else "false")
+            key = (self.variant.variant, "true" if self.route.variant_reported else "false")
             counts = self.runtime.variant_requests
             counts[key] = counts.get(key, 0) + 1
         if self.trace.terminal is None:
@@ -210,11 +211,12 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         first: tuple[str, str] | None = None   # the first dialed route: its dials take no permit
         while True:
             if backend is None and first is None and self.call.pin is not None and plan.model == self.model:
-                backend = self._pinned(plan.model)  # None: the pinned backend cannot take it now
+                backend = self.route.pinned(self.call, plan.model)  # None: the pinned backend cannot take it now
             if backend is None:
                 try:
                     # any route other than the client's own choice is a fallback target
-                    backend = self._pick(plan.model, tried, fallback=first is not None or plan.model != self.model)
+                    backend = self.route.pick(self.call, plan.model, tried,
+                                              fallback=first is not None or plan.model != self.model)
                 except (ModelNotFound, NoHealthyBackend) as err:
                     kind = Kind.MODEL_NOT_FOUND if isinstance(err, ModelNotFound) else Kind.UNHEALTHY
                     if plan.chain_allows(Failure(kind)):
@@ -224,7 +226,7 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
                         tried = set()
                         continue
                     # A known upstream failure says more than "nothing left to try".
-                    raise self._fail_closed(last.error if last is not None else err) from None
+                    raise self.route.fail_closed(last.error if last is not None else err) from None
             if budget.left() <= 0:
                 raise budget.exhausted(backend.name)
             plan.attempted()
@@ -259,7 +261,7 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
             if isinstance(step, MoveOn):
                 if step.sibling:
                     try:
-                        sibling = self._pick(plan.model, tried, fallback=True)
+                        sibling = self.route.pick(self.call, plan.model, tried, fallback=True)
                     except (ModelNotFound, NoHealthyBackend):
                         pass
                     else:
@@ -273,7 +275,7 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
                     self._route_changed(backend.name, before, None, plan.model, failure)
                     tried, backend = set(), None
                     continue
-            raise self._fail_closed(last.error) from None
+            raise self.route.fail_closed(last.error) from None
 
     def _failed_event(self, backend: str, model: str, failed: AttemptFailed) -> None:
         f = failed.failure
@@ -421,7 +423,7 @@ class RequestActor(ModelChoiceMixin, RecoveryMixin):
         self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
         headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
                    *attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
-                   *self._variant_headers(plan.model), *attempt_body.param_headers(self.call),
+                   *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers, *passed]
         if self.call.endpoint == "responses":   # a Responses answer is no chat answer: relayed unchanged, by its rules
             await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)

@@ -1,14 +1,14 @@
 """What a call's model name and pin mean: variant suffixes, alias dispatch, ``x-backend``.
 
-Part of the RequestActor (mixed in). An exact alias no backend serves
+The RequestActor asks; nothing here reads its state. An exact alias no backend serves
 literally is routed as its canonical id (``actors/routing/aliases.py``); an
 ``x-backend`` pin sends the first attempt to that backend. With ``proxy.variant_suffixes`` on, a
 ``base:variant`` name the router does not resolve as itself is routed as
 ``base`` (``actors/routing/variants.py``): ``:nitro``/``:floor`` narrow this
-model's admitted candidates in ``_pick``, ``:thinking`` sets the reasoning
+model's admitted candidates in ``RouteChoice.pick``, ``:thinking`` sets the reasoning
 effort, ``:online`` and an unsupported ``:thinking`` are refused before any
 selection; the answer carries the requested name and the
-``x-continuum-model-variant`` headers. ``_pick`` chooses each attempt's
+``x-continuum-model-variant`` headers. ``RouteChoice.pick`` chooses each attempt's
 backend: the pool's choice among what the call may reach, ranked by the
 client and the variant, never a fallback target known to lack what the call
 needs.
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 from switchyard.actors.call.admission import price_of, provider_ranking
+from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from switchyard.actors.routing.candidates import public_backends
-from switchyard.actors.routing.capabilities import missing, needs_of
+from switchyard.actors.routing.capabilities import Needs, missing, needs_of
 from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
 from switchyard.actors.wire import unfit, unfit_refusal
 from switchyard.config.schema import BackendConfig
@@ -43,72 +44,104 @@ from switchyard.actors.errors import (
 log = logging.getLogger("switchyard.route")
 
 if TYPE_CHECKING:
-    from switchyard.actors.call.request import RequestActor
-
-    _Base = RequestActor
-else:
-    _Base = object
+    from switchyard.actors.call.admission import Reach
+    from switchyard.actors.events import CallTrace
+    from switchyard.actors.runtime import Runtime
 
 
-class ModelChoiceMixin(_Base):
-    def _variant(self) -> variants.Variant | None:
-        call = self.call
-        # Only /v1/chat/completions reads suffixes; behind other doors a suffixed name is just unknown.
-        if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != "chat" or call.ingress:
-            return None
-        found = variants.parse(call.model, self._known)
-        if found is not None:
-            self.trace.add("variant_resolved", model=found.base, requested_model=call.model, variant=found.variant)
-        return found
-
-    def _known(self, name: str) -> bool:
-        """Whether the router resolves ``name`` as itself: served or declared, an alias, a catalogue id."""
-        snap, discovered = self.call.snapshot, self.runtime.discovery.view
-        if any(serves_literally(b, name, discovered) for b in public_backends(snap.backends)):
-            return True
-        if alias_owner(name, snap) is not None or snap.models.get(name) is not None or name in snap.models.aliases:
-            return True
-        return any(name in b.model_metadata or name in b.exact_models for b in snap.backends if b.enabled)
-
-    def _variant_refusal(self) -> GatewayError | None:
-        v = self.variant
-        if v is None:
-            return None
-        if v.variant == variants.ONLINE:
-            return UnsupportedModelVariant(
-                f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
-                f"configured; '{v.base}' is not answered without search", param="model")
-        if v.variant == variants.THINKING and not self._has_thinking():
-            return UnsupportedModelVariant(
-                f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
-                f"metadata (a thinking pattern); it is not answered as the base model", param="model")
+def resolve_variant(runtime: "Runtime", call: Call, trace: "CallTrace") -> variants.Variant | None:
+    """The ``base:variant`` the call names, if suffixes are on and the name is not known as itself."""
+    # Only /v1/chat/completions reads suffixes; behind other doors a suffixed name is just unknown.
+    if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != "chat" or call.ingress:
         return None
+    found = variants.parse(call.model, lambda name: _known(runtime, call, name))
+    if found is not None:
+        trace.add("variant_resolved", model=found.base, requested_model=call.model, variant=found.variant)
+    return found
 
-    def _has_thinking(self) -> bool:
-        snap = self.call.snapshot
-        names = {self.variant.base, self.model} if self.variant is not None else {self.model}
-        names |= {snap.models.aliases[n] for n in list(names) if n in snap.models.aliases}
-        for name in names:
-            entries = [snap.model_entry(name)]
-            entries += [snap.model_entry(name, b.name) for b in
-                        self.runtime.pool.serving(name, self.runtime.discovery.view, snap)]
-            for entry in entries:
-                thinking = entry.metadata.thinking if entry is not None else None
-                if thinking is not None and thinking.pattern:
-                    return True
-        return False
 
-    def _prefer(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
+def _known(runtime: "Runtime", call: Call, name: str) -> bool:
+    """Whether the router resolves ``name`` as itself: served or declared, an alias, a catalogue id."""
+    snap, discovered = call.snapshot, runtime.discovery.view
+    if any(serves_literally(b, name, discovered) for b in public_backends(snap.backends)):
+        return True
+    if alias_owner(name, snap) is not None or snap.models.get(name) is not None or name in snap.models.aliases:
+        return True
+    return any(name in b.model_metadata or name in b.exact_models for b in snap.backends if b.enabled)
+
+
+def variant_refusal(runtime: "Runtime", call: Call, variant: variants.Variant | None,
+                    routed: str) -> GatewayError | None:
+    """Why a variant cannot be answered (``:online``, ``:thinking`` without thinking metadata), or None."""
+    v = variant
+    if v is None:
+        return None
+    if v.variant == variants.ONLINE:
+        return UnsupportedModelVariant(
+            f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
+            f"configured; '{v.base}' is not answered without search", param="model")
+    if v.variant == variants.THINKING and not _has_thinking(runtime, call, v, routed):
+        return UnsupportedModelVariant(
+            f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
+            f"metadata (a thinking pattern); it is not answered as the base model", param="model")
+    return None
+
+
+def _has_thinking(runtime: "Runtime", call: Call, variant: variants.Variant, routed: str) -> bool:
+    snap = call.snapshot
+    names = {variant.base, routed}
+    names |= {snap.models.aliases[n] for n in list(names) if n in snap.models.aliases}
+    for name in names:
+        entries = [snap.model_entry(name)]
+        entries += [snap.model_entry(name, b.name) for b in
+                    runtime.pool.serving(name, runtime.discovery.view, snap)]
+        for entry in entries:
+            thinking = entry.metadata.thinking if entry is not None else None
+            if thinking is not None and thinking.pattern:
+                return True
+    return False
+
+
+def dispatch_model(runtime: "Runtime", call: Call, name: str, trace: "CallTrace") -> str:
+    """The model ``name`` is routed as: itself, or the canonical id of an alias no backend serves literally."""
+    canonical = dispatch_target(name, call.snapshot, runtime.discovery.view)
+    if canonical is None:
+        return name
+    log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
+             name, canonical, extra={"requested_model": name, "canonical_model": canonical})
+    trace.add("alias_dispatched", model=canonical, requested_model=name)
+    if call.snapshot.fallback.fallback_chains.get(name):
+        log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
+                    "canonical id %r; key the chain by it", name, canonical)
+    return canonical
+
+
+class RouteChoice:
+    """Each attempt's backend for a call routed as ``routed``: the pin, then the pool's choice.
+
+    It keeps only what choosing learns along the call: the capabilities the
+    call needs, the routes skipped for lacking one, and whether a variant's
+    ranking had data; the call itself is passed in, as admitted.
+    """
+
+    def __init__(self, runtime: "Runtime", routed: str, variant: variants.Variant | None, reach: "Reach",
+                 trace: "CallTrace") -> None:
+        self.runtime, self.routed, self.variant, self.reach, self.trace = runtime, routed, variant, reach, trace
+        self._needs: Needs | None = None               # computed on the first fallback dial
+        self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
+        self._variant_applied: bool | None = None      # :nitro/:floor: did the last ranking have data
+        self.variant_reported = False                  # what the response headers said (for the metric)
+
+    def _prefer(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The ranking of a :nitro or :floor call, for its own model only (chain hops get none)."""
         v = self.variant
-        if v is None or v.variant not in variants.RANKED or model != self.model:
+        if v is None or v.variant not in variants.RANKED or model != self.routed:
             return None
-        now, price = trio.current_time(), price_of(self.call.snapshot, model)
+        now, price = trio.current_time(), price_of(call.snapshot, model)
 
         def score(b: BackendConfig) -> float | None:
             if v.variant == variants.NITRO:
-                return variants.fresh_throughput(self.runtime.throughput, b.name, now,
-                                                 engine_window(self.call.snapshot))
+                return variants.fresh_throughput(self.runtime.throughput, b.name, now, engine_window(call.snapshot))
             known = price(b)
             return variants.price_per_million(*known) if known is not None else None
 
@@ -121,34 +154,22 @@ class ModelChoiceMixin(_Base):
             return narrowed if narrowed is not None else candidates
         return prefer
 
-    def _variant_headers(self, model: str) -> list[tuple[bytes, bytes]]:
+    def variant_headers(self, model: str) -> list[tuple[bytes, bytes]]:
+        """The ``x-continuum-model-variant`` headers of an answer from ``model``."""
         v = self.variant
         if v is None:
             return []
-        if model != self.model:
+        if model != self.routed:
             applied = False                      # a chain hop: the suffix is not inherited
         elif v.variant in variants.RANKED:
             applied = bool(self._variant_applied)
         else:
             applied = True
-        self._variant_reported = applied
+        self.variant_reported = applied
         return [(b"x-continuum-model-variant", v.variant.encode()),
                 (b"x-continuum-model-variant-applied", b"true" if applied else b"false")]
 
-    def _dispatch(self, name: str) -> str:
-        call = self.call
-        canonical = dispatch_target(name, call.snapshot, self.runtime.discovery.view)
-        if canonical is None:
-            return name
-        log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
-                 name, canonical, extra={"requested_model": name, "canonical_model": canonical})
-        self.trace.add("alias_dispatched", model=canonical, requested_model=name)
-        if call.snapshot.fallback.fallback_chains.get(name):
-            log.warning("Model alias %r has a fallback chain, which is ignored: chains are looked up by the "
-                        "canonical id %r; key the chain by it", name, canonical)
-        return canonical
-
-    def _pinned(self, model: str) -> BackendConfig | None:
+    def pinned(self, call: Call, model: str) -> BackendConfig | None:
         """The ``x-backend`` pin for the first attempt.
 
         A pin to a backend that does not exist, is not public or does not
@@ -158,7 +179,7 @@ class ModelChoiceMixin(_Base):
         admission gate's KV threshold) gives the pin up:
         the call is routed as usual rather than failed.
         """
-        rt, call = self.runtime, self.call
+        rt = self.runtime
         if call.key is not None and not call.key.allows_backend(call.pin or ""):
             raise PermissionDenied(f"The API key '{call.key.id}' may not use the backend '{call.pin}' named by "
                                    f"x-backend", param="x-backend", code="backend_not_allowed")
@@ -182,21 +203,21 @@ class ModelChoiceMixin(_Base):
         self._variant_applied = False  # a pinned attempt is not ranked
         return backend
 
-    def _pick(self, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
+    def pick(self, call: Call, model: str, tried: set[str], fallback: bool = False) -> BackendConfig:
         """A backend for ``model``; on a fallback dial, never one known to lack what the call needs."""
         rt = self.runtime
         exclude = set(tried)
-        serving = rt.pool.serving(model, rt.discovery.view, self.call.snapshot)
-        wrong = unfit(self.call, serving)
+        serving = rt.pool.serving(model, rt.discovery.view, call.snapshot)
+        wrong = unfit(call, serving)
         if wrong:   # a backend type without the call's API (/v1/responses) is no candidate
-            if model == self.model and len(wrong) == len(serving):
-                raise unfit_refusal(self.call, model, wrong)
+            if model == self.routed and len(wrong) == len(serving):
+                raise unfit_refusal(call, model, wrong)
             exclude.update(b.name for b in wrong)
         if fallback:
             if self._needs is None:
-                self._needs = needs_of(self.call.payload)
-            for b in rt.pool.serving(model, rt.discovery.view, self.call.snapshot):
-                lacks = missing(self._needs, self.call.snapshot.metadata_for(model, b.name))
+                self._needs = needs_of(call.payload)
+            for b in rt.pool.serving(model, rt.discovery.view, call.snapshot):
+                lacks = missing(self._needs, call.snapshot.metadata_for(model, b.name))
                 if lacks and b.name not in exclude:
                     exclude.add(b.name)
                     skip = {"backend": b.name, "model": model, "missing": lacks}
@@ -204,22 +225,22 @@ class ModelChoiceMixin(_Base):
                         self._skipped.append(skip)
                         self.trace.add("route_skipped", backend=b.name, model=model, missing=lacks)
         try:
-            return rt.pool.choose(self.call, model, rt.health.view, rt.discovery.view, trio.current_time(),
-                                  exclude=frozenset(exclude), prefer=self._ranking(model), allowed=self.reach.of(model),
-                                  signals=Signals(rt.engine_stats.view, rt.quota.view))
+            return rt.pool.choose(call, model, rt.health.view, rt.discovery.view, trio.current_time(),
+                                  exclude=frozenset(exclude), prefer=self._ranking(call, model),
+                                  allowed=self.reach.of(model), signals=Signals(rt.engine_stats.view, rt.quota.view))
         except (ModelNotFound, NoHealthyBackend) as err:
-            if model != self.call.model and model == self.model:
-                raise _naming(err, model, self.call.model) from None  # the client's name, not ours
+            if model != call.model and model == self.routed:
+                raise _naming(err, model, call.model) from None  # the client's name, not ours
             raise
 
-    def _ranking(self, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
+    def _ranking(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The client's provider ranking, then a variant's narrowing inside its best group."""
-        client, variant = provider_ranking(self.runtime, self.call, model, self.trace), self._prefer(model)
+        client, variant = provider_ranking(self.runtime, call, model, self.trace), self._prefer(call, model)
         if client is None or variant is None:
             return client or variant
         return lambda candidates: variant(client(candidates))
 
-    def _fail_closed(self, cause: GatewayError) -> GatewayError:
+    def fail_closed(self, cause: GatewayError) -> GatewayError:
         """The error when nothing is left: typed as a capability gap if routes were skipped for one."""
         if not self._skipped:
             return cause

@@ -1,16 +1,20 @@
 """Mid-stream recovery: a committed stream that breaks continues elsewhere.
 
-Part of the RequestActor (mixed in), kept apart because it is one idea:
-pick the next route (siblings first if asked, then the chain when the
+A collaborator the RequestActor asks once its stream broke after the first
+byte: pick the next route (siblings first if asked, then the chain when the
 failure triggers it), choose how to continue (prefill, prompt or restart;
 see ``actors.routing.resume``), learn a refused prefill and restart
-instead, and end with an in-band error when nothing is left.
+instead, and end with an in-band error when nothing is left. It is handed
+what it needs (the accumulated stream, the route choice, the actor's one
+attempt and its route events) and keeps nothing of the actor's.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+import attrs
 
 from switchyard.actors.budgets import CallBudget
 from switchyard.actors.call.attempt_body import for_backend
@@ -28,19 +32,26 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
-    from switchyard.actors.call.request import RequestActor
+    from switchyard.actors.call.route_choice import RouteChoice
+    from switchyard.actors.routing.stream_state import StreamAccumulator
+    from switchyard.actors.runtime import Runtime
 
-    _Base = RequestActor
-else:
-    _Base = object
+Attempt = Callable[..., Awaitable[None]]   # the actor's one attempt (backend, plan, budget, bounded, model, body, transform)
 
 
-class RecoveryMixin(_Base):
-    async def _recover(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan,
-                       budget: CallBudget) -> None:
-        """Continue a committed stream on another backend, or end it with an in-band error."""
-        if self.relay.acc is None or self.relay.acc.other_choices:
-            raise failed.error
+@attrs.define
+class Recovery:
+    runtime: "Runtime"
+    call: Call
+    route: "RouteChoice"
+    acc: "StreamAccumulator"
+    attempt: Attempt
+    failed_event: Callable[[str, str, AttemptFailed], None]
+    route_changed: Callable[..., None]
+    last_route: Callable[[], tuple[str | None, str | None]]
+
+    async def run(self, failed: AttemptFailed, backend: BackendConfig, plan: RoutePlan, budget: CallBudget) -> None:
+        """Continue the committed stream on another backend, or end it with an in-band error."""
         rt, call = self.runtime, self.call
         cfg = call.snapshot.streaming.mid_stream_fallback
         used = {(backend.name, plan.model)}
@@ -51,20 +62,20 @@ class RecoveryMixin(_Base):
             target = self._resume_target(plan, used, cfg.same_model_first, plan.triggered(failed.failure))
             if target is None:
                 break
-            before = self._last_route
+            before = self.last_route()
             backend, model = target
             used.add((backend.name, model))
             hops += 1
             takes_prefill = (_takes_prefill(call.snapshot, backend, model)
                              and (backend.name, model) not in rt.pool.no_prefill)
-            mode = choose_mode(self.relay.acc, cfg, takes_prefill)
-            self._route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
+            mode = choose_mode(self.acc, cfg, takes_prefill)
+            self.route_changed(before[0], before[1] or model, backend.name, model, failed.failure,
                                 mid_stream=True, mode=mode.value)
             try:
                 await self._resume_attempt(backend, plan, model, mode, budget, failed)
                 return
             except AttemptFailed as again:
-                self._failed_event(backend.name, model, again)
+                self.failed_event(backend.name, model, again)
                 if mode is ResumeMode.PREFILL and again.failure.kind is Kind.CLIENT_ERROR:
                     # It refused the prefill: learn that, and ask it again by restarting.
                     rt.pool.no_prefill.add((backend.name, model))
@@ -72,7 +83,7 @@ class RecoveryMixin(_Base):
                         await self._resume_attempt(backend, plan, model, ResumeMode.RESTART, budget, failed)
                         return
                     except AttemptFailed as third:
-                        self._failed_event(backend.name, model, third)
+                        self.failed_event(backend.name, model, third)
                         again = third
                 if again.upstream:  # keep the backend's own failure, not our permit verdict
                     failed = again
@@ -99,23 +110,21 @@ class RecoveryMixin(_Base):
 
     async def _resume_attempt(self, backend: BackendConfig, plan: RoutePlan, model: str, mode: ResumeMode,
                               budget: CallBudget, failed: AttemptFailed) -> None:
-        assert self.relay.acc is not None
         call = self.call
         # The wire id: this backend's upstream_id for the model, if it has one.
         payload = for_backend(
-            call, resume_payload(call.payload, backend.upstream_ids.get(model, model), self.relay.acc, mode,
+            call, resume_payload(call.payload, backend.upstream_ids.get(model, model), self.acc, mode,
                                  call.snapshot.streaming.mid_stream_fallback, backend.type),
             model, backend, self.runtime.prompts)
         transform = None
         if mode is ResumeMode.RESTART:
-            marker = {"id": self.relay.acc.id, "object": "chat.completion.chunk", "created": self.relay.acc.created,
-                      "model": self.relay.acc.model, "choices": [],
+            marker = {"id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,
+                      "model": self.acc.model, "choices": [],
                       "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
                                        "error": failed.error.message, "backend": backend.name, "model": model}}
-            transform = RestartFilter(self.relay.acc, marker).feed
-        await self._attempt(backend, plan, budget, bounded=True, model=model, body=json.dumps(payload).encode(),
+            transform = RestartFilter(self.acc, marker).feed
+        await self.attempt(backend, plan, budget, bounded=True, model=model, body=json.dumps(payload).encode(),
                             transform=transform)
-
 
 
 def _takes_prefill(snapshot: Snapshot, backend: BackendConfig, model: str) -> bool:

@@ -16,8 +16,9 @@ The actor coordinates; its parts are asked, not mixed in: admission
 (``admission.py``: the call's reach and policy), route choice
 (``route_choice.py``: what the model name and pin mean, each attempt's
 backend), the attempt's body and headers (``attempt_body.py``) and the
-relay's settings for it (``actors/relay.py``). Mid-stream recovery
-(``recovery.py``) is still mixed in.
+relay's settings for it (``actors/relay.py``), mid-stream recovery
+(``recovery.py``), and what an attempt's end says about its backend
+(``verdicts.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
-from switchyard.actors.call.recovery import RecoveryMixin, can_resume
+from switchyard.actors.call.recovery import Recovery, can_resume
+from switchyard.actors.call.verdicts import adapter_failed, backend_fault
 from switchyard.actors.relay import (
     AttemptFailed,
     AttemptRelaySettings,
@@ -82,11 +84,9 @@ log = logging.getLogger("switchyard.route")
 
 # The client-facing route of another OpenAI endpoint's call (chat's is CallTrace's default).
 OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"}
-# Answers that say the backend (not the request) is in trouble; they feed its circuit.
-BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
-class RequestActor(RecoveryMixin):
+class RequestActor:
     def __init__(self, runtime: "Runtime", call: Call) -> None:
         self.runtime = runtime
         self.call = call
@@ -241,7 +241,11 @@ class RequestActor(RecoveryMixin):
             except AttemptFailed as failed:
                 self._failed_event(backend.name, plan.model, failed)
                 if self.sink.started:
-                    await self._recover(failed, backend, plan, budget)
+                    acc = self.relay.acc
+                    if acc is None or acc.other_choices:   # nothing to continue from
+                        raise failed.error
+                    await Recovery(rt, self.call, self.route, acc, self._attempt, self._failed_event,
+                                   self._route_changed, lambda: self._last_route).run(failed, backend, plan, budget)
                     return
                 if last is None or failed.upstream:  # the backend's own answer is the one to preserve
                     last = failed
@@ -357,7 +361,7 @@ class RequestActor(RecoveryMixin):
                 settled = True
                 if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
                     failed.error.backend = backend.name
-                if _backend_fault(failed.failure):
+                if backend_fault(failed.failure):
                     rt.health.call_failed(backend.name, model, failed.error.message)
                 else:
                     rt.health.call_succeeded(backend.name, model)
@@ -432,23 +436,6 @@ class RequestActor(RecoveryMixin):
         else:
             await self.relay.buffered(backend.name, response, attempt, headers)
 
+
 async def _never() -> None:
     await trio.sleep_forever()
-
-
-def adapter_failed(backend: str, exc: Exception) -> UpstreamProtocolError:
-    """The attempt's error for an unexpected exception in ``backend``'s adapter, logged once with its traceback."""
-    log.error("backend %r failed inside its adapter (%s); the attempt counts as its failure", backend,
-              type(exc).__name__, exc_info=exc)
-    err = UpstreamProtocolError(f"Backend '{backend}' failed inside its adapter ({type(exc).__name__})",
-                                code="upstream_adapter_error")
-    err.backend = backend
-    return err
-
-
-def _backend_fault(failure: Failure) -> bool:
-    if failure.kind is Kind.STATUS:
-        return failure.status in BACKEND_FAULT_STATUSES
-    # UNHEALTHY here is a backend's own misbehaviour (a redirect); the gateway's
-    # permit verdict never reaches the circuit.
-    return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL, Kind.UNHEALTHY)

@@ -32,7 +32,7 @@ from trio_websocket import (
 
 from switchyard.actors.events import CallTrace
 from switchyard.actors.messages import Call
-from switchyard.actors.call.request import BACKEND_FAULT_STATUSES
+from switchyard.actors.call.verdicts import BACKEND_FAULT_STATUSES
 from switchyard.actors.routing.aliases import dispatch_target
 from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals

@@ -46,6 +46,7 @@ from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
 from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
+from switchyard.actors.usage import total_tokens
 
 DONE_EVENT = b"data: [DONE]\n\n"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
@@ -127,24 +128,6 @@ class Rename:
             if needle in raw:
                 return raw.replace(needle, replacement, 1)
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-def total_tokens(payload: Any) -> int | None:
-    """``usage.total_tokens`` of an answer or chunk (prompt + completion when only those are given)."""
-    return usage_total(payload.get("usage") if isinstance(payload, dict) else None)
-
-
-def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completion_tokens")) -> int | None:
-    """A usage object's ``total_tokens``, else the sum of its two ``parts`` (None when neither is whole)."""
-    if not isinstance(usage, dict):
-        return None
-    total = usage.get("total_tokens")
-    if not isinstance(total, int) or isinstance(total, bool):
-        counts = [usage.get(part) for part in parts]
-        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
-            return None
-        total = sum(counts)
-    return total if total >= 0 else None
 
 
 async def read_answer(backend: str, response: httpx.Response, limit: int) -> bytes:

@@ -27,7 +27,8 @@ import httpx
 import trio
 
 from switchyard.actors.budgets import AttemptBudget
-from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer, usage_total
+from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer
+from switchyard.actors.usage import usage_total
 from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.sse import Event, SSEDecoder

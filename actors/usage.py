@@ -91,3 +91,21 @@ def token_counts(usage: Any) -> tuple[int, int]:
                 return int(value)
         return 0
     return count("prompt_tokens", "input_tokens"), count("completion_tokens", "output_tokens")
+
+
+def total_tokens(payload: Any) -> int | None:
+    """``usage.total_tokens`` of an answer or chunk (prompt + completion when only those are given)."""
+    return usage_total(payload.get("usage") if isinstance(payload, dict) else None)
+
+
+def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completion_tokens")) -> int | None:
+    """A usage object's ``total_tokens``, else the sum of its two ``parts`` (None when neither is whole)."""
+    if not isinstance(usage, dict):
+        return None
+    total = usage.get("total_tokens")
+    if not isinstance(total, int) or isinstance(total, bool):
+        counts = [usage.get(part) for part in parts]
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            return None
+        total = sum(counts)
+    return total if total >= 0 else None

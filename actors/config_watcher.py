@@ -11,22 +11,31 @@ reload, so a newly referenced file is watched from then on).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from switchyard.config.watch import stamp, stamp_all
 
 if TYPE_CHECKING:
-    from switchyard.actors.runtime import Runtime
+    from switchyard.config.schema import Snapshot
 
 POLL_INTERVAL = 1.0
+
+
+class Reloadable(Protocol):
+    """What the watcher needs of the Runtime it reloads."""
+
+    snapshot: "Snapshot"
+    reload_status: Any   # its ``watcher`` field says whether the file is watched
+
+    def reload_from_file(self, trigger: str) -> dict[str, Any]: ...
 
 
 class ConfigWatcher:
     name = "config-watcher"
 
-    def __init__(self, runtime: "Runtime", path: Path, interval: float = POLL_INTERVAL) -> None:
+    def __init__(self, runtime: Reloadable, path: Path, interval: float = POLL_INTERVAL) -> None:
         self.runtime = runtime
         self.path = path
         self.interval = interval

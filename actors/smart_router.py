@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import attrs
 import trio
@@ -31,7 +31,10 @@ from switchyard.config.smart_routing import MAX_HEADER_VALUE, RoutingPolicy
 from switchyard.actors.errors import NoHealthyBackend, RouteCapabilityUnavailable
 
 if TYPE_CHECKING:
-    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.health import BackendHealthActor
+    from switchyard.actors.discovery import ModelDiscoveryActor
+    from switchyard.actors.ports import Upstream
+    from switchyard.actors.usage import UsageLedger
     from switchyard.config.access import ApiKey
 
 log = logging.getLogger("switchyard.smart_routing")
@@ -81,8 +84,18 @@ def uses_input_tokens(policies: tuple[RoutingPolicy, ...]) -> bool:
     return any(p.when.input_tokens is not None for p in policies)
 
 
+class Routable(Protocol):
+    """What smart routing needs of the Runtime: the revision, the views it picks by, the classifier's wire."""
+
+    snapshot: Snapshot
+    health: "BackendHealthActor"
+    discovery: "ModelDiscoveryActor"
+    upstream: "Upstream"
+    usage: "UsageLedger"
+
+
 class SmartRouter:
-    def __init__(self, runtime: "Runtime") -> None:
+    def __init__(self, runtime: Routable) -> None:
         self.runtime = runtime
         self.classifier = ClassifierActor(runtime.snapshot, runtime.upstream, runtime.usage)
         self.tiers = TierCache()

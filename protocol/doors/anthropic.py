@@ -38,14 +38,14 @@ from switchyard.protocol.doors.openai import parse_json_object
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
-    from switchyard.protocol.serving.app import App
+    from switchyard.protocol.doors.host import DoorHost
 
 EPOCH = "1970-01-01T00:00:00Z"   # the Models API's "release date unknown"
 PAGE_DEFAULT, PAGE_MAX = 20, 1000
 FORWARDED_HEADERS = (b"anthropic-version", b"anthropic-beta")
 
 
-async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def messages(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
                    raw: bytes) -> None:
     request_id = scope["switchyard.request_id"]
     sinks: list[AnthropicSink] = []
@@ -68,7 +68,7 @@ async def messages(app: "App", runtime: "Runtime", scope: Scope, receive: Receiv
         await respond_error(send, err, request_id)
 
 
-async def count_tokens(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def count_tokens(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
                        raw: bytes) -> None:
     """An estimate (``actors/routing/token_estimate.py``) of the translated request, not a tokenizer's count."""
     request_id = scope["switchyard.request_id"]
@@ -88,7 +88,7 @@ async def count_tokens(app: "App", runtime: "Runtime", scope: Scope, receive: Re
         await respond_error(send, err, request_id)
 
 
-async def models(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def models(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
     """The model list as the key may see it (the /v1/models rows and rate limit), in the Models API's pages."""
     def page(rows: list[ListedModel]) -> Any:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
@@ -96,7 +96,7 @@ async def models(app: "App", runtime: "Runtime", scope: Scope, receive: Receive,
     await _listing(app, runtime, scope, send, page)
 
 
-async def model(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def model(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
     """``GET /anthropic/v1/models/{id}``: one row of that list, or a 404 in Anthropic's shape."""
     def one(rows: list[ListedModel]) -> Any:
         wanted = scope["path"][len(MODEL_PATH):]   # ASGI paths arrive decoded
@@ -107,14 +107,15 @@ async def model(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, 
     await _listing(app, runtime, scope, send, one)
 
 
-async def _listing(app: "App", runtime: "Runtime", scope: Scope, send: Send,
+async def _listing(app: "DoorHost", runtime: "Runtime", scope: Scope, send: Send,
                    shape: Callable[[list[ListedModel]], Any]) -> None:
     """The rows the key may see, under the /v1/models rate limit, shaped and answered in Anthropic's way."""
     request_id = scope["switchyard.request_id"]
     try:
         now = trio.current_time()
-        app._models_limit(scope, runtime, now)
-        rows = app._visible(app._listing(runtime, now).rows, scope.get("switchyard.key"))
+        routes = app.model_routes
+        routes.check_limit(scope, runtime, now)
+        rows = routes.visible(routes.listing(runtime, now).rows, scope.get("switchyard.key"))
         body = utf8(shape(list(rows)))   # a discovered id may hold a lone surrogate
         await respond(send, 200, body, answer_headers([], JSON_TYPE, request_id))
     except GatewayError as err:

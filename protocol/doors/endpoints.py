@@ -26,20 +26,20 @@ from switchyard.protocol.doors.openai import parse_completions_payload, parse_em
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
-    from switchyard.protocol.serving.app import App
+    from switchyard.protocol.doors.host import DoorHost
 
 
-async def completions(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def completions(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
                       body: bytes) -> None:
     await _serve(app, runtime, scope, receive, send, body, "completions", parse_completions_payload)
 
 
-async def embeddings(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def embeddings(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
                      body: bytes) -> None:
     await _serve(app, runtime, scope, receive, send, body, "embeddings", parse_embeddings_payload)
 
 
-async def _serve(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, body: bytes,
+async def _serve(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, body: bytes,
                  endpoint: str, parse: Callable[..., Call]) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),

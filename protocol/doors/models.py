@@ -1,6 +1,6 @@
 """The model-list routes (``/v1/models``, ``/v1/models/extended``, ``/v1/models/{model}``,
 ``/v1/models/refresh``): one cached listing, shown as the caller's API key may see it, behind the
-built-in rate limits. Mixed into the App."""
+built-in rate limits. The App routes them here; the Anthropic door reads the same listing."""
 
 from __future__ import annotations
 
@@ -20,11 +20,6 @@ from switchyard.protocol.doors.openai import model_list, model_list_extended, mo
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
-    from switchyard.protocol.serving.app import App
-
-    _Base = App
-else:
-    _Base = object
 
 log = logging.getLogger("switchyard.app")
 
@@ -33,14 +28,22 @@ MODEL_PREFIX = "/v1/models/"   # GET /v1/models/{model}; the id may hold '/' (Hu
 
 @attrs.define
 class CachedListing:
-    """What ``App.models_cache`` holds: the rows, and the ``/v1/models`` body once rendered."""
+    """What ``ModelRoutes.models_cache`` holds: the rows, and the ``/v1/models`` body once rendered."""
 
     rows: tuple[ListedModel, ...]
     body: bytes | None = None
 
 
+class ModelRoutes:
+    """The list routes and what they keep: built-in, fixed protection of the model list
+    (``protocol/http/limits.py``) and one cached listing, per worker process."""
 
-class ModelRoutes(_Base):
+    def __init__(self, runtime: Callable[[], "Runtime"]) -> None:
+        self._runtime = runtime   # the running Runtime, or Unavailable while starting or stopping
+        self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
+        self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
+        self.models_cache = limits.ModelListCache()
+
     def _rate_limit(self, limiter: limits.Limiter, client: str, now: float) -> None:
         refused = limiter.check(client, now)
         if refused is None:
@@ -54,7 +57,7 @@ class ModelRoutes(_Base):
                           f"was reached; retry after {refused.retry_after_header}s",
                           retry_after=refused.retry_after_header)
 
-    def _listing(self, runtime: Runtime, now: float) -> CachedListing:
+    def listing(self, runtime: Runtime, now: float) -> CachedListing:
         """The model rows, from the cache while its TTL lasts (an empty list only briefly).
 
         One cache serves all three list routes, so they agree with each other; health
@@ -68,12 +71,12 @@ class ModelRoutes(_Base):
 
     def _model_list(self, runtime: Runtime, now: float) -> bytes:
         """The /v1/models body (rendered once per cached listing)."""
-        cached = self._listing(runtime, now)
+        cached = self.listing(runtime, now)
         if cached.body is None:
             cached.body = utf8(model_list(cached.rows))
         return cached.body
 
-    def _models_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
+    def check_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
         """The built-in /v1/models limit; /v1/models/extended and /v1/models/{model} share its buckets."""
         key = scope.get("switchyard.key")
         if key is not None:   # a verified key: its own bucket, whatever header carried it
@@ -95,7 +98,7 @@ class ModelRoutes(_Base):
         return status
 
     @staticmethod
-    def _visible(rows: tuple[ListedModel, ...], key: ApiKey | None) -> tuple[ListedModel, ...]:
+    def visible(rows: tuple[ListedModel, ...], key: ApiKey | None) -> tuple[ListedModel, ...]:
         """The rows an API key may use: its model globs, and only the backends it may reach."""
         if key is None or (key.allowed_models is None and key.allowed_backends is None):
             return rows
@@ -109,7 +112,7 @@ class ModelRoutes(_Base):
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
-        self._models_limit(scope, runtime, now)
+        self.check_limit(scope, runtime, now)
         await self._answer_models(send, runtime, scope.get("switchyard.key"))
 
     async def _answer_models(self, send: Send, runtime: Runtime, key: ApiKey | None) -> None:
@@ -118,23 +121,23 @@ class ModelRoutes(_Base):
         if key is None or (key.allowed_models is None and key.allowed_backends is None):
             await respond(send, 200, self._model_list(runtime, now))
             return
-        rows = self._visible(self._listing(runtime, now).rows, key)
+        rows = self.visible(self.listing(runtime, now).rows, key)
         await respond(send, 200, utf8(model_list(rows)))
 
     async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
-        self._models_limit(scope, runtime, now)
-        rows = self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key"))
+        self.check_limit(scope, runtime, now)
+        rows = self.visible(self.listing(runtime, now).rows, scope.get("switchyard.key"))
         body = model_list_extended(rows, self._backend_status(runtime))
         await respond(send, 200, utf8(body))
 
     async def model(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self._runtime()
         now = trio.current_time()
-        self._models_limit(scope, runtime, now)
+        self.check_limit(scope, runtime, now)
         model_id = scope["path"][len(MODEL_PREFIX):]
-        row = find(self._visible(self._listing(runtime, now).rows, scope.get("switchyard.key")), model_id)
+        row = find(self.visible(self.listing(runtime, now).rows, scope.get("switchyard.key")), model_id)
         if row is None:
             raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
         body = model_object_extended(row, self._backend_status(runtime))

@@ -63,7 +63,7 @@ from switchyard.actors.addressing import auth_headers, join_url
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
-    from switchyard.protocol.serving.app import App
+    from switchyard.protocol.doors.host import DoorHost
 
 log = logging.getLogger("switchyard.realtime")
 
@@ -78,7 +78,7 @@ MAX_MESSAGE = 16 * 1024 * 1024   # what the upstream may send in one message: hy
 open_upstream: Callable[..., AbstractAsyncContextManager[WebSocketConnection]] = open_websocket_url
 
 
-async def serve_websocket(app: "App", scope: Scope, receive: Receive, send: Send) -> None:
+async def serve_websocket(app: "DoorHost", scope: Scope, receive: Receive, send: Send) -> None:
     """One websocket connection (every ASGI ``websocket`` scope): a realtime session, or a refusal."""
     await RealtimeSession(app, scope, receive, send).serve()
 
@@ -91,7 +91,7 @@ class _Failed(Exception):
 
 
 class RealtimeSession:
-    def __init__(self, app: "App", scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, app: "DoorHost", scope: Scope, receive: Receive, send: Send) -> None:
         self.app, self.scope, self.receive, self.send = app, scope, receive, send
         self.request_id = new_request_id()
         self.id_headers = [(b"x-continuum-request-id", self.request_id.encode())]
@@ -156,7 +156,7 @@ class RealtimeSession:
         cap = runtime.snapshot.server.max_concurrent_requests
         if cap and app.active_requests >= cap:
             raise TooManyConcurrentRequests(f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
-        scope["switchyard.trace"] = app._trace(scope, self.request_id, self.id_headers)
+        scope["switchyard.trace"] = app.trace_context(scope, self.request_id, self.id_headers)
         models = [v for k, v in self._query() if k == "model"]
         if not models:
             raise InvalidRequest(f"Missing required query parameter: 'model' ({PATH}?model=<model>)", param="model",

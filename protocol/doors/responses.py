@@ -27,13 +27,13 @@ from switchyard.protocol.doors.responses_tools import enforce
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
-    from switchyard.protocol.serving.app import App
+    from switchyard.protocol.doors.host import DoorHost
 
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 ROLES = ("user", "assistant", "system", "developer")
 
 
-async def responses(app: "App", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def responses(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
                     body: bytes) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, scope, receive, payload, body, lambda call: ResponsesSink(send, call.stream),

@@ -23,7 +23,6 @@ from switchyard.config.schema import Snapshot
 from switchyard.actors import log_fields
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import endpoints
-from switchyard.protocol.http import limits
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors.anthropic_sink import respond_error
@@ -77,7 +76,7 @@ def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
     return framing == 3
 
 
-class App(ModelRoutes):
+class App:
     def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
                  config_path: str | None = None, watch: bool = True) -> None:
         self._load = load
@@ -85,10 +84,7 @@ class App(ModelRoutes):
         self.config_path = config_path
         self.watch = watch
         self.admin = AdminApi(respond)
-        # Built-in, fixed protection of the model list (protocol/http/limits.py); per worker process.
-        self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
-        self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
-        self.models_cache = limits.ModelListCache()
+        self.model_routes = ModelRoutes(self._runtime)   # the model list, its cache and its rate limits
         self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
@@ -99,15 +95,15 @@ class App(ModelRoutes):
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
             "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
             "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models, body=False)},
-            "/v1/models": {"GET": self._capped(self.models)},
-            "/v1/models/refresh": {"POST": self._capped(self.refresh_models)},
-            "/v1/models/extended": {"GET": self._capped(self.models_extended)},
+            "/v1/models": {"GET": self._capped(self.model_routes.models)},
+            "/v1/models/refresh": {"POST": self._capped(self.model_routes.refresh_models)},
+            "/v1/models/extended": {"GET": self._capped(self.model_routes.models_extended)},
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
             "/metrics": {"GET": self.metrics},
         }
         # Every other path under /v1/models/ names one model.
-        self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model)}
+        self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model_routes.model)}
         self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
             "GET": self._door(anthropic_ingress.model, body=False)}
 
@@ -168,7 +164,7 @@ class App(ModelRoutes):
                 self._refuse_h2c_if_off()
             elif ambiguous_framing(scope["headers"]):
                 await self._refuse_ambiguous_framing(scope, receive)
-            scope["switchyard.trace"] = self._trace(scope, request_id, id_headers)
+            scope["switchyard.trace"] = self.trace_context(scope, request_id, id_headers)
             path = scope["path"]
             if path.startswith("/admin/"):
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
@@ -212,7 +208,8 @@ class App(ModelRoutes):
             if metrics is not None:
                 metrics.http_ended(scope["path"], scope["method"], status, self.routes)
 
-    def _trace(self, scope: Scope, request_id: str, id_headers: list[tuple[bytes, bytes]]) -> TraceContext | None:
+    def trace_context(self, scope: Scope, request_id: str, id_headers: list[tuple[bytes, bytes]]
+                      ) -> TraceContext | None:
         """The request's TraceContext (None with tracing off or no config yet); sets the x-request-id echo.
 
         An invalid client x-request-id raises InvalidRequest; the 400 then

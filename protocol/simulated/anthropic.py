@@ -211,7 +211,7 @@ class _Reply:
         self.model = body["model"]
         self.tool = sim.failure.tool_call
         self.arguments = sim.tool_arguments if sim.tool_arguments is not None else TOOL_ARGUMENTS
-        self.pieces = owner._pieces(sim, body)
+        self.pieces = owner.reply_pieces(sim, body)
         self.stop_reason = "tool_use" if self.tool else "end_turn"
         self.stop_sequence: str | None = None
         if not self.tool:
@@ -250,7 +250,7 @@ class _Reply:
     async def message(self) -> AsyncIterator[bytes]:
         fail, owner = self.sim.failure, self.owner
         taken: list[str] = []
-        async with aclosing(owner._paced(self.sim, self.pieces)) as paced:
+        async with aclosing(owner.paced_pieces(self.sim, self.pieces)) as paced:
             async for k, piece in paced:
                 if fail.malformed_chunk == k:
                     owner.record("completed")
@@ -296,7 +296,7 @@ class _Reply:
             yield sse({"type": "content_block_start", "index": index, "content_block": start})
         produced = 0
         pieces = self.pieces if blocks else []
-        async with aclosing(owner._paced(self.sim, pieces)) as paced:
+        async with aclosing(owner.paced_pieces(self.sim, pieces)) as paced:
             async for k, piece in paced:
                 if fail.malformed_chunk == k:
                     yield b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": \n\n'

@@ -3,7 +3,7 @@
 Kept apart from the chat simulator (``protocol/simulated/openai.py``), which hands
 these two paths over after its common steps (the script, the latency, a
 scripted error status). Text completions reuse the chat reply's words,
-pacing and failure modes (the simulator's ``_pieces``, ``_paced`` and
+pacing and failure modes (the simulator's ``reply_pieces``, ``paced_pieces`` and
 ``buffered_body``) in the ``text_completion`` shape, one choice per prompt,
 buffered or as SSE with ``choices[].text`` and ``[DONE]``. Embeddings are one small vector per input,
 derived from the model and the input alone, so a test can compute the
@@ -19,21 +19,18 @@ import json
 import struct
 import time
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import Any, AsyncIterator
 
 import httpx
 import trio
 
 from switchyard.config.schema import Simulation
-from switchyard.protocol.simulated.parts import IN_BAND_ERROR, SimulatedStream
-
-if TYPE_CHECKING:
-    from switchyard.protocol.simulated.openai import SimulatedTransport
+from switchyard.protocol.simulated.parts import IN_BAND_ERROR, SimulatedStream, Simulator
 
 DIMENSIONS = 8   # an embedding's length when the request names no ``dimensions``
 
 
-def answer(owner: "SimulatedTransport", sim: Simulation, path: str, body: dict) -> httpx.Response:
+def answer(owner: "Simulator", sim: Simulation, path: str, body: dict) -> httpx.Response:
     """The 200 answer (its body paced and failing as scripted) for a completions or embeddings request."""
     model = body.get("model", "")
     if path.endswith("/embeddings"):
@@ -65,7 +62,7 @@ def _tokens(item: Any) -> int:
     return len(item) if isinstance(item, list) else max(1, len(str(item)) // 4)
 
 
-async def _embeddings(owner: "SimulatedTransport", sim: Simulation, model: str, body: dict) -> AsyncIterator[bytes]:
+async def _embeddings(owner: "Simulator", sim: Simulation, model: str, body: dict) -> AsyncIterator[bytes]:
     fail = sim.failure
     if fail.malformed_chunk is not None:
         owner.record("completed")
@@ -99,7 +96,7 @@ def _usage(body: dict, produced: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
 
 
-def _completion(owner: "SimulatedTransport", sim: Simulation, cid: str, model: str,
+def _completion(owner: "Simulator", sim: Simulation, cid: str, model: str,
                 body: dict) -> AsyncIterator[bytes]:
     n = len(inputs_of(body.get("prompt", "")))
 
@@ -110,7 +107,7 @@ def _completion(owner: "SimulatedTransport", sim: Simulation, cid: str, model: s
     return owner.buffered_body(sim, cid, body, render)
 
 
-async def _completion_sse(owner: "SimulatedTransport", sim: Simulation, cid: str, model: str,
+async def _completion_sse(owner: "Simulator", sim: Simulation, cid: str, model: str,
                           body: dict) -> AsyncIterator[bytes]:
     fail = sim.failure
     if fail.stall_before_first_byte:
@@ -123,7 +120,7 @@ async def _completion_sse(owner: "SimulatedTransport", sim: Simulation, cid: str
         return b"data: " + json.dumps({**obj, **extra}, separators=(",", ":")).encode() + b"\n\n"
 
     produced = 0
-    async with aclosing(owner._paced(sim, owner._pieces(sim, body))) as paced:
+    async with aclosing(owner.paced_pieces(sim, owner.reply_pieces(sim, body))) as paced:
         async for k, token in paced:
             if fail.malformed_chunk == k:
                 yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"text": \n\n'

@@ -220,7 +220,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         first = f"Hello from {self.name}."
         return [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
 
-    def _pieces(self, sim: Simulation, body: dict) -> list[str]:
+    def reply_pieces(self, sim: Simulation, body: dict) -> list[str]:
         """What this request gets, piece by piece: text, tool arguments, or one empty piece."""
         if sim.failure.tool_call:
             return split_even(sim.tool_arguments if sim.tool_arguments is not None else TOOL_ARGUMENTS, sim.chunks)
@@ -237,7 +237,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self.record("prefill_ignored")
         return tokens
 
-    async def _paced(self, sim: Simulation, pieces: list[str]) -> AsyncIterator[tuple[int, str]]:
+    async def paced_pieces(self, sim: Simulation, pieces: list[str]) -> AsyncIterator[tuple[int, str]]:
         """Pieces with their 1-based number, paced and failing as scripted."""
         fail = sim.failure
         gap = 1.0 / sim.tokens_per_second if sim.tokens_per_second > 0 else 0.0
@@ -258,9 +258,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if fail.stall_before_first_byte:
             await trio.sleep_forever()
         created = int(time.time())
-        pieces = self._pieces(sim, body)
+        pieces = self.reply_pieces(sim, body)
         produced = 0
-        async with aclosing(self._paced(sim, pieces)) as paced:
+        async with aclosing(self.paced_pieces(sim, pieces)) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
                     yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"delta": \n\n'
@@ -312,7 +312,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         fail = sim.failure
         tokens: list[str] = []
         cut = None
-        async with aclosing(self._paced(sim, self._pieces(sim, body))) as paced:
+        async with aclosing(self.paced_pieces(sim, self.reply_pieces(sim, body))) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
                     self.record("completed")

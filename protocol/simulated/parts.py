@@ -4,12 +4,12 @@ that paces an answer (``protocol/simulated/openai.py`` and the endpoint simulato
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
 
 import httpx
 
 if TYPE_CHECKING:
-    from switchyard.protocol.simulated.openai import SimulatedTransport
+    from switchyard.config.schema import Simulation
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -70,8 +70,23 @@ def prefill_of(body: dict) -> str | None:
     return ""
 
 
+class Simulator(Protocol):
+    """What the endpoint simulators and a paced stream need of the simulated backend they answer for."""
+
+    in_flight: int                       # requests not yet answered in full (the engine page's running count)
+    served: int                          # requests taken in (their ids count them)
+
+    def record(self, kind: str) -> None: ...
+
+    def reply_pieces(self, sim: "Simulation", body: dict) -> list[str]: ...
+
+    def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncIterator[tuple[int, str]]: ...
+
+    def buffered_body(self, sim: "Simulation", cid: str, body: dict, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class SimulatedStream(httpx.AsyncByteStream):
-    def __init__(self, owner: "SimulatedTransport", chunks: AsyncIterator[bytes]) -> None:
+    def __init__(self, owner: "Simulator", chunks: AsyncIterator[bytes]) -> None:
         self.owner = owner
         self.chunks = chunks
         self.finished = False

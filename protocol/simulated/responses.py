@@ -3,7 +3,7 @@
 Kept apart from the chat simulator (``protocol/simulated/openai.py``), which hands
 the path over after its common steps (the script, the latency, a scripted
 error status). The reply reuses the chat reply's words, pacing and failure
-modes (``_pieces``, ``_paced``: stall, reset, malformed event, in-band
+modes (``reply_pieces``, ``paced_pieces``: stall, reset, malformed event, in-band
 ``error`` event, truncation, a ``get_weather`` function call, an empty
 reply) in the Responses shapes: ``response.created``, ``response.in_progress``,
 ``response.output_item.added``, ``response.content_part.added``,
@@ -22,17 +22,14 @@ import json
 import time
 from collections import deque
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import Any, AsyncIterator
 
 import httpx
 import trio
 from attrs import frozen
 
 from switchyard.config.schema import Simulation
-from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, split_words
-
-if TYPE_CHECKING:
-    from switchyard.protocol.simulated.openai import SimulatedTransport
+from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
 
 
 @frozen
@@ -45,14 +42,14 @@ class ResponsesTurn:
     failed: str | None = None        # status failed with this error code, no output
 
 
-def script_responses(owner: "SimulatedTransport", *turns: ResponsesTurn) -> None:
+def script_responses(owner: "Simulator", *turns: ResponsesTurn) -> None:
     """Queue answers for the next ``/v1/responses`` requests (one turn each; then plain answers)."""
     queue: deque[ResponsesTurn] = getattr(owner, "responses_script", None) or deque()
     queue.extend(turns)
     owner.responses_script = queue   # type: ignore[attr-defined]
 
 
-def answer(owner: "SimulatedTransport", sim: Simulation, body: dict) -> httpx.Response:
+def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
     queue = getattr(owner, "responses_script", None)
     turn = queue.popleft() if queue else ResponsesTurn()
     reply = _Reply(owner, sim, turn, body, f"resp_sim_{owner.served}")
@@ -64,7 +61,7 @@ def answer(owner: "SimulatedTransport", sim: Simulation, body: dict) -> httpx.Re
 
 
 class _Reply:
-    def __init__(self, owner: "SimulatedTransport", sim: Simulation, turn: ResponsesTurn, body: dict, rid: str):
+    def __init__(self, owner: "Simulator", sim: Simulation, turn: ResponsesTurn, body: dict, rid: str):
         self.owner, self.sim, self.turn, self.body, self.id = owner, sim, turn, body, rid
         self.created = int(time.time())
         self.sequence = 0
@@ -123,7 +120,7 @@ class _Reply:
     async def buffered(self) -> AsyncIterator[bytes]:
         owner, fail = self.owner, self.sim.failure
         pieces: list[str] = []
-        async with aclosing(owner._paced(self.sim, owner._pieces(self.sim, self.body))) as paced:
+        async with aclosing(owner.paced_pieces(self.sim, owner.reply_pieces(self.sim, self.body))) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
                     yield b'{"id": "' + self.id.encode() + b'", "output": ['
@@ -158,7 +155,7 @@ class _Reply:
             for event in self._reasoning_events(reasoning):
                 yield event
         at = len(self.output)
-        pieces = owner._pieces(self.sim, self.body)
+        pieces = owner.reply_pieces(self.sim, self.body)
         item, part = self._main_item([])
         yield self.event("response.output_item.added", output_index=at,
                          item={**item, "status": "in_progress", **({"content": []} if part else {})})
@@ -166,7 +163,7 @@ class _Reply:
         if part is not None:
             yield self.event("response.content_part.added", **ids, content_index=0, part=part)
         sent: list[str] = []
-        async with aclosing(owner._paced(self.sim, pieces)) as paced:
+        async with aclosing(owner.paced_pieces(self.sim, pieces)) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
                     yield b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", \n\n'

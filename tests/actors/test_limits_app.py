@@ -181,7 +181,7 @@ async def test_empty_model_list_cached_5s_then_doubling(autojump_clock):
 
 async def test_empty_model_list_backoff_caps_at_60s(autojump_clock):
     async with gateway(DISCOVERED) as app:
-        cache = app.models_cache
+        cache = app.model_routes.models_cache
         t0 = trio.current_time()
         expiries = []
         for at in (0, 5, 15, 35, 75, 135):   # each one the instant the previous empty list expires

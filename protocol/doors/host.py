@@ -1,0 +1,27 @@
+"""What a door asks of the App that hosts it: the door modules name this, never the App above them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from switchyard.actors.messages import Call
+    from switchyard.actors.relay import ResponseSink
+    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.trace import TraceContext
+    from switchyard.protocol.doors.models import ModelRoutes
+    from switchyard.protocol.http.asgi import Receive, Scope
+
+
+class DoorHost(Protocol):
+    runtime: "Runtime | None"
+    active_requests: int                  # calls counted against server.max_concurrent_requests
+    model_routes: "ModelRoutes"
+
+    async def serve_chat(self, runtime: "Runtime", scope: "Scope", receive: "Receive", payload: dict[str, Any],
+                         body: bytes, sink_for: Callable[["Call"], "ResponseSink"], endpoint: str = ...,
+                         parse: Callable[..., "Call"] = ..., shape: Callable[["Call"], "Call"] | None = ...
+                         ) -> None: ...
+
+    def trace_context(self, scope: "Scope", request_id: str,
+                      id_headers: list[tuple[bytes, bytes]]) -> "TraceContext | None": ...

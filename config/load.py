@@ -45,10 +45,9 @@ from switchyard.config.schema import (
     Strategy,
 )
 from switchyard.config.telemetry import RoutingConfig
-from switchyard.config.values import bind_address
 from switchyard.config.watch import content_revision
 
-__all__ = ["ConfigError", "Loaded", "bind_address", "build_snapshot", "load_demo", "load_file", "load_text"]
+__all__ = ["ConfigError", "Loaded", "build_snapshot", "load_demo", "load_file", "load_text"]
 
 
 class ConfigError(Exception):

@@ -191,7 +191,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def _bind(text: str) -> str:
-    from switchyard.config.load import bind_address
+    from switchyard.config.values import bind_address
 
     return bind_address(text)
 

@@ -91,16 +91,16 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     except GatewayError as err:
         await actor.refuse(sink, err)
         return
-    await dispatch(runtime, actor, sink, disconnected)
+    if call.snapshot.dedup.enabled and runtime.nursery is not None:
+        await dispatch(runtime, actor, sink, disconnected)
+    else:   # the common case, one frame shorter on every wake-up
+        await actor.run(sink, disconnected)
 
 
 async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
                    disconnected: Callable[[], Awaitable[None]]) -> None:
-    """Run the admitted call, shared with identical calls in flight when ``dedup`` is on."""
+    """Run the admitted call shared with identical calls in flight (``dedup`` is on)."""
     call = actor.call   # admitted: the body as dispatched
-    if not call.snapshot.dedup.enabled or runtime.nursery is None:
-        await actor.run(sink, disconnected)
-        return
     # A call with provider preferences never shares: its preferences are gone from the body.
     shares = call.prefs is None or call.prefs.empty
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None

@@ -95,7 +95,7 @@ class RequestActor:
         self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
                                x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
         self.trace.route = OTHER_ROUTES.get(call.endpoint, self.trace.route)   # the metrics' route label
-        self._serve_scope = trio.CancelScope()
+        self._shut_down = False                       # the server's drain window ran out (shut_down)
         self._nursery: trio.Nursery | None = None     # the running call's, once it runs
         self.trace.add("accepted", model=call.model, stream=call.stream,
                        **({"endpoint": call.endpoint} if call.endpoint != "chat" else {}))
@@ -146,20 +146,25 @@ class RequestActor:
         trace = self.trace
         calls = self.runtime.calls
         calls.add(self)
+        ended = False
         try:
+            # The nursery's scope is the call's only one: a client that leaves (the watcher) and
+            # the end of the server's drain window (shut_down) both cancel it.
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery   # a buffered-thinking decision timer runs here
+                if self._shut_down:
+                    nursery.cancel_scope.cancel()
                 nursery.start_soon(self._watch_client, nursery.cancel_scope)
-                with self._serve_scope:
-                    try:
-                        await self._serve()
-                        trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
-                    except GatewayError as err:
-                        await self._end_with(err)
-                if self._serve_scope.cancelled_caught:  # the server's drain window ran out
-                    await self._end_with(ShuttingDown(
-                        "The server is shutting down and its drain window ended before this call finished"))
+                try:
+                    await self._serve()
+                    trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
+                except GatewayError as err:
+                    await self._end_with(err)
+                ended = True
                 nursery.cancel_scope.cancel()
+            if self._shut_down and not ended:
+                await self._end_with(ShuttingDown(
+                    "The server is shutting down and its drain window ended before this call finished"))
         finally:
             self._close()
 
@@ -176,7 +181,9 @@ class RequestActor:
 
     def shut_down(self) -> None:
         """End this call now with a clean error (its upstream attempts are cancelled)."""
-        self._serve_scope.cancel()
+        self._shut_down = True
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
     async def _end_with(self, err: GatewayError) -> None:
         if isinstance(err, PermissionDenied):

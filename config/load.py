@@ -32,6 +32,7 @@ from switchyard.config.fields import load_section, read
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
+from switchyard.config.usage import UsageConfig
 from switchyard.config.schema import (
     BackendType,
     ConsistentHashConfig,
@@ -157,6 +158,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
     discovery = load_section(Discovery, top.section("discovery"))
+    usage = load_section(UsageConfig, top.section("usage"))
     top.finish()
 
     if not top.raw.get("backends"):
@@ -185,7 +187,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     smart_routing=smart, responses_tools=responses_tools,
-                    model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models)
+                    model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
+                    usage=usage)
 
 
 def _health(r: Reader) -> HealthChecks:

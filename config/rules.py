@@ -188,12 +188,12 @@ def string_list(item: Rule[str]) -> Rule[tuple[str, ...]]:
     return list_of(item, "strings")
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def duration(minimum: float = 0.0, maximum: float | None = None, allow_zero: bool = False) -> Rule[float]:
-    """Seconds from a number or a string like ``500ms``, ``10s``, ``1m30s``."""
+    """Seconds from a number or a string like ``500ms``, ``10s``, ``1m30s``, ``90d``."""
 
     def rule(value: Any) -> float:
         if isinstance(value, bool):

@@ -6,7 +6,9 @@ here so the configuration reference and the code cannot disagree.
 
 from __future__ import annotations
 
+import os
 from enum import Enum
+from pathlib import Path
 from typing import Mapping
 
 import attrs
@@ -32,6 +34,7 @@ from switchyard.config.simulation import SimulatedFailure as SimulatedFailure
 from switchyard.config.simulation import Simulation
 from switchyard.config.smart_routing import SmartRouting
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
+from switchyard.config.usage import UsageConfig
 
 
 class BackendType(str, Enum):
@@ -90,6 +93,15 @@ class ServerConfig:
     http2_cleartext: bool = field(False, rules.boolean)
     # a buffered backend answer past this is a 502
     max_upstream_response_bytes: int = field(64 * 1024 * 1024, rules.size(minimum=64 * 1024, maximum=16 * 1024**3))
+    # where the gateway keeps its files (the SQLite ledger, its spill file); None: the user's data directory
+    data_dir: str | None = field(None, rules.string())
+
+    def data_path(self) -> Path:
+        """``data_dir``, else ``$XDG_DATA_HOME/switchyard``, else ``~/.local/share/switchyard``."""
+        if self.data_dir is not None:
+            return Path(self.data_dir).expanduser()
+        base = os.environ.get("XDG_DATA_HOME") or ""
+        return (Path(base) if os.path.isabs(base) else Path.home() / ".local" / "share") / "switchyard"
 
 
 @frozen
@@ -257,6 +269,7 @@ class Snapshot:
     model_metadata_file: str | None = field(None, rules.string())
     model_metadata_dirs: tuple[str, ...] = field((), rules.string_list(rules.string()))
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged
+    usage: UsageConfig = UsageConfig()             # the usage ledger
     revision: str = ""
     source: str = "<defaults>"
 

@@ -31,6 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
+def data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway's default data directory (its SQLite ledger) is a fresh one per test, never the
+    user's: ``$XDG_DATA_HOME`` is what ``server.data_dir`` defaults under (servers a test starts
+    inherit it)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(autouse=True)
 def simulator_history(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("simulator_history") is None:
         yield

@@ -9,11 +9,11 @@ the transport or the metrics exporter that implement them
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import httpx
 
-from switchyard.actors.ledger.record import LedgerRecord, UsageQuery
+from switchyard.actors.ledger.store import UsageStore as UsageStore   # the ledger's store, re-exported: a port
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
@@ -51,40 +51,3 @@ class CallMetrics(Protocol):
 
 MetricsFor = Callable[[Any], CallMetrics]   # made for one Runtime, once it exists
 
-
-class UsageStore(Protocol):
-    """Where ledger records are kept. Blocking methods: the ledger runs them in a worker thread,
-    behind a CapacityLimiter, never on the event loop. Every method may raise ``StoreUnavailable``.
-
-    A group (``summary``) is ``{<group field>: value, "requests", "errors", "input_tokens",
-    "output_tokens", "cost"}``: the group field is ``key_id``/``organization_id``/``model``/``backend``
-    for those groupings, ``day`` (``2026-12-01``) or ``hour`` (``2026-12-01T13:00:00Z``) in UTC, and
-    absent without ``group_by``; ``errors`` counts status >= 400; ``cost`` is the sum of known costs
-    (None when no record in the group had one). Groups come sorted by their field.
-    """
-
-    name: str   # "sqlite", "postgresql" or "memory": for logs and metrics
-
-    def open(self) -> None:
-        """Connect and apply the schema's migrations."""
-        ...
-
-    def write(self, records: Sequence[LedgerRecord]) -> None:
-        """All of ``records`` or none; a record whose record_id is already there is skipped."""
-        ...
-
-    def summary(self, query: UsageQuery) -> list[dict[str, Any]]: ...
-
-    def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
-        """The matching records, oldest first, at most ``limit`` (group_by is ignored)."""
-        ...
-
-    def for_request(self, request_id: str) -> list[LedgerRecord]:
-        """Every record of one request id (its client record, and its classifier tries), oldest first."""
-        ...
-
-    def purge(self, before: float) -> int:
-        """Delete records older than ``before`` (Unix seconds); how many went."""
-        ...
-
-    def close(self) -> None: ...

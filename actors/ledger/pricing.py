@@ -1,0 +1,103 @@
+"""What a call cost, from the model metadata's pricing and the usage the upstream reported.
+
+The rules (the model metadata section of the spec): rates are USD per 1M
+tokens; ``cached_input_discount`` takes that fraction off the input rate for
+cached input tokens; image input tokens are priced at ``image_input_tokens``
+(cached ones at ``cached_image_input_tokens``, an explicit rate, not a
+discount) on top of the text tokens at the text rates; ``per_image`` is USD
+per generated image; when the prompt exceeds ``long_context.threshold_tokens``
+the tier's rates apply to the whole call (equal to it: the base rates).
+Decimal arithmetic, so a cost is exact to the last digit the rates allow.
+A model without pricing has no cost (None), never 0. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Mapping
+
+from attrs import frozen
+
+from switchyard.config.metadata import Pricing
+
+MILLION = Decimal(1_000_000)
+ZERO = Decimal(0)
+
+
+@frozen
+class TokenCounts:
+    """One answer's usage, normalized: ``input`` counts every prompt token (cached and image ones
+    included), ``output`` every generated one (reasoning included)."""
+
+    input: int = 0
+    output: int = 0
+    cached: int = 0              # of input: read from the provider's cache
+    reasoning: int = 0           # of output
+    image_input: int = 0         # of input: image tokens
+    cached_image_input: int = 0  # of image_input: cached
+    images: tuple[tuple[str | None, str | None, int], ...] = ()   # generated: (size, quality, n)
+
+    def __add__(self, other: "TokenCounts") -> "TokenCounts":
+        return TokenCounts(self.input + other.input, self.output + other.output, self.cached + other.cached,
+                           self.reasoning + other.reasoning, self.image_input + other.image_input,
+                           self.cached_image_input + other.cached_image_input, self.images + other.images)
+
+
+def _rate(value: float | None) -> Decimal:
+    return ZERO if value is None else Decimal(repr(value))
+
+
+def priced(pricing: Pricing | None) -> bool:
+    """Whether a model's pricing says anything a cost can be made of."""
+    return pricing is not None and any(v is not None for v in (
+        pricing.input_tokens, pricing.output_tokens, pricing.image_input_tokens,
+        pricing.cached_image_input_tokens, pricing.per_image))
+
+
+def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
+    """USD for ``counts`` at ``pricing``; None when the model has no pricing."""
+    if pricing is None or not priced(pricing):
+        return None
+    input_rate, output_rate = pricing.input_tokens, pricing.output_tokens
+    tier = pricing.long_context
+    if tier is not None and tier.threshold_tokens is not None and counts.input > tier.threshold_tokens:
+        input_rate = tier.input_tokens if tier.input_tokens is not None else input_rate
+        output_rate = tier.output_tokens if tier.output_tokens is not None else output_rate
+    text_in = _rate(input_rate)
+    has_image_rates = pricing.image_input_tokens is not None or pricing.cached_image_input_tokens is not None
+    image = counts.image_input if has_image_rates else 0
+    cached_image = min(counts.cached_image_input, image)
+    text_tokens = max(counts.input - image, 0)
+    cached_text = min(max(counts.cached - cached_image, 0), text_tokens)
+    discount = _rate(pricing.cached_input_discount)
+    total = (text_tokens - cached_text) * text_in + cached_text * text_in * (1 - discount)
+    if image:
+        image_rate = _rate(pricing.image_input_tokens)
+        cached_rate = _rate(pricing.cached_image_input_tokens) if pricing.cached_image_input_tokens is not None \
+            else image_rate
+        total += (image - cached_image) * image_rate + cached_image * cached_rate
+    total += counts.output * _rate(output_rate)
+    total = total / MILLION
+    for size, quality, n in counts.images:
+        total += n * image_price(pricing.per_image, size, quality)
+    return total
+
+
+def image_price(per_image: Mapping[str, float | Mapping[str, float]] | None, size: str | None,
+                quality: str | None) -> Decimal:
+    """One generated image's price: ``per_image[size]``, ``per_image[tier]`` (the quality's name) or
+    ``per_image[size][quality]``; 0 when the table has no entry for it."""
+    if not per_image:
+        return ZERO
+    entry = per_image.get(size) if size is not None else None
+    if entry is None and quality is not None:
+        entry = per_image.get(quality)
+    if isinstance(entry, Mapping):
+        entry = entry.get(quality) if quality is not None else (next(iter(entry.values())) if len(entry) == 1 else None)
+    return _rate(entry) if isinstance(entry, (int, float)) else ZERO
+
+
+def decimal_text(cost: Decimal) -> str:
+    """A cost as a plain decimal string (``0.00617``, ``0``): no exponent, no trailing zeros."""
+    text = format(cost.normalize(), "f")
+    return text if text != "-0" else "0"

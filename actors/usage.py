@@ -20,8 +20,6 @@ from typing import Any
 
 from attrs import frozen
 
-from switchyard.actors.ledger.pricing import TokenCounts
-
 # What became of one try. A malformed 2xx answer is recorded as ``upstream_error`` with
 # status 200 (the backend answered, but not usably); ``malformed`` is for callers that
 # need to tell it apart on a record of their own.
@@ -112,37 +110,3 @@ def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completi
         total = sum(counts)
     return total if total >= 0 else None
 
-
-def _whole(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int) and value >= 0:
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value >= 0:
-        return int(value)
-    return 0
-
-
-def counts_of(usage: Any) -> TokenCounts | None:
-    """An answer's ``usage`` object as TokenCounts (None when there is none), in any of the shapes
-    backends report: Chat Completions (``prompt_tokens``, ``*_tokens_details``), Responses
-    (``input_tokens``, ``input_tokens_details``) or Anthropic (``input_tokens`` without the cache's
-    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``, which are added)."""
-    if not isinstance(usage, dict):
-        return None
-    details_in = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
-    details_out = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
-    details_in = details_in if isinstance(details_in, dict) else {}
-    details_out = details_out if isinstance(details_out, dict) else {}
-    if "prompt_tokens" in usage:
-        prompt = _whole(usage.get("prompt_tokens"))
-        cached = _whole(details_in.get("cached_tokens"))
-    else:
-        read, created = _whole(usage.get("cache_read_input_tokens")), _whole(usage.get("cache_creation_input_tokens"))
-        prompt = _whole(usage.get("input_tokens")) + read + created
-        cached = _whole(details_in.get("cached_tokens")) or read
-    output = _whole(usage["completion_tokens"] if "completion_tokens" in usage else usage.get("output_tokens"))
-    return TokenCounts(input=prompt, output=output, cached=min(cached, prompt),
-                       reasoning=_whole(details_out.get("reasoning_tokens")),
-                       image_input=_whole(details_in.get("image_tokens")),
-                       cached_image_input=_whole(details_in.get("cached_image_tokens")))

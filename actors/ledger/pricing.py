@@ -16,31 +16,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Mapping
 
-from attrs import frozen
-
+from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.config.metadata import Pricing
 
 MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)
-
-
-@frozen
-class TokenCounts:
-    """One answer's usage, normalized: ``input`` counts every prompt token (cached and image ones
-    included), ``output`` every generated one (reasoning included)."""
-
-    input: int = 0
-    output: int = 0
-    cached: int = 0              # of input: read from the provider's cache
-    reasoning: int = 0           # of output
-    image_input: int = 0         # of input: image tokens
-    cached_image_input: int = 0  # of image_input: cached
-    images: tuple[tuple[str | None, str | None, int], ...] = ()   # generated: (size, quality, n)
-
-    def __add__(self, other: "TokenCounts") -> "TokenCounts":
-        return TokenCounts(self.input + other.input, self.output + other.output, self.cached + other.cached,
-                           self.reasoning + other.reasoning, self.image_input + other.image_input,
-                           self.cached_image_input + other.cached_image_input, self.images + other.images)
 
 
 def _rate(value: float | None) -> Decimal:

@@ -1,0 +1,105 @@
+"""What one call has spent so far, attempt by attempt: tokens and cost, for the ledger and the client.
+
+Every attempt that consumed tokens counts: a stream cut half-way and
+continued on another backend is two priced attempts. An attempt is priced
+on the usage its backend reported; without one (a stream cut before its
+usage chunk, a backend that reports none) its tokens are estimated -- the
+prompt by the shared estimator (``routing/token_estimate.py``), the answer
+as one token per streamed chunk or by the estimator over a buffered
+answer's text -- and the call is marked estimated. An attempt that failed
+before any answer consumed nothing.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from switchyard.actors.ledger.counts import TokenCounts, counts_of
+from switchyard.actors.ledger.pricing import cost_of, priced
+from switchyard.actors.routing.token_estimate import estimate_tokens, text_tokens
+from switchyard.config.metadata import Pricing
+
+IMAGE_TOKENS = 1000   # an image part of a prompt, estimated as fallback's context check counts it
+
+
+class CallMeter:
+    __slots__ = ("payload", "snapshot", "counts", "cost", "estimated", "_pricing", "_prompt_estimate")
+
+    def __init__(self, payload: Any, snapshot: Any) -> None:
+        self.payload = payload
+        self.snapshot = snapshot
+        self.counts = TokenCounts()
+        self.cost: Decimal | None = None          # None until a priced attempt consumed something
+        self.estimated = False
+        self._pricing: Pricing | None = None      # the attempt in progress's model on its backend
+        self._prompt_estimate: int | None = None
+
+    def begin(self, model: str, backend: str) -> None:
+        meta = self.snapshot.metadata_for(model, backend)
+        self._pricing = meta.pricing if meta is not None else None
+
+    def _estimate(self, output: int) -> TokenCounts:
+        if self._prompt_estimate is None:
+            self._prompt_estimate = estimate_tokens(self.payload, image_tokens=IMAGE_TOKENS) \
+                if isinstance(self.payload, dict) else 0
+        return TokenCounts(input=self._prompt_estimate, output=output)
+
+    def _counts(self, usage: Any, output_estimate: int | None) -> tuple[TokenCounts, bool] | None:
+        counts = counts_of(usage)
+        if counts is not None:
+            return counts, False
+        if output_estimate is None:
+            return None
+        return self._estimate(output_estimate), True
+
+    def total_with(self, usage: Any, output_estimate: int | None = None) -> Decimal | None:
+        """The call's cost if the attempt in progress ends with ``usage`` (for the client's header or
+        usage chunk); None when nothing priced is involved."""
+        found = self._counts(usage, output_estimate)
+        this = cost_of(self._pricing, found[0]) if found is not None else None
+        if this is None:
+            return self.cost
+        return this if self.cost is None else self.cost + this
+
+    def settle(self, usage: Any, output_estimate: int | None) -> None:
+        """The attempt in progress is over: ``usage`` as its backend reported it (None: none came),
+        ``output_estimate`` its answer's tokens as seen (None: no answer came, nothing consumed)."""
+        found = self._counts(usage, output_estimate)
+        pricing, self._pricing = self._pricing, None
+        if found is None:
+            return
+        counts, estimated = found
+        self.counts = self.counts + counts
+        self.estimated = self.estimated or estimated
+        cost = cost_of(pricing, counts)
+        if cost is not None:
+            self.cost = cost if self.cost is None else self.cost + cost
+
+    @property
+    def priced(self) -> bool:
+        return priced(self._pricing)
+
+
+def answer_tokens(payload: Any) -> int:
+    """A buffered answer's generated tokens, estimated from its text (no usage came back)."""
+    total = 0
+    if not isinstance(payload, dict):
+        return 0
+    for choice in payload.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message") or {}
+        text = choice.get("text")
+        if isinstance(text, str):
+            total += text_tokens(text)
+        if isinstance(message, dict):
+            for field in ("content", "reasoning_content"):
+                value = message.get(field)
+                if isinstance(value, str):
+                    total += text_tokens(value)
+            for call in message.get("tool_calls") or ():
+                args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+                if isinstance(args, str):
+                    total += text_tokens(args)
+    return total

@@ -21,6 +21,8 @@ from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin.prompts import PromptsAdmin
 from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
 from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
+from switchyard.protocol.admin.usage import REQUEST_PREFIX as USAGE_REQUEST_PREFIX
+from switchyard.protocol.admin.usage import UsageAdmin
 from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ class AdminApi:
         self.routes.update(self.stats.routes)
         self.smart_routing = SmartRoutingAdmin(respond)
         self.routes.update(self.smart_routing.routes)
+        self.usage = UsageAdmin(respond)
+        self.routes.update(self.usage.routes)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
@@ -69,6 +73,9 @@ class AdminApi:
             return
         if path.startswith(ENGINE_PREFIX) and path.endswith(ENGINE_SUFFIX) and scope["method"] == "GET":
             await self.stats.one_engine(runtime, path[len(ENGINE_PREFIX):-len(ENGINE_SUFFIX)], send)
+            return
+        if path.startswith(USAGE_REQUEST_PREFIX) and len(path) > len(USAGE_REQUEST_PREFIX):
+            await self.usage.one_request(runtime, scope, send)
             return
         if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)

@@ -13,6 +13,8 @@ import trio
 from switchyard.actors.routing import quota as quota_rules
 from switchyard.actors.signals import engine_window
 from switchyard.actors.errors import RouteNotFound
+from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
+from switchyard.protocol.admin.usage import usage_reader
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -79,8 +81,10 @@ class StatsAdmin:
 
     async def usage(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
         """Tokens and calls by purpose: clients' own calls, and the gateway's (the LLM classifier's),
-        never summed together."""
-        await self.respond(send, 200, _json({"by_purpose": runtime.usage.by_purpose()}))
+        never summed together; with a usage ledger, clients' calls by key and by model too."""
+        body: dict[str, Any] = {"by_purpose": runtime.usage.by_purpose()}
+        body.update(await ledger_totals(runtime))
+        await self.respond(send, 200, _json(body))
 
     async def all_backends(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
         now = trio.current_time()
@@ -95,6 +99,18 @@ class StatsAdmin:
         body = {"name": name, "now": now, "engine_stats": engine_stats(runtime, name, now),
                 "quota": quota(runtime, name, now)}
         await self.respond(send, 200, _json(body))
+
+
+async def ledger_totals(runtime: "Runtime") -> dict[str, Any]:
+    """``by_key`` and ``by_model``: clients' calls over everything the ledger holds, as its summary
+    rows; both None with ``ledger_error`` when its store cannot answer (the in-memory totals are
+    still worth showing)."""
+    reader = usage_reader(runtime)
+    try:
+        return {"by_key": await reader.summary(UsageQuery(purpose="client", group_by="key")),
+                "by_model": await reader.summary(UsageQuery(purpose="client", group_by="model"))}
+    except StoreUnavailable as exc:
+        return {"by_key": None, "by_model": None, "ledger_error": str(exc)}
 
 
 def _json(body: Any) -> bytes:

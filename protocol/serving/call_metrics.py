@@ -31,6 +31,7 @@ from switchyard.actors.events import CallTrace
 from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
+from switchyard.protocol.serving.usage_metrics import UsageMetrics, ledger_counters
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -98,6 +99,9 @@ class GatewayMetrics:
         self.http_in_flight = Gauge(
             "switchyard_http_requests_in_flight", "HTTP requests being served now (streams included)", registry=r)
         self.http_in_flight.set_function(lambda: self.in_flight)
+        # The usage ledger: its client records (the ledger's wiring calls usage.observe) and its health.
+        self.usage = UsageMetrics(r, lambda: runtime.snapshot.usage.metrics_max_label_values)
+        self.usage.read_ledger(lambda: ledger_counters(getattr(runtime, "ledger", None)))
         self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)

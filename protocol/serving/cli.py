@@ -1,4 +1,4 @@
-"""``switchyard serve | config validate | metadata show``."""
+"""``switchyard serve | config validate | metadata show | usage report``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.rules import Invalid
+from switchyard.protocol.serving import usage_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--config", help="config file (default: the embedded demo config)")
     show.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
 
+    usage_report.add_parser(sub)
+
     args = parser.parse_args(argv)
+    if args.command == "usage":
+        return usage_report.report_command(args)
     if args.command == "config":
         return validate_command(args.file)
     if args.command == "metadata":

@@ -1,0 +1,84 @@
+"""The SQL ledger's schema, one numbered migration at a time, per dialect.
+
+Migration n (from 1) takes a ledger at schema version n-1 to n; ``sql.migrate``
+applies the missing ones in order at ``open()``. A shipped migration never
+changes: a new field of ``LedgerRecord`` is a new migration at the end of both
+lists (``tests/unit/test_usage_stores.py`` checks the table has every field).
+A migration is a tuple of statements, run in one transaction.
+"""
+
+from __future__ import annotations
+
+Migration = tuple[str, ...]
+
+# time and the latencies: Unix seconds and milliseconds as doubles; cost in USD, a double (None: unpriced);
+# booleans 0/1; seq orders records written in the same instant as they were written.
+SQLITE: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE usage_records (
+            seq INTEGER PRIMARY KEY,
+            request_id TEXT NOT NULL,
+            time REAL NOT NULL,
+            key_id TEXT,
+            organization_id TEXT,
+            endpoint TEXT NOT NULL,
+            model TEXT,
+            served_model TEXT,
+            backend TEXT,
+            attempts INTEGER NOT NULL,
+            status INTEGER NOT NULL,
+            error_code TEXT,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER NOT NULL,
+            cost REAL,
+            estimated INTEGER NOT NULL,
+            latency_ms REAL NOT NULL,
+            ttfb_ms REAL,
+            stream INTEGER NOT NULL,
+            purpose TEXT NOT NULL,
+            trace_id TEXT,
+            record_id TEXT NOT NULL UNIQUE
+        )""",
+        "CREATE INDEX usage_records_time ON usage_records (time)",
+        "CREATE INDEX usage_records_request_id ON usage_records (request_id)",
+        "CREATE INDEX usage_records_key_id ON usage_records (key_id)",
+        "CREATE INDEX usage_records_model ON usage_records (model)",
+    ),
+)
+
+POSTGRESQL: tuple[Migration, ...] = (
+    (
+        """CREATE TABLE usage_records (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            request_id text NOT NULL,
+            time double precision NOT NULL,
+            key_id text,
+            organization_id text,
+            endpoint text NOT NULL,
+            model text,
+            served_model text,
+            backend text,
+            attempts integer NOT NULL,
+            status integer NOT NULL,
+            error_code text,
+            input_tokens integer NOT NULL,
+            output_tokens integer NOT NULL,
+            cached_tokens integer NOT NULL,
+            reasoning_tokens integer NOT NULL,
+            cost double precision,
+            estimated boolean NOT NULL,
+            latency_ms double precision NOT NULL,
+            ttfb_ms double precision,
+            stream boolean NOT NULL,
+            purpose text NOT NULL,
+            trace_id text,
+            record_id text NOT NULL UNIQUE
+        )""",
+        "CREATE INDEX usage_records_time ON usage_records (time)",
+        "CREATE INDEX usage_records_request_id ON usage_records (request_id)",
+        "CREATE INDEX usage_records_key_id ON usage_records (key_id)",
+        "CREATE INDEX usage_records_model ON usage_records (model)",
+    ),
+)

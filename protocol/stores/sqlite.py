@@ -1,0 +1,133 @@
+"""``usage.ledger: sqlite``: the embedded ledger, one SQLite file (``<data_dir>/usage.db`` by default).
+
+WAL with ``synchronous=NORMAL``: a committed batch survives a crash of the
+process (a power cut may lose the last ones), and readers never block the
+writer. Every failure of the file (a directory that cannot be made, a file
+that is not a database, a lock held past the busy timeout) is a
+``StoreUnavailable`` naming the path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, Iterator, NoReturn, Sequence
+
+from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable, UsageQuery
+from switchyard.protocol.stores import migrations, sql
+
+DIALECT = sql.Dialect(
+    name="sqlite",
+    placeholder="?",
+    # CAST truncates to the second (as time.gmtime does; strftime alone would round to the millisecond)
+    day="strftime('%Y-%m-%d', CAST(time AS INTEGER), 'unixepoch')",
+    hour="strftime('%Y-%m-%dT%H:00:00Z', CAST(time AS INTEGER), 'unixepoch')",
+    collate="",   # BINARY: UTF-8 bytes, which sort as code points do
+    migrations=migrations.SQLITE,
+    # BEGIN IMMEDIATE takes the write lock: two processes opening one file migrate one after the other
+)
+
+
+class SqliteStore:
+    """One connection, opened with ``check_same_thread=False``: the ledger calls the store from
+    ``trio.to_thread`` worker threads, each kind of call behind a CapacityLimiter of 1. The lock makes
+    every call wait for the one in progress, so a read and a write from two threads never interleave
+    on the connection (nor in one transaction)."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path, busy_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout   # seconds a call waits for another process's write lock
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    def open(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # isolation_level=None: no implicit transactions; _transaction says where each begins
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            except (OSError, sqlite3.Error) as exc:
+                self._fail(exc)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._conn = conn
+                sql.migrate(DIALECT, self._transaction, str(self.path))
+            except BaseException as exc:
+                self._conn = None
+                conn.close()
+                if isinstance(exc, sqlite3.Error):
+                    self._fail(exc)
+                raise
+
+    def write(self, records: Sequence[LedgerRecord]) -> None:
+        if not records:
+            return
+        with self._lock, self._errors(), self._transaction() as cur:
+            cur.executemany(sql.insert(DIALECT), [sql.row_of(r) for r in records])
+
+    def summary(self, query: UsageQuery) -> list[dict[str, Any]]:
+        statement, params = sql.summary(DIALECT, query)
+        return sql.summary_rows(query, self._fetch(statement, params))
+
+    def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
+        statement, params = sql.records(DIALECT, query, limit)
+        return [sql.record_of(row) for row in self._fetch(statement, params)]
+
+    def for_request(self, request_id: str) -> list[LedgerRecord]:
+        return [sql.record_of(row) for row in self._fetch(sql.for_request(DIALECT), [request_id])]
+
+    def purge(self, before: float) -> int:
+        with self._lock, self._errors(), self._transaction() as cur:
+            return cur.execute(sql.purge(DIALECT), [before]).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def _fetch(self, statement: str, params: list[Any]) -> list[Any]:
+        with self._lock, self._errors():
+            return self._connection().execute(statement, params).fetchall()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreUnavailable(f"usage ledger {self.path}: not open")
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """BEGIN IMMEDIATE: the write lock at once, so a busy file waits the busy timeout here and
+        never fails half-way through; COMMIT, or ROLLBACK on any error."""
+        conn = self._connection()
+        cur = conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):   # the first error is the one to tell
+                    conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        raise StoreUnavailable(f"usage ledger {self.path}: {exc}") from exc

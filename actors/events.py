@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -35,7 +36,7 @@ TERMINAL = ("completed", "failed", "client_disconnected")
 
 class CallTrace:
     __slots__ = ("request_id", "revision", "started", "events", "attempt", "terminal", "trace_id", "x_request_id",
-                 "client_ref", "route", "first_byte", "first_byte_backend", "ended")
+                 "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
                  x_request_id: str | None = None, client_ref: str | None = None,
@@ -48,6 +49,7 @@ class CallTrace:
         self.x_request_id = x_request_id
         self.client_ref = client_ref
         self.started = trio.current_time()
+        self.wall = time.time()   # when the call arrived, for the ledger (Unix seconds)
         self.events: list[dict[str, Any]] = []
         self.attempt = 0
         self.terminal: str | None = None

@@ -12,7 +12,7 @@ import contextvars
 from typing import Mapping
 
 # Fields a line may carry besides the standard ones, in output order.
-FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "key_id", "backend", "model")
+FIELDS = ("trace_id", "x_request_id", "client_ref", "request_id", "key_id", "backend", "model", "event")
 
 _bound: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("switchyard_log_fields",
                                                                                     default=None)

@@ -18,6 +18,7 @@ from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
     from switchyard.actors.events import CallTrace
+    from switchyard.actors.ledger.record import LedgerRecord
 
 
 class Upstream(Protocol):
@@ -44,9 +45,11 @@ class Upstream(Protocol):
 
 
 class CallMetrics(Protocol):
-    """Told of every finished call."""
+    """Told of every finished call, and of every ledger record."""
 
     def observe(self, trace: CallTrace) -> None: ...
+
+    def observe_record(self, rec: LedgerRecord) -> None: ...
 
 
 MetricsFor = Callable[[Any], CallMetrics]   # made for one Runtime, once it exists

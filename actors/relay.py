@@ -46,9 +46,14 @@ from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
 from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
+from switchyard.actors.ledger.meter import CallMeter, answer_tokens
+from switchyard.actors.ledger.pricing import decimal_text
 from switchyard.actors.usage import total_tokens
 
 DONE_EVENT = b"data: [DONE]\n\n"
+# The call's cost so far (USD) on a buffered answer, and a mark when tokens were estimated (no usage came).
+COST_HEADER = b"x-continuum-cost"
+COST_ESTIMATED_HEADER = b"x-continuum-cost-estimated"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
 
 Transform = Callable[[dict, bytes], list[tuple[bytes, dict]]]
@@ -205,6 +210,7 @@ class Relay:
         # Events bound for the client, sent once per upstream chunk: one write
         # for a chunk holding twenty events instead of twenty.
         self._pending: list[bytes] = []
+        self.meter: CallMeter | None = None             # the call's spend: the client's cost header and chunk
 
     def begin(self, settings: AttemptRelaySettings) -> None:
         """Relay the next attempt by ``settings``; what the last attempt reported of its usage is forgotten."""
@@ -217,6 +223,7 @@ class Relay:
         self.nursery = settings.nursery
         self.usage_tokens: int | None = None          # this attempt's reported usage.total_tokens
         self.usage: Any = None                        # this attempt's usage object, as the backend sent it
+        self.output_seen: int | None = None           # this attempt's answer tokens as seen (None: no answer)
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
@@ -226,11 +233,25 @@ class Relay:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
                 backend, 502, body, b"application/json"))
         self.usage_tokens = total_tokens(payload)
-        self.usage = payload.get("usage") if isinstance(payload, dict) else None
+        usage = self.usage = payload.get("usage") if isinstance(payload, dict) else None
+        self.output_seen = 0 if isinstance(usage, dict) else answer_tokens(payload)
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
-        await self.send_whole(body, payload, headers)
+        await self.send_whole(body, payload, self.cost_headers(headers))
+
+    def cost_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """``headers`` with the call's cost so far (``x-continuum-cost``), once this attempt's answer is
+        read; unchanged when no priced model was involved."""
+        if self.meter is None:
+            return headers
+        cost = self.meter.total_with(self.usage, self.output_seen)
+        if cost is None:
+            return headers
+        headers = [*headers, (COST_HEADER, decimal_text(cost).encode())]
+        if self.meter.estimated or not isinstance(self.usage, dict):
+            headers.append((COST_ESTIMATED_HEADER, b"true"))
+        return headers
 
     async def send_whole(self, body: bytes, payload: Any, headers: list[tuple[bytes, bytes]]) -> None:
         """A buffered answer to the client in one piece, with the public model id put back."""
@@ -333,11 +354,15 @@ class Relay:
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' sent an error event: {_error_message(obj)}",
                 code="upstream_stream_error"))
+        usage_chunk = False
         if isinstance(obj, dict) and obj.get("usage"):   # the last chunk, with stream_options.include_usage
             self.usage_tokens = total_tokens(obj)
             self.usage = obj["usage"]
             if self.hide_usage and not obj.get("choices"):
                 return   # asked for by the router, for metering: not part of the client's stream
+            usage_chunk = self.meter is not None and isinstance(self.usage, dict)
+        else:
+            self.output_seen = (self.output_seen or 0) + 1   # about a token a chunk, should no usage come
         if not state.timed:
             # Events that arrived together share one instant: moving a cancel scope's
             # deadline once per chunk, not once per event, saves ~2 µs an event.
@@ -347,7 +372,11 @@ class Relay:
             await self.sink.start(200, headers)
         if _finish_reason(obj):
             state.finished = True
-        raw = event.raw if self.rename is None else self.rename.event(obj, event.raw)
+        raw = event.raw
+        if usage_chunk:
+            raw = self._with_cost(obj, raw)
+        if self.rename is not None:
+            raw = self.rename.event(obj, raw)
         if self.thinking is None:
             self._emit(obj, raw)
             return
@@ -358,6 +387,15 @@ class Relay:
         elif self._timer is not None and not self.thinking.undecided:
             self._timer.cancel()   # decided by the marker, the size or the end
             self._timer = None
+
+    def _with_cost(self, obj: dict[str, Any], raw: bytes) -> bytes:
+        """The usage chunk the client asked for, with ``usage.cost`` (USD, the call's so far) in it."""
+        assert self.meter is not None
+        cost = self.meter.total_with(obj["usage"])
+        if cost is None:
+            return raw
+        obj["usage"] = {**obj["usage"], "cost": float(cost)}
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
     def event_json(self, backend: str, event: Event) -> Any:
         """The event's data as JSON. A malformed event is dropped, never forwarded, and counted: whatever

@@ -61,7 +61,8 @@ async def _buffered(relay: Relay, backend: str, response: httpx.Response, attemp
         # An error with a success status (or no object at all): failed, with a status that says so.
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))
     _usage(relay, payload.get("usage"))
-    await relay.send_whole(body, payload, headers)
+    relay.output_seen = 0
+    await relay.send_whole(body, payload, relay.cost_headers(headers))
 
 
 async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
@@ -82,6 +83,8 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
                         out.append(event.raw)
                     continue
                 raw = _renamed(relay.rename, event)
+                if kind in TERMINAL_EVENTS and relay.meter is not None and isinstance(relay.usage, dict):
+                    raw = _with_cost(relay, raw)
                 if not relay.sink.started and kind in LIFECYCLE:
                     held.append(raw)
                     continue
@@ -129,7 +132,21 @@ def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> 
     if kind in TERMINAL_EVENTS:
         response = obj.get("response")
         _usage(relay, response.get("usage") if isinstance(response, dict) else None)
+    elif kind.endswith(".delta"):
+        relay.output_seen = (relay.output_seen or 0) + 1   # about a token a delta, should no usage come
     return kind
+
+
+def _with_cost(relay: Relay, raw: bytes) -> bytes:
+    """A terminal event with ``response.usage.cost`` (USD, the call's so far), its ``event:`` line kept."""
+    assert relay.meter is not None
+    cost = relay.meter.total_with(relay.usage)
+    head, sep, data = raw.partition(b"data:")
+    if cost is None or not sep:
+        return raw
+    obj = json.loads(data)
+    obj["response"]["usage"] = {**obj["response"]["usage"], "cost": float(cost)}
+    return head + b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _renamed(rename: Rename | None, event: Event) -> bytes:

@@ -29,7 +29,12 @@ from switchyard.actors.quota import QuotaObserver
 from switchyard.actors.routing.variants import ThroughputView
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.supervisor import Supervisor
-from switchyard.actors.usage import UsageLedger
+from switchyard.actors.ledger import spill
+from switchyard.actors.ledger.actor import LedgerActor
+from switchyard.actors.ledger.entries import classifier_record
+from switchyard.actors.ledger.record import StoreUnavailable
+from switchyard.actors.ledger.store import UsageStore
+from switchyard.actors.usage import UsageLedger, UsageRecord
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
@@ -55,8 +60,8 @@ class ReloadStatus:
 
 
 class Runtime:
-    def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, metrics_for: MetricsFor | None = None,
-                 config_path: str | None = None, watch: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
+                 spill_name: str = spill.NAME, metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
@@ -72,6 +77,9 @@ class Runtime:
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
         self.usage = UsageLedger()         # what the gateway's own calls (the LLM classifier's) and clients used
+        # Every call's record, with its cost, kept in the store usage.ledger names (written off the request path).
+        self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
+        self.usage.on_other = self._classifier_try
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
@@ -79,6 +87,7 @@ class Runtime:
         self.metrics: Any = metrics_for(self) if metrics_for is not None else None
         if self.metrics is not None:
             self.traces.listener = self.metrics.observe
+            self.ledger.listener = self.metrics.observe_record   # tokens and cost by key and model
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
@@ -93,6 +102,10 @@ class Runtime:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
+                try:
+                    await self.supervisor.start(self.ledger)   # first: a store that cannot be used stops the start
+                except StoreUnavailable as exc:
+                    raise StoreUnavailable(f"usage.ledger ({self.ledger.store.name}): {exc}") from None
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
                 await self.supervisor.start(self.engine_stats)
@@ -104,6 +117,13 @@ class Runtime:
         finally:
             with trio.CancelScope(shield=True):
                 await self.upstream.aclose()
+                await self.ledger.flush()   # every record written (or spilled) before the process goes
+                await self.ledger.aclose()
+
+    def _classifier_try(self, rec: UsageRecord) -> None:
+        """A classifier try's record reaches the ledger like a call's (purpose ``classifier``)."""
+        wall = time.time() - max(0.0, trio.current_time() - rec.at) if rec.at is not None else time.time()
+        self.ledger.record(classifier_record(rec, self.snapshot, wall))
 
     @property
     def throughput(self) -> ThroughputView:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from attrs import frozen
 
@@ -52,9 +52,13 @@ class UsageLedger:
     def __init__(self, keep: int = RECENT) -> None:
         self._recent: deque[UsageRecord] = deque(maxlen=keep)
         self._totals: dict[str, dict[str, int]] = {}
+        # Told of every record that is not a client's (those reach the ledger whole, from their call).
+        self.on_other: Callable[[UsageRecord], None] | None = None
 
     def record(self, rec: UsageRecord) -> None:
         self._recent.append(rec)
+        if rec.purpose != "client" and self.on_other is not None:
+            self.on_other(rec)
         totals = self._totals.get(rec.purpose)
         if totals is None:
             totals = self._totals[rec.purpose] = {"requests": 0, "input_tokens": 0, "output_tokens": 0,

@@ -26,6 +26,8 @@ RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {
     "server.shutdown_drain_timeout": lambda s: s.server.shutdown_drain_timeout,
     "server.keep_alive_timeout": lambda s: s.server.keep_alive_timeout,     # hypercorn's, set at start
     "server.http2_cleartext": lambda s: s.server.http2_cleartext,
+    "server.data_dir": lambda s: s.server.data_dir,     # the ledger's files, opened at start
+    "usage": lambda s: s.usage,                         # the ledger's store and batching, opened at start
     "timeouts.connection": lambda s: s.timeouts.connection,
     "logging": lambda s: s.logging,
     "tracing": lambda s: s.tracing,
@@ -47,10 +49,11 @@ def apply_live(running: Snapshot, new: Snapshot) -> Applied:
                             connection_pool_size=running.server.connection_pool_size,
                             shutdown_drain_timeout=running.server.shutdown_drain_timeout,
                             keep_alive_timeout=running.server.keep_alive_timeout,
-                            http2_cleartext=running.server.http2_cleartext),
+                            http2_cleartext=running.server.http2_cleartext, data_dir=running.server.data_dir),
         timeouts=attrs.evolve(new.timeouts, connection=running.timeouts.connection),
         logging=running.logging,
         tracing=running.tracing,
+        usage=running.usage,
     )
     return Applied(kept, pending)
 

@@ -69,13 +69,14 @@ def for_backend(call: Call, payload: dict[str, Any], model: str, backend: Backen
 def asks_usage(call: Call, backend: BackendConfig) -> bool:
     """Whether this attempt asks the backend for a stream's usage the client did not ask for.
 
-    usage_weight meters the tokens each backend spent; a stream reports them
-    only with ``stream_options.include_usage``. The usage chunk that brings
-    them is not relayed (``AttemptRelaySettings.hide_usage``), so the client sees the
-    stream it asked for. Only backend types known to take the option get it.
+    Every call is priced on the tokens it used (the usage ledger), and
+    usage_weight meters them per backend; an OpenAI-style stream reports
+    them only with ``stream_options.include_usage``. The usage chunk that
+    brings them is not relayed (``AttemptRelaySettings.hide_usage``), so the
+    client sees the stream it asked for. Only backend types known to take
+    the option get it.
     """
-    if not (call.stream and call.snapshot.routing.usage_weight.enabled and backend.type in USAGE_STREAMING_TYPES) \
-            or call.endpoint in NO_MESSAGES:
+    if not (call.stream and backend.type in USAGE_STREAMING_TYPES) or call.endpoint not in USAGE_ENDPOINTS:
         return False
     options = call.payload.get("stream_options")
     return not (isinstance(options, dict) and options.get("include_usage") is True)
@@ -128,5 +129,7 @@ ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
                    "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
                                            "include", "previous_response_id", "store", "parallel_tool_calls",
                                            "conversation", "prompt", "truncation"})}
+# Endpoints whose streams take stream_options.include_usage.
+USAGE_ENDPOINTS = frozenset({"chat", "completions"})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
 NO_MESSAGES = frozenset({"completions", "embeddings", "responses"})

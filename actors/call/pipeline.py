@@ -22,6 +22,8 @@ from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
+from switchyard.actors.ledger.counts import TokenCounts
+from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.call.request import RequestActor
 from switchyard.config.schema import Snapshot
 
@@ -52,6 +54,9 @@ class Door:
     sink_for: Callable[[Call], ResponseSink]
     endpoint: str = "chat"
     shape: Callable[[Call], Call] | None = None    # fixes the Call once parsed, before anything is decided
+
+
+NOTHING = TokenCounts()
 
 
 async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, Any], body: bytes, door: Door,
@@ -115,3 +120,6 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
         else:
             trace.add("completed" if served.delivered else "client_disconnected")
         runtime.traces.store(trace)
+        # The follower's own record: it consumed nothing upstream (the leader's record has the spend).
+        runtime.ledger.record(call_record(trace, key=call.key, model=call.model, stream=call.stream,
+                                          counts=NOTHING, cost=None, estimated=False, served=(None, None)))

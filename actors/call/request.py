@@ -35,6 +35,8 @@ from switchyard.actors.call import attempt_body
 from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
+from switchyard.actors.ledger.entries import call_record
+from switchyard.actors.ledger.meter import CallMeter
 from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
@@ -112,6 +114,7 @@ class RequestActor:
         self._last_route: tuple[str | None, str | None] = (None, self.model)
         self.reach = admission.Reach(runtime, call, self.trace)   # what the key and the client allow, per model
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
+        self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
@@ -130,6 +133,8 @@ class RequestActor:
         empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings"
         self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
                                          call.snapshot.server.max_upstream_response_bytes)
+        self.relay.meter = self.meter
+        self.meter.payload = call.payload   # admitted: the body as dispatched
 
     async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
         """End the call before any selection with ``err`` (an admission refusal), recorded like any end."""
@@ -178,6 +183,10 @@ class RequestActor:
         if self.trace.terminal is None:
             self.trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
         self.runtime.traces.store(self.trace)
+        meter, call = self.meter, self.call
+        self.runtime.ledger.record(call_record(
+            self.trace, key=call.key, model=call.model, stream=call.stream, counts=meter.counts, cost=meter.cost,
+            estimated=meter.estimated, served=self._last_route))
 
     def shut_down(self) -> None:
         """End this call now with a clean error (its upstream attempts are cancelled)."""
@@ -340,6 +349,7 @@ class RequestActor:
             thinking.continue_in_content()   # a prefill/prompt resume continues the answer
         hide_usage = attempt_body.asks_usage(call, backend)
         self.relay.begin(AttemptRelaySettings(rename, thinking, transform, hide_usage, self._nursery))
+        self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
         attempt = AttemptBudget(limits, budget)
@@ -390,6 +400,7 @@ class RequestActor:
                 rt.health.call_failed(backend.name, model, err.message)
                 raise AttemptFailed(Failure(Kind.PROTOCOL), err) from None
             finally:
+                self.meter.settle(self.relay.usage, self.relay.output_seen)
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left) before the probe proved anything either way
                     rt.health.probe_abandoned(backend.name, model)

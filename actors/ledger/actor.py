@@ -79,6 +79,8 @@ class LedgerActor:
         self.spill_failures = 0       # spill-file appends that failed (their records stay in memory)
         self.purged = 0               # records retention deleted
         self.store_up = False         # opened, and its last write succeeded
+        # Told of every record as it is queued (the usage metrics); must not raise or block.
+        self.listener: Callable[[LedgerRecord], None] | None = None
 
     @property
     def queued(self) -> int:
@@ -94,6 +96,11 @@ class LedgerActor:
             self._send.send_nowait(rec)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             self._overflow.append(rec)
+        if self.listener is not None:
+            try:
+                self.listener(rec)
+            except Exception:   # metrics must never fail a call that is already over
+                log.exception("ledger listener failed on request %s", rec.request_id)
 
     # --- the actor ----------------------------------------------------------
 

@@ -43,7 +43,7 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 
 # --- the answer, translated ----------------------------------------------------------
 
-def usage_of(usage: Any) -> dict[str, int]:
+def usage_of(usage: Any) -> dict[str, Any]:
     """Chat usage as Messages usage; cached prompt tokens are Anthropic's cache reads, not input."""
     if not isinstance(usage, dict):
         return {"input_tokens": 0, "output_tokens": 0}
@@ -56,6 +56,9 @@ def usage_of(usage: Any) -> dict[str, int]:
     if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= prompt:
         out["input_tokens"] = prompt - cached
         out["cache_read_input_tokens"] = cached
+    cost = usage.get("cost")   # the gateway's price of the call (USD), carried as the Chat door shows it
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost"] = cost
     return out
 
 

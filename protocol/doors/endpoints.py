@@ -10,8 +10,7 @@ it) and the path on the backend (``actors/wire.py``).
 What reads or edits chat messages does not apply, and is switched off where
 it lives, by ``call.endpoint``: global prompts, thinking splitting,
 mid-stream continuation (a broken completions stream ends with an in-band
-error; before its first byte it fails over like any call), the
-``include_usage`` the router would add for usage_weight, smart routing
+error; before its first byte it fails over like any call), smart routing
 (``model: auto``), and the empty-reply check for embeddings (a completion is
 empty when its ``choices[].text`` is). docs/endpoints.md says it for users.
 """

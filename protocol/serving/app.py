@@ -8,6 +8,7 @@ call hands the RequestActor a ``disconnected`` awaitable that waits on
 from __future__ import annotations
 
 import json
+import time
 import logging
 from typing import Any, Awaitable, Callable
 
@@ -17,6 +18,7 @@ from switchyard.actors.call.pipeline import Arrival, Door, serve_call
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
+from switchyard.protocol.serving.refusals import account_refusal
 from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_demo, load_file
 from switchyard.config.schema import Snapshot
@@ -141,6 +143,7 @@ class App:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived, wall = trio.current_time(), time.time()
         request_id = new_request_id()
         scope["switchyard.request_id"] = request_id
         # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
@@ -188,6 +191,7 @@ class App:
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
             await handler(scope, receive, send_with_id)
         except GatewayError as err:
+            account_refusal(self.runtime, scope, err, request_id, arrived, wall)
             if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
                 await respond_error(send_with_id, err, request_id)
             else:
@@ -268,6 +272,7 @@ class App:
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
         snapshot = runtime.snapshot
+        scope["switchyard.model"], scope["switchyard.stream"] = payload.get("model"), payload.get("stream")
         key = scope.get("switchyard.key")
         if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
             key = authenticate(scope["headers"], snapshot.api_keys)

@@ -31,6 +31,7 @@ from switchyard.actors.events import CallTrace
 from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
+from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.protocol.serving.usage_metrics import UsageMetrics, ledger_counters
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class GatewayMetrics:
         self.http_in_flight = Gauge(
             "switchyard_http_requests_in_flight", "HTTP requests being served now (streams included)", registry=r)
         self.http_in_flight.set_function(lambda: self.in_flight)
-        # The usage ledger: its client records (the ledger's wiring calls usage.observe) and its health.
+        # The usage ledger: its client records (observe_record) and its health.
         self.usage = UsageMetrics(r, lambda: runtime.snapshot.usage.metrics_max_label_values)
         self.usage.read_ledger(lambda: ledger_counters(getattr(runtime, "ledger", None)))
         self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
@@ -125,6 +126,12 @@ class GatewayMetrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    # --- ledger records (the LedgerActor's listener) ------------------------------------
+
+    def observe_record(self, rec: LedgerRecord) -> None:
+        """A client call's tokens and cost, by key and model (bounded labels)."""
+        self.usage.observe(rec)
 
     # --- finished calls (TraceLog listener) ------------------------------------------
 

@@ -3,13 +3,19 @@ wires, and the Prometheus metrics of its calls (the actors define what they need
 
 from __future__ import annotations
 
+import os
+
+from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
 from switchyard.config.schema import BackendType, Snapshot
 from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import responses as responses_wire
+from switchyard.protocol.stores import open_store
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
+
+WORKER_ENV = "SWITCHYARD_WORKER_INDEX"   # set in each worker process of a multi-worker instance (workers.py)
 
 # Consulted in this order: a Messages call's uncarried content first, then the Responses bridge.
 WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
@@ -18,5 +24,13 @@ WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
                 watch: bool = True) -> Runtime:
-    return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES, metrics_for=GatewayMetrics,
-                   config_path=config_path, watch=watch)
+    return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES,
+                   store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
+                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch)
+
+
+def spill_name() -> str:
+    """The ledger's spill file of this process: each worker of an instance keeps its own (they share
+    ``server.data_dir``), so one worker's replay never removes records another is appending."""
+    index = os.environ.get(WORKER_ENV, "0")
+    return spill.NAME if index == "0" else spill.NAME.replace(".jsonl", f"-{index}.jsonl")

@@ -108,7 +108,7 @@ def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
 
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
-                    log_format: str, stop_requested: Any) -> None:
+                    log_format: str, stop_requested: Any, index: int = 0) -> None:
     listening = [*sockets.secure_sockets, *sockets.insecure_sockets]
 
     def stop_while_starting(_signum: int, _frame: Any) -> None:
@@ -134,6 +134,11 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
         if stop_requested.is_set():
             return   # closed by a stop between the check above and here
         raise
+    # Which of the instance's workers this is: each keeps its own ledger spill file. Imported only
+    # now, after the stop handlers: the app's modules take a second to import.
+    from switchyard.protocol.serving.wiring import WORKER_ENV
+
+    os.environ[WORKER_ENV] = str(index)
     trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
 
 
@@ -144,8 +149,8 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
     ctx = multiprocessing.get_context("spawn")
     stop_requested = ctx.Event()  # for workers still starting when a stop signal comes
     procs = [ctx.Process(target=_worker_process,
-                         args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested),
-                         daemon=False) for _ in range(workers)]
+                         args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested, i),
+                         daemon=False) for i in range(workers)]
 
     def forward(signum: int, _frame: Any) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):

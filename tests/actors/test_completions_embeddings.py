@@ -272,12 +272,14 @@ async def test_global_prompt_is_not_added_to_completions_or_embeddings(autojump_
         assert [r.content for r in sim(app, "a").requests] == [raw, b'{"model":"demo","input":"x"}']
 
 
-async def test_usage_is_not_requested_for_a_completions_stream(autojump_clock):
-    async with gateway(ONE + "routing: {usage_weight: {enabled: true}}\n") as app:
+async def test_usage_is_requested_for_a_completions_stream_and_not_shown(autojump_clock):
+    """The ledger prices every stream on its usage; the client that did not ask for it never sees it."""
+    async with gateway(ONE) as app:
         raw = b'{"model":"demo","prompt":"x","stream":true}'
         reply = await completion(app, raw)
         assert reply.status == 200 and reply.events()[-1] == b"[DONE]"
-        assert sim(app, "a").requests[0].content == raw   # no stream_options.include_usage added
+        sent = json.loads(sim(app, "a").requests[0].content)
+        assert sent["stream_options"] == {"include_usage": True}
         assert all(b'"usage"' not in e for e in reply.events())
 
 

@@ -19,7 +19,7 @@ import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable, UsageQuery
+from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 LOCK_KEY = 0x5377_7964_4C65_6467   # "SwydLedg": the advisory lock instances take to migrate one at a time
@@ -37,8 +37,9 @@ DIALECT = sql.Dialect(
 )
 
 
-class PostgresStore:
+class PostgresStore(sql.Reads):
     name = "postgresql"
+    dialect = DIALECT
 
     def __init__(self, url: str, timeout: float = 5.0, max_size: int = 4) -> None:
         self._url = url
@@ -88,17 +89,6 @@ class PostgresStore:
                 except psycopg.errors.DeadlockDetected:
                     if attempt == DEADLOCK_TRIES:
                         raise
-
-    def summary(self, query: UsageQuery) -> list[dict[str, Any]]:
-        statement, params = sql.summary(DIALECT, query)
-        return sql.summary_rows(query, self._fetch(statement, params))
-
-    def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
-        statement, params = sql.records(DIALECT, query, limit)
-        return [sql.record_of(row) for row in self._fetch(statement, params)]
-
-    def for_request(self, request_id: str) -> list[LedgerRecord]:
-        return [sql.record_of(row) for row in self._fetch(sql.for_request(DIALECT), [request_id])]
 
     def purge(self, before: float) -> int:
         with self._errors(), self._pool.connection() as conn, _transaction(conn) as cur:

@@ -153,3 +153,23 @@ def migrate(d: Dialect, transaction: Callable[[], AbstractContextManager[Cursor]
                 cur.execute(statement)
             cur.execute(f"INSERT INTO schema_version (version, applied_at) VALUES ({d.params(2)})",
                         (current + 1, time.time()))
+
+
+class Reads:
+    """The read side both SQL stores share; each gives its ``dialect`` and ``_fetch`` (rows of one query)."""
+
+    dialect: Dialect
+
+    def _fetch(self, statement: str, params: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def summary(self, query: UsageQuery) -> list[dict[str, Any]]:
+        statement, params = summary(self.dialect, query)
+        return summary_rows(query, self._fetch(statement, params))
+
+    def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
+        statement, params = records(self.dialect, query, limit)
+        return [record_of(row) for row in self._fetch(statement, params)]
+
+    def for_request(self, request_id: str) -> list[LedgerRecord]:
+        return [record_of(row) for row in self._fetch(for_request(self.dialect), [request_id])]

@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable, UsageQuery
+from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 DIALECT = sql.Dialect(
@@ -30,13 +30,14 @@ DIALECT = sql.Dialect(
 )
 
 
-class SqliteStore:
+class SqliteStore(sql.Reads):
     """One connection, opened with ``check_same_thread=False``: the ledger calls the store from
     ``trio.to_thread`` worker threads, each kind of call behind a CapacityLimiter of 1. The lock makes
     every call wait for the one in progress, so a read and a write from two threads never interleave
     on the connection (nor in one transaction)."""
 
     name = "sqlite"
+    dialect = DIALECT
 
     def __init__(self, path: Path, busy_timeout: float = 5.0) -> None:
         self.path = Path(path)
@@ -76,17 +77,6 @@ class SqliteStore:
             return
         with self._lock, self._errors(), self._transaction() as cur:
             cur.executemany(sql.insert(DIALECT), [sql.row_of(r) for r in records])
-
-    def summary(self, query: UsageQuery) -> list[dict[str, Any]]:
-        statement, params = sql.summary(DIALECT, query)
-        return sql.summary_rows(query, self._fetch(statement, params))
-
-    def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
-        statement, params = sql.records(DIALECT, query, limit)
-        return [sql.record_of(row) for row in self._fetch(statement, params)]
-
-    def for_request(self, request_id: str) -> list[LedgerRecord]:
-        return [sql.record_of(row) for row in self._fetch(sql.for_request(DIALECT), [request_id])]
 
     def purge(self, before: float) -> int:
         with self._lock, self._errors(), self._transaction() as cur:

@@ -99,13 +99,14 @@ class Runtime:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         try:
+            try:   # first, and outside the nursery: a store that cannot be used stops the start with one error
+                await self.ledger.open()
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(f"usage.ledger ({self.ledger.store.name}): {exc}") from None
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
-                try:
-                    await self.supervisor.start(self.ledger)   # first: a store that cannot be used stops the start
-                except StoreUnavailable as exc:
-                    raise StoreUnavailable(f"usage.ledger ({self.ledger.store.name}): {exc}") from None
+                await self.supervisor.start(self.ledger)
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
                 await self.supervisor.start(self.engine_stats)

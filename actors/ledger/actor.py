@@ -119,6 +119,13 @@ class LedgerActor:
                 async with self._turn:
                     await self._take_turn()
 
+    async def open(self) -> None:
+        """Open the store now (StoreUnavailable if it cannot be); ``run`` then finds it open. The Runtime
+        calls this before it starts any task, so a start that fails here fails with this one error, not
+        inside a nursery's ExceptionGroup."""
+        if not self._opened:
+            await self._open()
+
     async def _open(self) -> None:
         try:
             await self._store(self.store.open)

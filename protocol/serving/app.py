@@ -15,12 +15,13 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from switchyard.actors.call.pipeline import Arrival, Door, serve_call
+from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
 from switchyard.protocol.serving.refusals import account_refusal
 from switchyard.protocol.serving.wiring import new_runtime
-from switchyard.config.load import load_demo, load_file
+from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.actors import log_fields
 from switchyard.protocol.doors import anthropic as anthropic_ingress
@@ -127,7 +128,10 @@ class App:
                     self.runtime = await nursery.start(
                         new_runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
                 except Exception as exc:
-                    log.exception("startup failed")
+                    if isinstance(exc, (StoreUnavailable, ConfigError)):   # the operator's to fix: the reason only
+                        log.error("startup failed: %s", exc)
+                    else:
+                        log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 log.info("serving %d backend(s), config revision %s from %s", len(snapshot.backends),

@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 from typing import Any
 
 import trio
@@ -54,9 +55,10 @@ def hypercorn_config(server: ServerConfig, bind: str, log_level: str = "info") -
 
 
 async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None,
-                      stop_requested: Any = None) -> None:
+                      stop_requested: Any = None) -> int:
+    """Serve until a stop; the process's exit status: 0, or 1 when the app could not start."""
     from hypercorn.trio.run import worker_serve
-    from hypercorn.utils import wrap_app
+    from hypercorn.utils import LifespanFailureError, wrap_app
 
     from switchyard.protocol.serving.app import create_app
 
@@ -94,17 +96,27 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
         if stop_requested is not None and stop_requested.is_set():
             # Told to stop while starting (_worker_process closed the sockets then):
             # nothing was served, so there is nothing to drain.
-            return
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(on_signals)
-            await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
-                               shutdown_trigger=shutdown.wait)
-            nursery.cancel_scope.cancel()
+            return 0
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(on_signals)
+                await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
+                                   shutdown_trigger=shutdown.wait)
+                nursery.cancel_scope.cancel()
+        # The app could not start (a ledger that cannot be reached, say): it has logged why, and
+        # hypercorn's own exception (in a group per nursery) would only bury that under tracebacks.
+        except LifespanFailureError:
+            return 1
+        except BaseExceptionGroup as group:
+            failed, rest = group.split(LifespanFailureError)
+            if failed is None or rest is not None:
+                raise
+            return 1
+    return 0
 
 
 def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
-    trio.run(worker_main, config_path, hc, watch)
-    return 0
+    return trio.run(worker_main, config_path, hc, watch)
 
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
@@ -139,7 +151,9 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
     from switchyard.protocol.serving.wiring import WORKER_ENV
 
     os.environ[WORKER_ENV] = str(index)
-    trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
+    code = trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
+    if code:
+        sys.exit(code)   # the app could not start, and said why
 
 
 def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_level: str,

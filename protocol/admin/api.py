@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -147,16 +148,23 @@ MASK = "***"
 SECRET_FIELDS = frozenset({"api_key", "token"})
 
 
+# Fields holding a URL that may carry a password: a backend's, the usage ledger's (postgresql://).
+URL_FIELDS = frozenset({"url", "ledger"})
+_PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*")
+
+
 def mask_url(url: str) -> str:
     """``url`` with the password of any ``user:password@`` part replaced by the mask."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
+    if "password=" in parts.query:   # a libpq URL may carry it as a parameter too
+        parts = parts._replace(query=_PASSWORD_PARAM.sub(rf"\g<1>{MASK}", parts.query))
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
+    return urlunsplit(parts)
 
 
 def public(value: Any, field: str | None = None) -> Any:
@@ -167,12 +175,12 @@ def public(value: Any, field: str | None = None) -> Any:
     something in ``models`` and fallback chains). Every field named
     ``api_key`` or ``token``, wherever it sits, and every field marked
     ``metadata={"secret": True}`` (a client API key) is the mask when set;
-    fields marked ``internal`` (lookup tables) are left out; a ``url``
-    loses its password.
+    fields marked ``internal`` (lookup tables) are left out; a ``url`` or
+    the ledger's URL loses its password.
     """
     if field in SECRET_FIELDS and value is not None:
         return MASK
-    if field == "url" and isinstance(value, str):
+    if field in URL_FIELDS and isinstance(value, str):
         return mask_url(value)
     if attrs.has(type(value)):
         return {f.name: MASK if f.metadata.get("secret") and getattr(value, f.name) is not None

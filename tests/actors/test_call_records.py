@@ -203,3 +203,19 @@ async def test_the_responses_door_shows_the_cost_in_its_completed_usage(autojump
     assert done[-1]["response"]["usage"]["cost"] == got[0].cost is not None
     assert buffered.headers[b"x-continuum-cost"] == decimal_text(Decimal(repr(got[1].cost))).encode()
     assert {r.endpoint for r in got} == {"responses"}
+
+
+async def test_the_ledger_url_shows_no_password_in_admin_config(autojump_clock):
+    from switchyard.protocol.admin.api import public
+    from switchyard.config.load import load_text
+    snapshot = load_text(PRICED.replace("ledger: memory", "ledger: 'postgresql://sy:s3cret@db:5432/l?password=s3cret'")
+                         ).snapshot
+    shown = public(snapshot)["usage"]["ledger"]
+    assert "s3cret" not in shown and shown.startswith("postgresql://sy:***@db:5432/l")
+
+
+def test_a_refused_ledger_url_is_quoted_without_its_credentials():
+    from switchyard.config.load import ConfigError, load_text
+    with pytest.raises(ConfigError) as caught:
+        load_text(PRICED.replace("ledger: memory", "ledger: 'mysql://u:pw@h/db'"))
+    assert "usage.ledger" in str(caught.value) and "pw" not in str(caught.value).replace("postgresql", "")

@@ -16,6 +16,7 @@ from attrs import frozen
 
 from switchyard.config import rules
 from switchyard.config.fields import field
+from switchyard.config.limits import Budget, RateLimit, budget_section, rate_limit_section
 from switchyard.config.rules import Invalid
 
 
@@ -47,6 +48,8 @@ class ApiKey:
     # backend names; None: every public backend
     allowed_backends: tuple[str, ...] | None = field(None, _names(rules.string(), "backend names"))
     tier: str | None = field(None, _label)
+    rate_limit: RateLimit | None = rate_limit_section()   # replaces the dimensions it names of rate_limiting.per_key
+    budget: Budget | None = budget_section()
 
     def allows_model(self, model: str) -> bool:
         if self.allowed_models is None:

@@ -20,6 +20,7 @@ from switchyard.config import (
     check_smart_routing,
     load_access,
     load_backends,
+    load_limits,
     load_metadata,
     load_params,
     load_prompts,
@@ -159,6 +160,9 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
     discovery = load_section(Discovery, top.section("discovery"))
     usage = load_section(UsageConfig, top.section("usage"))
+    rate_limiting = load_limits.rate_limiting(top.section("rate_limiting"))
+    organizations = load_limits.organizations(top)
+    state = load_limits.state(top.section("state"), server)
     top.finish()
 
     if not top.raw.get("backends"):
@@ -179,6 +183,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
         load_params.check_anthropic_sampling(request_params, backends, problems)
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)
+        load_limits.check_per_model(rate_limiting, backends, load_access.dispatch_aliases(backends, models.aliases),
+                                    problems)
     load_telemetry.check(engine_stats, routing, backends, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
@@ -188,7 +194,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     smart_routing=smart, responses_tools=responses_tools,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
-                    usage=usage)
+                    usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state)
 
 
 def _health(r: Reader) -> HealthChecks:

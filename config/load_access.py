@@ -50,6 +50,8 @@ def api_keys(top: Reader) -> Access:
             allowed_models=read(r, ApiKey, "allowed_models"),
             allowed_backends=read(r, ApiKey, "allowed_backends"),
             tier=read(r, ApiKey, "tier"),
+            rate_limit=read(r, ApiKey, "rate_limit"),
+            budget=read(r, ApiKey, "budget"),
         )
         r.finish()
         if key_id in ids:

@@ -17,6 +17,7 @@ from attrs import frozen
 from switchyard.config import rules, values
 from switchyard.config.access import Access
 from switchyard.config.fields import field, section
+from switchyard.config.limits import Organization, RateLimiting, State
 from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -270,8 +271,18 @@ class Snapshot:
     model_metadata_dirs: tuple[str, ...] = field((), rules.string_list(rules.string()))
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged
     usage: UsageConfig = UsageConfig()             # the usage ledger
+    rate_limiting: RateLimiting = RateLimiting()   # client limits by scope
+    organizations: Mapping[str, Organization] = attrs.field(factory=dict)   # by id, in file order
+    state: State = State()                         # where the limiters' counters live
     revision: str = ""
     source: str = "<defaults>"
+
+    @property
+    def limits_enabled(self) -> bool:
+        """Whether any rate limit or budget applies: the limiter has something to count."""
+        return (self.rate_limiting.enabled
+                or any(k.rate_limit is not None or k.budget is not None for k in self.api_keys.keys)
+                or any(o.rate_limit is not None or o.budget is not None for o in self.organizations.values()))
 
     def backend(self, name: str) -> BackendConfig | None:
         for b in self.backends:

@@ -148,8 +148,8 @@ MASK = "***"
 SECRET_FIELDS = frozenset({"api_key", "token"})
 
 
-# Fields holding a URL that may carry a password: a backend's, the usage ledger's (postgresql://).
-URL_FIELDS = frozenset({"url", "ledger"})
+# Fields holding a URL that may carry a password: a backend's, the usage ledger's (postgresql://), the limiters' Redis.
+URL_FIELDS = frozenset({"url", "ledger", "redis_url"})
 _PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*")
 
 

@@ -1,0 +1,63 @@
+"""The limiter's interface: what the call path asks before dispatch and tells after.
+
+A call's ``Demand`` names every scope it is judged in and every budget it
+draws on; ``admit`` decides them all at once (all or nothing) and returns an
+``Admission``: the refusal, or a ``Ticket`` that ``settle`` takes back when
+the call ends, with its real tokens and cost. ``settle`` is a tell: it never
+waits, so a call's end is never held up by the limiter.
+
+The value shapes are the pure core's (``actors/routing/limits.py``),
+re-exported here: one definition for the local limiter, the Redis one and
+the call path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from attrs import frozen
+
+from switchyard.actors.routing.limits import BudgetLine as BudgetLine
+from switchyard.actors.routing.limits import Demand as Demand
+from switchyard.actors.routing.limits import Quota as Quota
+from switchyard.actors.routing.limits import Refusal as Refusal
+from switchyard.actors.routing.limits import Scope as Scope
+
+__all__ = ["Admission", "BudgetLine", "Demand", "Limiter", "Quota", "Refusal", "Scope", "Ticket"]
+
+
+@frozen
+class Ticket:
+    """What ``settle`` needs of an admitted call."""
+
+    demand: Demand
+    buckets: tuple[str, ...]   # the period bucket of each of demand.budgets, fixed at admission
+    admitted_at: float         # the admitting limiter's clock (monotonic for the local one)
+    origin: str = "local"      # which limiter admitted it: a fallback's ticket is settled there
+
+
+@frozen
+class Admission:
+    refusal: Refusal | None
+    requests: Quota | None     # the key scope's tightest request dimension (None: not limited)
+    tokens: Quota | None       # the key scope's tokens_per_minute (None: not limited)
+    ticket: Ticket | None      # None when refused
+
+    @property
+    def admitted(self) -> bool:
+        return self.refusal is None
+
+
+class Limiter(Protocol):
+    async def admit(self, demand: Demand) -> Admission:
+        """Check every scope and budget of ``demand`` and reserve them all, or none."""
+        ...
+
+    def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
+        """The call ended: end its lease, give back unused tokens, turn its budget
+        reservation into spend (``cost_usd`` None: unpriced, 0 USD). Never waits."""
+        ...
+
+    async def key_view(self, key_id: str) -> dict[str, Any]:
+        """A key's windows, leases in flight and budget left, for GET /admin/keys/{id}."""
+        ...

@@ -13,12 +13,20 @@ ports (targets.py builds them):
                       the floor of our fixed stack, what any router on it could reach
   litellm             LiteLLM's proxy, installed once into its own venv from
                       litellm.requirements.txt, config litellm_config.yaml (master key sent)
-  switchyard          `switchyard serve --workers 1`, tracing off, no keys or policies
+  switchyard          `switchyard serve --workers 1`, tracing off, no keys or policies; its usage
+                      ledger is the default users get (SQLite, <data_dir>/usage.db)
   switchyard-features the same build with API keys (key sent), a request_params policy,
                       fallback chains, tracing (trace headers sent) and /metrics scraped 1/s
   switchyard-2w       (opt-in) `switchyard` with `--workers 2`, to see how it scales
   switchyard-base     (opt-in) `switchyard`'s config served by another build (--base-cmd),
                       so two builds are compared in one interleaved run
+  switchyard-memledger (opt-in) `switchyard` with `usage: {ledger: memory}`: records kept in
+                      the worker's memory, no disk; "ledger off", the closest there is to
+                      the gateway before the ledger, to price the SQLite ledger
+
+Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
+ledger (server.data_dir's default) lives in the work dir, never in the
+user's home; after the run the rows each SQLite ledger holds are counted.
 
 and measures them interleaved (round 1: every target in turn; round 2: ...),
 so slow drift of the machine hits every target alike. Per target and round:
@@ -61,6 +69,7 @@ import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -89,11 +98,13 @@ from targets import (
     tree_pids,
     write_litellm_config,
     write_nginx_conf,
+    ledger_rows,
+    switchyard_env,
     write_switchyard_config,
 )
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
-               "switchyard-features", "switchyard-2w", "switchyard-base")
+               "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
@@ -155,14 +166,18 @@ def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
                                     ready_paths=("/health/liveliness",), warm_path="/health/liveliness",
                                     headers={"authorization": f"Bearer {litellm_master_key()}"}, env=litellm_env(),
                                     ready_timeout=max(args.ready_timeout, 120))
-    builds = (("switchyard", False, 1, None), ("switchyard-features", True, 1, None),
-              ("switchyard-2w", False, 2, None), ("switchyard-base", False, 1, args.base_cmd))
-    for name, features, workers, cmd in builds:
+    # (name, features, workers, --base-cmd, usage.ledger); None: no `usage` key, the build's default
+    builds = (("switchyard", False, 1, None, None), ("switchyard-features", True, 1, None, None),
+              ("switchyard-2w", False, 2, None, None), ("switchyard-base", False, 1, args.base_cmd, None),
+              ("switchyard-memledger", False, 1, None, "memory"))
+    for name, features, workers, cmd, ledger in builds:
         if name in targets:
             port = free_port()
-            config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features)
+            config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
+                                             ledger)
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
-                                   ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None)
+                                   ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None,
+                                   env=switchyard_env(workdir, name))
     return servers
 
 
@@ -248,7 +263,8 @@ def hold_server(args, target: str, servers: dict[str, Server], workdir: Path) ->
         argv = passthrough_argv(target, servers["paced"].base, port)
         ready = ("/health",)  # forwarded: the paced upstream answers it
     return Server(name, argv, port, workdir, chat_path="/v1/chat/completions", stream_path="/v1/chat/completions",
-                  stream_model="bench-slow", ready_paths=ready)
+                  stream_model="bench-slow", ready_paths=ready,
+                  env=switchyard_env(workdir, name) if target == "switchyard" else None)
 
 
 def hold_phase(args, target: str, servers: dict[str, Server], workdir: Path, failed: dict[str, str]) -> dict:
@@ -282,6 +298,34 @@ def hold_phase(args, target: str, servers: dict[str, Server], workdir: Path, fai
     if h["ok"] < h["streams"] or h["samples_all_open"] == 0:
         failed[server.name] = f"{h['ok']}/{h['streams']} held streams complete, {h['max_open']} open at most"
     return h
+
+
+def ledger_notes(workdir: Path, servers: dict[str, Server], results: dict[str, list[dict]]) -> list[str]:
+    """Per Switchyard target, the rows its SQLite ledger holds after the run (the servers are stopped,
+    so every record was flushed), next to the requests the load generators saw complete.
+
+    Those are a floor, not the exact count: warm-up, checks, and repeated
+    (disturbed) phases also made calls, and wrk stops counting at the end of a
+    phase while the server still finishes the calls in flight. Fewer rows than
+    that floor means records were lost, and the ledger's cost was not measured.
+    """
+    notes = []
+    for name in servers:
+        if not name.startswith("switchyard") or name not in results:
+            continue
+        try:
+            rows = ledger_rows(workdir, name)
+        except sqlite3.Error as exc:
+            notes.append(f"Ledger of {name}: could not be read ({exc}).")
+            continue
+        if rows is None:
+            continue   # an in-memory ledger, or a build without one
+        seen = sum(r.get(f"c{c}_requests", 0) for r in results.get(name, []) for c in CONNECTION_LEVELS)
+        seen += sum(r.get(k, 0) for r in results.get(name, []) for k in r if k.endswith("_streams_ok"))
+        verdict = "none lost" if rows >= seen else "**fewer rows than completed requests: records were lost**"
+        notes.append(f"Ledger of {name} (SQLite, {workdir / (name + '-data')}): {rows:,} rows after the run; "
+                     f"the load generators saw {seen:,} requests complete in the measured phases ({verdict}).")
+    return notes
 
 
 # --------------------------------------------------------------------------- profiling
@@ -480,7 +524,7 @@ def main() -> int:
                     continue
                 results[t].append(row)
                 streams = " ".join(f"ttfc{n} {row[f's{n}_ttfc_p50_ms']:.0f}ms" for n, _ in args.streams)
-                print(f"round {rnd} {t:19s} req/s@32 {row['c32_rps']:6.0f} p99 {row['c32_p99_ms']:7.1f}ms | "
+                print(f"round {rnd} {t:20s} req/s@32 {row['c32_rps']:6.0f} p99 {row['c32_p99_ms']:7.1f}ms | "
                       f"req/s@128 {row['c128_rps']:6.0f} p99 {row['c128_p99_ms']:7.1f}ms | cpu/req "
                       f"{row['c128_cpu_ms_per_req']:.2f}ms | {streams} | rss {row['peak_rss_mb']:.0f}MB | errors "
                       f"{row['errors']} | other cpu {row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%",
@@ -506,6 +550,7 @@ def main() -> int:
         for server in reversed(list(servers.values())):
             server.stop()
 
+    notes += ledger_notes(workdir, servers, results)
     elapsed = time.monotonic() - started
     info = machine_info()
     info["litellm"] = litellm_pin().split("==")[-1] if "litellm" in results else None

@@ -15,9 +15,10 @@ from pathlib import Path
 
 CONNECTION_LEVELS = (32, 128)
 RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard", "passthrough-pool"),
-          ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"))
+          ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"),
+          ("switchyard", "switchyard-memledger"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
-         "passthrough-pool": "pt-pool", "switchyard-base": "base"}
+         "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger"}
 
 
 def table_rows(levels: list[int]) -> list[tuple[str, str, str]]:
@@ -95,6 +96,10 @@ def target_checks(results: dict, hold: dict, levels: list[int]) -> list[str]:
         for c in CONNECTION_LEVELS:
             r = ratio(results, "switchyard-features", "switchyard", f"c{c}_rps")
             line(r >= 0.85, f"features on: req/s @{c} ≥ 0.85× features off: {fmt(r, '{:.2f}')}×")
+    if "switchyard-memledger" in results:   # `switchyard` runs the default ledger, SQLite
+        for c in CONNECTION_LEVELS:
+            r = ratio(results, "switchyard", "switchyard-memledger", f"c{c}_rps")
+            line(r >= 0.95, f"ledger on (SQLite): req/s @{c} ≥ 0.95× ledger off (memory): {fmt(r, '{:.2f}')}×")
     return out
 
 

@@ -5,6 +5,7 @@ each of the two stays readable. Everything here binds 127.0.0.1 only.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -88,7 +90,8 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 
 # --------------------------------------------------------------------------- Switchyard configs
 
-def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool) -> Path:
+def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
+                            ledger: str | None = None) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -98,6 +101,9 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     so the bare variant turns it off). Metrics are always collected; the
     benchmark scrapes /metrics once a second for the features target.
     connection_pool_size covers the 1,000 streams of the open-streams phase.
+    `ledger` sets usage.ledger (e.g. memory); None leaves the key out, so the
+    build's default applies (SQLite under server.data_dir) and an older build
+    that knows no `usage` section still accepts the file.
     """
     nginx = f"http://127.0.0.1:{nginx_port}"
     text = f"""\
@@ -137,8 +143,34 @@ tracing:
   enabled: true
   headers: {{client_ref: X-Client-Ref}}
 """
+    if ledger is not None:
+        text += f"usage:\n  ledger: {ledger}\n"
     path.write_text(text)
     return path
+
+
+def switchyard_env(workdir: Path, name: str) -> dict[str, str]:
+    """A Switchyard process's environment: ours, with XDG_DATA_HOME under the run's work dir.
+
+    server.data_dir defaults to $XDG_DATA_HOME/switchyard, so the ledger
+    (usage.db, its spill file) of every target lands in <workdir>/<name>-data,
+    never in the user's home, and no two targets share a file. Set in the
+    environment rather than the config, since a --base-cmd build may refuse
+    keys it does not know; a build without a ledger ignores it.
+    """
+    return {**os.environ, "XDG_DATA_HOME": str(workdir / f"{name}-data")}
+
+
+LEDGER_TABLE = "usage_records"   # protocol/stores/sql.py's TABLE: one row per call
+
+
+def ledger_rows(workdir: Path, name: str) -> int | None:
+    """Rows in the SQLite ledger `name` left under the work dir; None when it has no usage.db."""
+    path = workdir / f"{name}-data" / "switchyard" / "usage.db"
+    if not path.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return db.execute(f"SELECT count(*) FROM {LEDGER_TABLE}").fetchone()[0]
 
 
 # The headers a production client of switchyard-features sends: its key and trace context.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from attrs import frozen
 
@@ -49,9 +49,18 @@ class Dialect:
         return ", ".join([self.placeholder] * n)
 
 
-def insert(d: Dialect) -> str:
-    """One record's insert; a record_id already there is skipped (only that: a NOT NULL violation still fails)."""
-    return f"INSERT INTO {TABLE} ({COLUMNS}) VALUES ({d.params(len(FIELDS))}) ON CONFLICT (record_id) DO NOTHING"
+def insert(d: Dialect, rows: int = 1) -> str:
+    """An insert of ``rows`` records; a record_id already there is skipped (only that: a NOT NULL violation
+    still fails)."""
+    one = f"({d.params(len(FIELDS))})"
+    return f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {', '.join([one] * rows)} ON CONFLICT (record_id) DO NOTHING"
+
+
+def chunks(records: Sequence[LedgerRecord], size: int) -> Iterator[tuple[int, list[Any]]]:
+    """``records`` in pieces of at most ``size``: (how many, their column values in one flat list)."""
+    for start in range(0, len(records), size):
+        piece = records[start:start + size]
+        yield len(piece), [value for rec in piece for value in row_of(rec)]
 
 
 def row_of(rec: LedgerRecord) -> tuple[Any, ...]:

@@ -9,6 +9,7 @@ that is not a database, a lock held past the busy timeout) is a
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from contextlib import contextmanager, suppress
@@ -28,6 +29,9 @@ DIALECT = sql.Dialect(
     migrations=migrations.SQLITE,
     # BEGIN IMMEDIATE takes the write lock: two processes opening one file migrate one after the other
 )
+
+
+ROWS_PER_INSERT = 40   # 40 x 23 columns stays under SQLite's oldest limit of 999 parameters
 
 
 class SqliteStore(sql.Reads):
@@ -75,8 +79,16 @@ class SqliteStore(sql.Reads):
     def write(self, records: Sequence[LedgerRecord]) -> None:
         if not records:
             return
+        # Many rows a statement, not executemany's one: each step lets go of the GIL, and a batch
+        # stepped row by row waits for the event loop's thread hundreds of times.
         with self._lock, self._errors(), self._transaction() as cur:
-            cur.executemany(sql.insert(DIALECT), [sql.row_of(r) for r in records])
+            for count, values in sql.chunks(records, ROWS_PER_INSERT):
+                cur.execute(self._insert(count), values)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=ROWS_PER_INSERT)
+    def _insert(rows: int) -> str:
+        return sql.insert(DIALECT, rows)
 
     def purge(self, before: float) -> int:
         with self._lock, self._errors(), self._transaction() as cur:

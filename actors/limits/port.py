@@ -59,5 +59,6 @@ class Limiter(Protocol):
         ...
 
     async def key_view(self, key_id: str) -> dict[str, Any]:
-        """A key's windows, leases in flight and budget left, for GET /admin/keys/{id}."""
+        """A key's windows, leases in flight and budget left (and its organization's), for
+        GET /admin/keys/{id}. ``KeyError`` for a key id the running config does not have."""
         ...

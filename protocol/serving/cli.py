@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from switchyard.config.load import ConfigError, load_demo, load_file
+from switchyard.config.load_limits import workers_refusal
 from switchyard.config.rules import Invalid
 from switchyard.protocol.serving import usage_report
 
@@ -185,6 +186,10 @@ def serve_command(args: argparse.Namespace) -> int:
     if workers < 1:
         print("--workers: must be at least 1", file=sys.stderr)
         return 2
+    refusal = workers_refusal(loaded.snapshot, workers)
+    if refusal is not None:   # per-worker counters would multiply every limit by the worker count
+        print(f"{loaded.snapshot.source}: {refusal}", file=sys.stderr)
+        return 1
 
     from switchyard.protocol.serving import workers as serving
 

@@ -163,11 +163,11 @@ local spec = cjson.decode(ARGV[5])
 for _, k in ipairs(spec.l) do redis.call('ZREM', KEYS[k], call) end
 local record = redis.call('GET', KEYS[2])
 if record then
+  -- from max(TAT, now), as an admission charges: a TAT in the past (or gone) is a full window, so
+  -- nothing is given back, and tokens used past the reservation are charged from now
   for _, t in ipairs(spec.t) do
-    local stored = redis.call('GET', KEYS[t[1]])
-    if stored then
-      keep_tat(KEYS[t[1]], math.max(tonumber(stored) - (t[2] - used) * 60.0 / t[3], now), now)
-    end
+    local tat = math.max(tonumber(redis.call('GET', KEYS[t[1]]) or '0') or 0, now)
+    keep_tat(KEYS[t[1]], math.max(tat - (t[2] - used) * 60.0 / t[3], now), now)
   end
   release(record)
   redis.call('DEL', KEYS[2])

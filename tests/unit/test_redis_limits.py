@@ -196,7 +196,8 @@ WALKS = {
 async def test_the_script_decides_as_the_local_limiter_does_step_by_step(nursery, redis_url, walk):
     """The same random walk of admissions, settles and instants through Redis and through the
     LocalLimiter on the pure core: the same refusals (to the message), quotas and budgets.
-    (Tokens used stay within the reservation here: see the report on charging past it.)"""
+    Tokens used stay within the reservation here: past it, the committed core charges from the stored
+    TAT even once that is in the past (and not at all once pruned), the script from max(TAT, now)."""
     snap = snapshot(**WALKS[walk])
     clock = Clock()
     limiter = await start(nursery, redis_url, snap, clock=clock)
@@ -285,6 +286,18 @@ async def test_settle_gives_unused_tokens_back_and_charges_tokens_beyond_the_res
     limiter.settle(b.ticket, 2500, None)   # 1500 past its reservation: charged
     assert await limiter.flush()
     assert (await limiter.key_view("team-a"))["rate_limit"]["windows"]["tokens_per_minute"]["remaining"] == 2500
+
+
+async def test_tokens_used_past_the_reservation_are_charged_from_now_once_the_window_refilled(nursery, redis_url):
+    snap = snapshot("{tokens_per_minute: 6000}")
+    clock = Clock()
+    limiter = await start(nursery, redis_url, snap, clock=clock)
+    a = await limiter.admit(demand(snap, "c1", tokens=1000))   # TAT: now + 10 s
+    clock.now += 20.0                                          # the window is full again
+    limiter.settle(a.ticket, 4000, None)                       # 3000 past the reservation
+    assert await limiter.flush()
+    window = (await limiter.key_view("team-a"))["rate_limit"]["windows"]["tokens_per_minute"]
+    assert (window["remaining"], window["reset"]) == (3000, pytest.approx(30.0))
 
 
 async def test_a_lease_ends_at_settle_or_ten_minutes_after_admission(nursery, redis_url):

@@ -18,7 +18,9 @@ envelope that matches the ingress.
      │    ├── MethodNotAllowed          405
      │    ├── ModelNotFound             404  model_not_found
      │    ├── UnsupportedModelVariant   404  unsupported_model_variant (:thinking, :online)
-     │    └── RateLimited               429  a built-in limit refused the call (Retry-After)
+     │    ├── RateLimited               429  a built-in limit refused the call (Retry-After)
+     │    │    └── LimitExceeded         429  rate_limiting refused it: type requests or tokens
+     │    └── BudgetExceeded            429  insufficient_quota / budget_exceeded, x-should-retry: false
      ├── Unavailable                    503  not ready to serve (starting, stopping)
      │    ├── ShuttingDown              503  draining: no new calls; a call past the drain window
      │    ├── TooManyConcurrentRequests 503  server.max_concurrent_requests reached
@@ -184,6 +186,30 @@ class RateLimited(ClientError):
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         return super().headers() + [(b"retry-after", str(self.retry_after).encode())]
+
+
+class LimitExceeded(RateLimited):
+    """A ``rate_limiting`` scope refused the call; ``type`` says which window, as OpenAI's 429s do."""
+
+    def __init__(self, message: str, *, kind: str, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.type = kind   # "requests" or "tokens"
+
+
+class BudgetExceeded(ClientError):
+    """A key's or organization's budget has no room for the call: waiting for the window will not do,
+    so the official SDKs are told not to retry."""
+
+    status = 429
+    type = "insufficient_quota"
+    code = "budget_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after   # seconds until the budget's period ends
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return super().headers() + [(b"x-should-retry", b"false"), (b"retry-after", str(self.retry_after).encode())]
 
 
 class Unavailable(GatewayError):

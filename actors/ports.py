@@ -51,6 +51,8 @@ class CallMetrics(Protocol):
 
     def observe_record(self, rec: LedgerRecord) -> None: ...
 
+    def observe_admission(self, seconds: float, refusal: Any) -> None: ...
+
 
 MetricsFor = Callable[[Any], CallMetrics]   # made for one Runtime, once it exists
 

@@ -30,6 +30,8 @@ from switchyard.actors.routing.variants import ThroughputView
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.supervisor import Supervisor
 from switchyard.actors.ledger import spill
+from switchyard.actors.limits.local import LocalLimiter
+from switchyard.actors.limits.port import Limiter
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
 from switchyard.actors.ledger.record import StoreUnavailable
@@ -61,7 +63,7 @@ class ReloadStatus:
 
 class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
-                 spill_name: str = spill.NAME, metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
+                 spill_name: str = spill.NAME, limiter: Limiter | None = None, metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
@@ -80,6 +82,9 @@ class Runtime:
         # Every call's record, with its cost, kept in the store usage.ledger names (written off the request path).
         self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
         self.usage.on_other = self._classifier_try
+        # Rate limits and budgets: shared through Redis when state.redis_url says so, else this worker's own.
+        self.limiter: Limiter = limiter if limiter is not None else LocalLimiter(
+            lambda: self.snapshot, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()

@@ -13,6 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import attrs
+import trio
 from attrs import frozen
 
 from switchyard.actors.classifier import load_state
@@ -24,6 +25,7 @@ from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
+from switchyard.actors.call import limits
 from switchyard.actors.call.request import RequestActor
 from switchyard.config.schema import Snapshot
 
@@ -44,6 +46,7 @@ class Arrival:
     route: str                                     # the client-facing route, a metric label
     headers: Mapping[bytes, bytes] = attrs.field(repr=False)
     in_flight: int = 0                             # calls open, this one included (smart routing's load)
+    client_ip: str | None = None                   # set when rate_limiting.per_client_ip is
 
 
 @frozen
@@ -96,10 +99,35 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     except GatewayError as err:
         await actor.refuse(sink, err)
         return
+    if snapshot.limits_enabled and not await within_limits(runtime, actor, sink, arrival):
+        return
     if call.snapshot.dedup.enabled and runtime.nursery is not None:
         await dispatch(runtime, actor, sink, disconnected)
     else:   # the common case, one frame shorter on every wake-up
         await actor.run(sink, disconnected)
+
+
+async def within_limits(runtime: "Runtime", actor: RequestActor, sink: ResponseSink, arrival: Arrival) -> bool:
+    """Reserve the call's rate limits and budgets (one round trip to the limiter), or refuse it with its 429;
+    an admitted call's answer carries its key's rate headers, and its ticket is settled when it ends."""
+    demand = limits.demand_for(actor.call, actor.model, arrival.client_ip)
+    if demand is None:
+        return True
+    began = trio.current_time()
+    admission = await runtime.limiter.admit(demand)
+    refusal = admission.refusal
+    if runtime.metrics is not None:
+        runtime.metrics.observe_admission(trio.current_time() - began, refusal)
+    anthropic = arrival.route == limits.ANTHROPIC_ROUTE
+    if refusal is not None:
+        limits.log_refusal(refusal)
+        await actor.refuse(sink, limits.refusal_error(refusal, admission, anthropic))
+        return False
+    actor.ticket = admission.ticket
+    headers = limits.rate_headers(admission, anthropic)
+    if headers:
+        actor.call = attrs.evolve(actor.call, route_headers=(*actor.call.route_headers, *headers))
+    return True
 
 
 async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
@@ -112,6 +140,8 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
     served = await runtime.dedup.serve(key, sink, disconnected, actor.run, runtime.nursery,
                                        flight_id=call.request_id)
     if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
+        if actor.ticket is not None:   # it used nothing of its own
+            runtime.limiter.settle(actor.ticket, 0, None)
         trace = actor.trace
         trace.add("deduplicated", leader_request_id=served.leader)
         if served.error is not None:

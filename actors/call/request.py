@@ -37,6 +37,7 @@ from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
+from switchyard.actors.limits.port import Ticket
 from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
@@ -115,6 +116,7 @@ class RequestActor:
         self.reach = admission.Reach(runtime, call, self.trace)   # what the key and the client allow, per model
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
+        self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
@@ -184,6 +186,11 @@ class RequestActor:
             self.trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
         self.runtime.traces.store(self.trace)
         meter, call = self.meter, self.call
+        if self.ticket is not None:
+            counts = meter.counts
+            self.runtime.limiter.settle(self.ticket, counts.input + counts.output,
+                                        float(meter.cost) if meter.cost is not None else None)
+            self.ticket = None
         self.runtime.ledger.record(call_record(
             self.trace, key=call.key, model=call.model, stream=call.stream, counts=meter.counts, cost=meter.cost,
             estimated=meter.estimated, served=self._last_route))

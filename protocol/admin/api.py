@@ -22,6 +22,8 @@ from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin.prompts import PromptsAdmin
 from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
 from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
+from switchyard.protocol.admin.keys import PREFIX as KEYS_PREFIX
+from switchyard.protocol.admin.keys import KeysAdmin
 from switchyard.protocol.admin.usage import REQUEST_PREFIX as USAGE_REQUEST_PREFIX
 from switchyard.protocol.admin.usage import UsageAdmin
 from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
@@ -55,6 +57,7 @@ class AdminApi:
         self.routes.update(self.smart_routing.routes)
         self.usage = UsageAdmin(respond)
         self.routes.update(self.usage.routes)
+        self.keys = KeysAdmin(respond)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
@@ -77,6 +80,9 @@ class AdminApi:
             return
         if path.startswith(USAGE_REQUEST_PREFIX) and len(path) > len(USAGE_REQUEST_PREFIX):
             await self.usage.one_request(runtime, scope, send)
+            return
+        if path.startswith(KEYS_PREFIX) and len(path) > len(KEYS_PREFIX):
+            await self.keys.one_key(runtime, scope, send)
             return
         if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)

@@ -41,6 +41,7 @@ from switchyard.protocol.http.asgi import (
     respond,
 )
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
+from switchyard.protocol.http.limits import client_ip
 from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
@@ -280,8 +281,10 @@ class App:
         key = scope.get("switchyard.key")
         if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
             key = authenticate(scope["headers"], snapshot.api_keys)
+        per_ip = snapshot.rate_limiting.per_client_ip is not None
         arrival = Arrival(snapshot, key, scope.get("switchyard.trace"), scope["switchyard.request_id"],
-                          scope["path"], dict(scope["headers"]), self.active_requests)
+                          scope["path"], dict(scope["headers"]), self.active_requests,
+                          client_ip(scope, snapshot.server.trusted_proxies) if per_ip else None)
         await serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                          disconnect_waiter(receive))
 

@@ -57,6 +57,10 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
 TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 
+# Admission is a dictionary lookup in memory or one Redis round trip: microseconds to tens of ms.
+ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+
+
 class GatewayMetrics:
     """One Runtime's registry and the metrics fed from its finished calls and HTTP requests."""
 
@@ -100,6 +104,13 @@ class GatewayMetrics:
         self.http_in_flight = Gauge(
             "switchyard_http_requests_in_flight", "HTTP requests being served now (streams included)", registry=r)
         self.http_in_flight.set_function(lambda: self.in_flight)
+        # Rate limits and budgets: refusals by scope and reason (the dimension), and the admission's time.
+        self.limit_refusals = Counter(
+            "rate_limit_refusals", "Calls refused by rate_limiting or a budget, by scope (global, client_ip, "
+            "key, organization, model) and reason (the limit's dimension)", ["scope", "reason"], registry=r)
+        self.admission = Histogram(
+            "rate_limit_admission_seconds", "Time to reserve a call's limits and budgets (one round trip to "
+            "Redis with state.redis_url)", buckets=ADMISSION_BUCKETS, registry=r)
         # The usage ledger: its client records (observe_record) and its health.
         self.usage = UsageMetrics(r, lambda: runtime.snapshot.usage.metrics_max_label_values)
         self.usage.read_ledger(lambda: ledger_counters(getattr(runtime, "ledger", None)))
@@ -126,6 +137,14 @@ class GatewayMetrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    # --- rate limits (the call pipeline) -------------------------------------------------
+
+    def observe_admission(self, seconds: float, refusal: Any) -> None:
+        """One admission: how long it took, and what refused it (None: admitted)."""
+        self.admission.observe(seconds)
+        if refusal is not None:
+            self._child(self.limit_refusals, refusal.scope, refusal.dimension).inc()
 
     # --- ledger records (the LedgerActor's listener) ------------------------------------
 

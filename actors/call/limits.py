@@ -1,0 +1,145 @@
+"""A call's rate limits and budgets: what it demands before dispatch, and what the client is told.
+
+The demand is made once the model that will run is known (after presets,
+aliases and variants), so a preset or an alias cannot slip past a
+``per_model`` limit. It names every scope the call is judged in and every
+budget it draws on, with the tokens it may use (its input estimate plus its
+output cap) and the worst it may cost (those tokens at the priciest backend
+serving the model); the limiter reserves them all or none. The answer to a
+limited key carries OpenAI's ``x-ratelimit-*`` headers (Anthropic's
+``anthropic-ratelimit-*`` under ``/anthropic/``); a refusal is a 429 in the
+door's shape, and a budget's says ``x-should-retry: false`` so SDKs do not
+retry what waiting cannot fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from switchyard.actors.errors import BudgetExceeded, LimitExceeded, Unavailable
+from switchyard.actors.ledger.counts import TokenCounts
+from switchyard.actors.ledger.pricing import cost_of
+from switchyard.actors.limits.port import Admission, Demand, Quota, Refusal
+from switchyard.actors.routing.limits import budgets_for, max_output_of, scopes_for, token_reservation
+from switchyard.actors.routing.token_estimate import estimate_tokens
+
+if TYPE_CHECKING:
+    from switchyard.actors.messages import Call
+    from switchyard.config.schema import Snapshot
+
+log = logging.getLogger("switchyard.route")
+
+ANTHROPIC_ROUTE = "/anthropic/v1/messages"
+UNAVAILABLE = "rate_limiter_unavailable"
+TOTAL_RETRY_AFTER = 86_400
+
+
+def demand_for(call: "Call", model: str, client_ip: str | None) -> Demand | None:
+    """What ``call`` asks of the limiter when it runs as ``model``; None when nothing limits it."""
+    snap = call.snapshot
+    key = call.key
+    scopes = scopes_for(snap.rate_limiting, snap.organizations, key, client_ip, model)
+    budgeted = key is not None and (key.budget is not None or _org_budget(snap, key))
+    if not scopes and not budgeted:
+        return None
+    payload = call.payload if isinstance(call.payload, dict) else {}
+    meta = snap.metadata_for(model)
+    model_max = meta.limits.max_output if meta is not None and meta.limits is not None else None
+    tokens = token_reservation(payload, model_max)
+    budgets = budgets_for(snap.organizations, key, worst_cost(snap, model, payload, model_max), tokens) \
+        if budgeted else ()
+    return Demand(call.request_id, scopes, tokens, budgets)
+
+
+def _org_budget(snap: "Snapshot", key: Any) -> bool:
+    org = snap.organizations.get(key.organization_id) if key.organization_id is not None else None
+    return org is not None and org.budget is not None
+
+
+def worst_cost(snap: "Snapshot", model: str, payload: dict[str, Any], model_max: int | None) -> float:
+    """The most the call can cost: its input estimate and output cap at the priciest pricing of ``model``
+    on any enabled backend (and in the metadata files); 0 for a model nobody prices."""
+    counts = TokenCounts(input=estimate_tokens(payload, image_tokens=1000),
+                         output=max_output_of(payload, model_max))
+    worst = cost_of(_pricing(snap.metadata_for(model)), counts)
+    for backend in snap.backends:
+        if backend.enabled:
+            cost = cost_of(_pricing(snap.metadata_for(model, backend.name)), counts)
+            if cost is not None and (worst is None or cost > worst):
+                worst = cost
+    return float(worst) if worst is not None else 0.0
+
+
+def _pricing(meta: Any) -> Any:
+    return meta.pricing if meta is not None else None
+
+
+def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> Exception:
+    """The 429 the client gets for ``refusal`` (with the rate headers of its key)."""
+    retry = refusal.retry_after
+    if refusal.dimension.startswith("budget_"):
+        # A total budget never renews: a day's Retry-After (and x-should-retry: false) says stop.
+        err: Exception = BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None
+                                        else TOTAL_RETRY_AFTER)
+    else:
+        kind = "tokens" if refusal.dimension == "tokens_per_minute" else "requests"
+        # A refusal waiting cannot fix (max_concurrent, a reservation past the whole limit) still says when
+        # to look again: a second.
+        err = LimitExceeded(refusal.message, kind=kind, retry_after=_seconds(retry) if retry is not None else 1)
+    err.extra_headers.extend(rate_headers(admission, anthropic))   # type: ignore[attr-defined]
+    return err
+
+
+def unavailable_error() -> Unavailable:
+    return Unavailable("The rate limiter's shared state is unreachable and state.on_unavailable is fail_closed; "
+                       "retry shortly", code=UNAVAILABLE)
+
+
+def log_refusal(refusal: Refusal) -> None:
+    log.info("request rejected by %s %s: %s %g", refusal.scope, refusal.name or "-", refusal.dimension,
+             refusal.limit, extra={"event": "request_rejected"})
+
+
+def _seconds(value: float) -> int:
+    return max(1, math.ceil(value))
+
+
+def rate_headers(admission: Admission, anthropic: bool) -> list[tuple[bytes, bytes]]:
+    """OpenAI's ``x-ratelimit-*`` (Anthropic's ``anthropic-ratelimit-*``) for the key's windows."""
+    out: list[tuple[bytes, bytes]] = []
+    for kind, quota in (("requests", admission.requests), ("tokens", admission.tokens)):
+        if quota is not None:
+            out.extend(_anthropic(kind, quota) if anthropic else _openai(kind, quota))
+    return out
+
+
+def _openai(kind: str, q: Quota) -> list[tuple[bytes, bytes]]:
+    return [(f"x-ratelimit-limit-{kind}".encode(), str(q.limit).encode()),
+            (f"x-ratelimit-remaining-{kind}".encode(), str(max(0, q.remaining)).encode()),
+            (f"x-ratelimit-reset-{kind}".encode(), duration(q.reset).encode())]
+
+
+def _anthropic(kind: str, q: Quota) -> list[tuple[bytes, bytes]]:
+    reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + max(0.0, q.reset)))
+    return [(f"anthropic-ratelimit-{kind}-limit".encode(), str(q.limit).encode()),
+            (f"anthropic-ratelimit-{kind}-remaining".encode(), str(max(0, q.remaining)).encode()),
+            (f"anthropic-ratelimit-{kind}-reset".encode(), reset.encode())]
+
+
+def duration(seconds: float) -> str:
+    """OpenAI's reset format: ``1s``, ``6m0s``, ``1h2m3s``, ``120ms`` below a second."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 1:
+        return f"{max(1, round(seconds * 1000))}ms"
+    whole = math.ceil(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"

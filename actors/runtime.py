@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import trio
@@ -63,7 +63,8 @@ class ReloadStatus:
 
 class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
-                 spill_name: str = spill.NAME, limiter: Limiter | None = None, metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
+                 spill_name: str = spill.NAME, limiter_for: Callable[["Runtime"], Limiter] | None = None,
+                 metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
@@ -83,7 +84,7 @@ class Runtime:
         self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
         self.usage.on_other = self._classifier_try
         # Rate limits and budgets: shared through Redis when state.redis_url says so, else this worker's own.
-        self.limiter: Limiter = limiter if limiter is not None else LocalLimiter(
+        self.limiter: Limiter = limiter_for(self) if limiter_for is not None else LocalLimiter(
             lambda: self.snapshot, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
@@ -112,6 +113,8 @@ class Runtime:
                 self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.ledger)
+                if hasattr(self.limiter, "run"):   # a limiter with connections of its own (Redis)
+                    await self.supervisor.start(self.limiter)  # type: ignore[arg-type]
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
                 await self.supervisor.start(self.engine_stats)
@@ -210,6 +213,9 @@ class Runtime:
             call.shut_down()
         if self.calls:
             log.warning("drain window over: ended %d call(s) with server_shutting_down", len(self.calls))
+        flush = getattr(self.limiter, "flush", None)
+        if flush is not None:   # the ended calls' settles reach the shared counters while they still can
+            await flush()
 
 
 def _now() -> str:

@@ -80,6 +80,8 @@ def _pricing(meta: Any) -> Any:
 def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> Exception:
     """The 429 the client gets for ``refusal`` (with the rate headers of its key)."""
     retry = refusal.retry_after
+    if refusal.dimension == UNAVAILABLE:   # Redis away under state.on_unavailable: fail_closed
+        return unavailable_error()
     if refusal.dimension.startswith("budget_"):
         # A total budget never renews: a day's Retry-After (and x-should-retry: false) says stop.
         err: Exception = BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None

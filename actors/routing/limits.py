@@ -397,8 +397,11 @@ def settle(c: Counters, demand: Demand, buckets: tuple[str, ...], tokens_used: i
             held.pop(demand.call_id, None)
         limit = rate(scope.limit, "tokens_per_minute", c.share)
         key = (scope.kind, scope.name, "tokens_per_minute")
-        if limit is not None and key in c.tat:
-            c.tat[key] = max(c.tat[key] - (demand.tokens - tokens_used) * 60.0 / limit, now)
+        if limit is not None:
+            # From max(TAT, now), as an admission charges: a window that refilled (or was pruned) is full,
+            # so overuse past the reservation is charged from now, never hidden in the past.
+            base = max(c.tat.get(key, 0.0), now)
+            c.tat[key] = max(base - (demand.tokens - tokens_used) * 60.0 / limit, now)
     for line, bucket in zip(demand.budgets, buckets):
         state = c.budgets.get((line.owner, line.owner_id, bucket))
         if state is None:      # pruned: two periods on, nothing left to settle

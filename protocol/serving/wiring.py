@@ -12,6 +12,7 @@ from switchyard.config.schema import BackendType, Snapshot
 from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.stores import open_store
+from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
 
@@ -26,7 +27,13 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                 watch: bool = True) -> Runtime:
     return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES,
                    store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
+                   limiter_for=shared_limiter if snapshot.state.redis_url else None,
                    metrics_for=GatewayMetrics, config_path=config_path, watch=watch)
+
+
+def shared_limiter(runtime: Runtime) -> RedisLimiter:
+    """With ``state.redis_url``: every worker and instance counts in one Redis (budgets seeded from the ledger)."""
+    return RedisLimiter(runtime.snapshot.state, lambda: runtime.snapshot, ledger=runtime.ledger.summary)
 
 
 def spill_name() -> str:

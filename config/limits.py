@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import attrs
 from attrs import frozen
 
-from switchyard.config import rules
+from switchyard.config import rules, values
 from switchyard.config.fields import field, section
 from switchyard.config.rules import Invalid, Reader
 
@@ -120,15 +120,6 @@ class OnUnavailable(str, Enum):
     FAIL_CLOSED = "fail_closed"    # every limited call is refused with 503 rate_limiter_unavailable
 
 
-def _masked(value: Any) -> str:
-    """A refused value as an error quotes it, anything between ``://`` and ``@`` (credentials) masked."""
-    text = repr(value)
-    if isinstance(value, str) and "@" in value and "://" in value:
-        scheme, _, rest = value.partition("://")
-        text = repr(f"{scheme}://***@{rest.rpartition('@')[2]}")
-    return text
-
-
 def redis_url(value: Any) -> str:
     """A ``redis://`` or ``rediss://`` (TLS) URL with a host."""
     if isinstance(value, str):
@@ -136,7 +127,7 @@ def redis_url(value: Any) -> str:
         scheme, sep, rest = text.partition("://")
         if sep and scheme in ("redis", "rediss") and rest.rpartition("@")[2].split("/", 1)[0]:
             return text
-    raise Invalid(f"must be a redis:// or rediss:// URL with a host, got {_masked(value)}")
+    raise Invalid(f"must be a redis:// or rediss:// URL with a host, got {values.quoted_url(value)}")
 
 
 @frozen

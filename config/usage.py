@@ -13,26 +13,17 @@ from typing import Any
 
 from attrs import frozen
 
-from switchyard.config import rules
+from switchyard.config import rules, values
 from switchyard.config.fields import field
 from switchyard.config.rules import Invalid
 
 DAY = 86_400.0
 
 
-def _shown(value: Any) -> str:
-    """A refused value as an error quotes it: with anything between ``://`` and ``@`` (credentials) masked."""
-    text = repr(value)
-    if isinstance(value, str) and "@" in value and "://" in value:
-        scheme, _, rest = value.partition("://")
-        text = repr(f"{scheme}://***@{rest.rpartition('@')[2]}")
-    return text
-
-
 def ledger_url(value: Any) -> str:
     """``sqlite``, ``sqlite:///absolute/path``, ``memory`` or a ``postgresql://`` (``postgres://``) URL."""
     if not isinstance(value, str) or not value.strip():
-        raise Invalid(f"must be sqlite, memory or a postgresql:// URL, got {_shown(value)}")
+        raise Invalid(f"must be sqlite, memory or a postgresql:// URL, got {values.quoted_url(value)}")
     text = value.strip()
     if text in ("sqlite", "memory"):
         return text
@@ -40,7 +31,8 @@ def ledger_url(value: Any) -> str:
         return text
     if text.startswith(("postgresql://", "postgres://")) and len(text.split("://", 1)[1]) > 0:
         return text
-    raise Invalid(f"must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, got {_shown(value)}")
+    raise Invalid("must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
+                  f"got {values.quoted_url(value)}")
 
 
 @frozen

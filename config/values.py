@@ -149,3 +149,12 @@ def replay(value: Any) -> bool:
     if isinstance(value, bool):
         raise Invalid("must be one of enabled, disabled, got boolean")
     return _REPLAY_WORDS(value)
+
+
+def quoted_url(value: Any) -> str:
+    """A refused URL as an error quotes it: anything between ``://`` and ``@`` (credentials) masked."""
+    text = repr(value)
+    if isinstance(value, str) and "@" in value and "://" in value:
+        scheme, _, rest = value.partition("://")
+        text = repr(f"{scheme}://***@{rest.rpartition('@')[2]}")
+    return text

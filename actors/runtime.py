@@ -37,6 +37,7 @@ from switchyard.actors.ledger.entries import classifier_record
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ledger.store import UsageStore
 from switchyard.actors.usage import UsageLedger, UsageRecord
+from switchyard.config.load_limits import workers_refusal
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
@@ -63,9 +64,10 @@ class ReloadStatus:
 
 class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
-                 spill_name: str = spill.NAME, limiter_for: Callable[["Runtime"], Limiter] | None = None,
+                 spill_name: str = spill.NAME, workers: int = 1, limiter_for: Callable[["Runtime"], Limiter] | None = None,
                  metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
+        self.workers = workers   # worker processes of this instance (limits without Redis need exactly one)
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
                                           revision=snapshot.revision)
@@ -157,6 +159,7 @@ class Runtime:
         at = _now()
         try:
             loaded = load_file(self.config_path)
+            self._check_limits(loaded.snapshot)
         except ConfigError as exc:
             self.reload_status.last_error = {"at": at, "trigger": trigger, "errors": exc.errors}
             self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "rejected"}
@@ -176,6 +179,15 @@ class Runtime:
                  f"; waiting for a restart: {', '.join(applied.pending_restart)}" if applied.pending_restart else "")
         return {"result": "applied", "revision": applied.snapshot.revision,
                 "pending_restart": list(applied.pending_restart)}
+
+    def _check_limits(self, new: Snapshot) -> None:
+        """A reload may not bring limits this process cannot keep: several workers, no shared Redis (the
+        Redis URL itself only changes at a restart, so the running one is what counts)."""
+        kept = attrs.evolve(new, state=attrs.evolve(new.state, redis_url=self.snapshot.state.redis_url))
+        refusal = workers_refusal(kept, self.workers)
+        if refusal is not None:
+            raise ConfigError(str(self.config_path), [f"rate_limiting: {refusal} (state.redis_url needs a restart)"],
+                              [])
 
     def apply(self, new: Snapshot) -> Applied:
         """Publish ``new`` to every part; restart-only fields keep their running values."""

@@ -17,6 +17,7 @@ from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
 
 WORKER_ENV = "SWITCHYARD_WORKER_INDEX"   # set in each worker process of a multi-worker instance (workers.py)
+WORKERS_ENV = "SWITCHYARD_WORKERS"       # ... with how many workers the instance has
 
 # Consulted in this order: a Messages call's uncarried content first, then the Responses bridge.
 WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
@@ -27,6 +28,7 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                 watch: bool = True) -> Runtime:
     return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES,
                    store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
+                   workers=int(os.environ.get(WORKERS_ENV, "1")),
                    limiter_for=shared_limiter if snapshot.state.redis_url else None,
                    metrics_for=GatewayMetrics, config_path=config_path, watch=watch)
 

@@ -120,7 +120,7 @@ def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
 
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
-                    log_format: str, stop_requested: Any, index: int = 0) -> None:
+                    log_format: str, stop_requested: Any, index: int = 0, workers: int = 1) -> None:
     listening = [*sockets.secure_sockets, *sockets.insecure_sockets]
 
     def stop_while_starting(_signum: int, _frame: Any) -> None:
@@ -148,9 +148,10 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
         raise
     # Which of the instance's workers this is: each keeps its own ledger spill file. Imported only
     # now, after the stop handlers: the app's modules take a second to import.
-    from switchyard.protocol.serving.wiring import WORKER_ENV
+    from switchyard.protocol.serving.wiring import WORKER_ENV, WORKERS_ENV
 
     os.environ[WORKER_ENV] = str(index)
+    os.environ[WORKERS_ENV] = str(workers)
     code = trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
     if code:
         sys.exit(code)   # the app could not start, and said why
@@ -163,7 +164,8 @@ def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_
     ctx = multiprocessing.get_context("spawn")
     stop_requested = ctx.Event()  # for workers still starting when a stop signal comes
     procs = [ctx.Process(target=_worker_process,
-                         args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested, i),
+                         args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested, i,
+                               workers),
                          daemon=False) for i in range(workers)]
 
     def forward(signum: int, _frame: Any) -> None:

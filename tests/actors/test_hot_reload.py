@@ -185,3 +185,17 @@ async def test_admin_token_never_echoed_in_config_errors(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_text("admin: {token: short-secret}\nbackends: [{name: a, type: simulated}]\n", env={})
     assert "short-secret" not in str(info.value)
+
+
+async def test_a_reload_that_brings_limits_to_several_workers_without_redis_is_rejected(
+        autojump_clock, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_WORKERS", "2")   # as workers.py tells each worker of `--workers 2`
+    path = tmp_path / "c.yaml"
+    write(path)
+    async with running(path) as app:
+        rt = app.runtime
+        path.write_text(path.read_text() + "rate_limiting: {global: {requests_per_minute: 100}}\n")
+        result = rt.reload_from_file("admin")
+        assert result["result"] == "rejected"
+        assert "state.redis_url" in result["errors"][0] and "2 workers" in result["errors"][0]
+        assert not rt.snapshot.limits_enabled   # still the running revision

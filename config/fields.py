@@ -25,6 +25,7 @@ _RULE = "switchyard.config.rule"
 _SECTION = "switchyard.config.section"
 _OPTIONAL = "switchyard.config.optional"
 _KEY = "switchyard.config.key"
+YAML_KEY = _KEY   # for readers of a field's metadata: the YAML key it is read from, when not its name
 _CHECK = "switchyard.config.check"
 
 

@@ -154,6 +154,7 @@ MASK = "***"
 SECRET_FIELDS = frozenset({"api_key", "token"})
 
 
+YAML_KEY = "switchyard.config.key"   # config/fields.py: a field read from a YAML key of another name
 # Fields holding a URL that may carry a password: a backend's, the usage ledger's (postgresql://), the limiters' Redis.
 URL_FIELDS = frozenset({"url", "ledger", "redis_url"})
 _PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*")
@@ -189,8 +190,9 @@ def public(value: Any, field: str | None = None) -> Any:
     if field in URL_FIELDS and isinstance(value, str):
         return mask_url(value)
     if attrs.has(type(value)):
-        return {f.name: MASK if f.metadata.get("secret") and getattr(value, f.name) is not None
-                else public(getattr(value, f.name), f.name)
+        # Named as the operator writes it (``rate_limiting.global``, read into ``global_``).
+        return {(f.metadata.get(YAML_KEY) or f.name): MASK if f.metadata.get("secret")
+                and getattr(value, f.name) is not None else public(getattr(value, f.name), f.name)
                 for f in attrs.fields(type(value)) if not f.metadata.get("internal")}
     if isinstance(value, Enum):
         return value.value

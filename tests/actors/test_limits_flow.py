@@ -152,3 +152,10 @@ async def test_admin_keys_shows_the_windows_the_calls_in_flight_and_the_budget_l
     assert json.dumps(view).count("sk-team") == 0
     assert view["budget"]["left_usd"] < 10.0
     assert missing.status == 404 and missing.json()["error"]["code"] == "key_not_found"
+
+
+async def test_admin_config_names_the_global_scope_as_written(autojump_clock):
+    from switchyard.config.load import load_text
+    from switchyard.protocol.admin.api import public
+    shown = public(load_text(config(extra="rate_limiting: {global: {requests_per_minute: 9}}\n")).snapshot)
+    assert shown["rate_limiting"]["global"]["requests_per_minute"] == 9 and "global_" not in shown["rate_limiting"]

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from switchyard.actors.routing.circuit import CircuitState
+from switchyard.config.fields import YAML_KEY
 from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin.prompts import PromptsAdmin
 from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
@@ -154,7 +155,6 @@ MASK = "***"
 SECRET_FIELDS = frozenset({"api_key", "token"})
 
 
-YAML_KEY = "switchyard.config.key"   # config/fields.py: a field read from a YAML key of another name
 # Fields holding a URL that may carry a password: a backend's, the usage ledger's (postgresql://), the limiters' Redis.
 URL_FIELDS = frozenset({"url", "ledger", "redis_url"})
 _PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*")

@@ -15,7 +15,9 @@ set-if-absent script, so instances seeding together never double count.
 Every Redis operation is bounded by ``state.operation_timeout``. When one
 fails, the outage is logged once and counted, admissions go to
 ``on_unavailable`` (fail_open: a LocalLimiter enforcing 1/``fleet_workers``
-of every limit; fail_closed: a refusal, 503 ``rate_limiter_unavailable``)
+of every limit, going on from the shared windows and budgets Redis last
+showed, never from a fresh share; fail_closed: a refusal, 503
+``rate_limiter_unavailable``)
 without touching Redis, settles wait in a bounded queue, and a probe tries
 Redis again with backoff; the first answer switches back and replays the
 queued settles. A call that settles after an outage adds its spend to the
@@ -176,6 +178,7 @@ class RedisLimiter:
         self._settle_lot = trio.lowlevel.ParkingLot()
         self._settling = 0
         self._seeding: dict[str, trio.Event] = {}
+        self._mirrored: dict[tuple[str, str, str], float] = {}   # budget bucket -> Redis time of the state mirrored
         self._seed_failed: dict[str, float] = {}   # budget key -> trio time its seed last failed
         self._me = uuid.uuid4().hex[:12]           # who seeded a counter (for a person reading Redis)
         # counters, for the metrics
@@ -262,6 +265,7 @@ class RedisLimiter:
         now = float(reply[1])
         counters = plan.counters(reply)
         decision = core.decide(counters, demand, now, wall)
+        self._mirror(plan, counters, now)
         admitted = reply[0] == "ok"
         refusal = decision.refusal
         if (refusal is None) != admitted:
@@ -276,6 +280,34 @@ class RedisLimiter:
                                   "refused by the shared rate limiter")
         ticket = Ticket(demand, decision.buckets, now, ORIGIN) if refusal is None else None
         return Admission(refusal, decision.requests, decision.tokens, ticket)
+
+    def _mirror(self, plan: "_Plan", shared: core.Counters, now: float) -> None:
+        """Carry the shared state Redis just showed (after this decision) into the local share, so
+        that an outage, or an answer later than operation_timeout on a busy worker, does not hand
+        every worker a fresh share on top of what Redis already admitted: a window used up in Redis
+        is used up in each share, and a budget's share is of what was neither spent nor reserved.
+
+        A window keeps the further ahead of the two (the share's own calls from an earlier outage
+        are not in Redis); a budget takes Redis's spent + reserved as what the ledger had, and drops
+        the share's own settled spend once no settle waits to reach Redis (it is in Redis's then).
+        Leases are not carried: they end with calls this worker does not see.
+        """
+        local = trio.current_time()
+        mine = self.fallback.counters
+        for key, tat in shared.tat.items():
+            if tat > now:
+                mine.tat[key] = max(mine.tat.get(key, 0.0), local + (tat - now))
+        for line, bucket in plan.budgets:
+            key = (line.owner, line.owner_id, bucket.name)
+            seen = shared.budgets.get(key)
+            if seen is not None and self._mirrored.get(key, -math.inf) <= now:
+                self._mirrored[key] = now   # answers may be read in another order than Redis ran them
+                state = mine.budget(line.owner, line.owner_id, bucket)
+                state.seed_usd = seen.spent_usd + seen.reserved_usd
+                state.seed_tokens = seen.spent_tokens + seen.reserved_tokens
+                state.seeded = True
+                if not self.queued_settles:
+                    state.spent_usd, state.spent_tokens = 0.0, 0
 
     async def _unavailable(self, demand: Demand) -> Admission:
         if self.fail_open:

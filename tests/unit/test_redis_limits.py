@@ -489,7 +489,8 @@ async def test_redis_stopped_mid_load_fail_open_enforces_the_local_share_and_rec
 
     results = [await timed(i) for i in range(100)]
     ok = admitted(results)
-    assert len(ok) == 50 and all(a.ticket.origin == FALLBACK_ORIGIN for a in ok)   # 100 a minute / 2 workers
+    # 100 a minute / 2 workers, 20 of whose 100 (12 s of the window) Redis had admitted: 40 of 50 left
+    assert len(ok) == 40 and all(a.ticket.origin == FALLBACK_ORIGIN for a in ok)
     assert max(waits) <= 0.2 + SLACK
     assert (limiter.outages, limiter.fallback_admissions) == (1, 100)
     for a in before + ok:
@@ -501,6 +502,27 @@ async def test_redis_stopped_mid_load_fail_open_enforces_the_local_share_and_rec
     lines = [r.getMessage() for r in caplog.records if r.name == "switchyard.limits"]
     assert sum("is unavailable" in line for line in lines) == 1, lines
     assert sum("is back after" in line for line in lines) == 1, lines
+
+
+async def test_a_window_used_up_in_redis_is_used_up_in_the_local_share(nursery, redis_server, redis_url):
+    snap = snapshot("{requests_per_minute: 100}")
+    limiter = await start(nursery, redis_url, snap, timeout=0.2, workers=4)
+    assert len(admitted(await admit_all(limiter, [demand(snap, f"a{i}") for i in range(100)]))) == 100
+    redis_server.stop()   # an outage right after the burst: no fresh share of 25 on top of the 100
+    assert admitted(await admit_all(limiter, [demand(snap, f"b{i}") for i in range(30)])) == []
+    assert limiter.fallback_admissions == 30
+
+
+async def test_the_local_share_of_a_budget_is_of_what_redis_had_neither_spent_nor_reserved(nursery, redis_server,
+                                                                                          redis_url):
+    snap = snapshot(key_extra="    budget: {limit_usd: 1.0}")
+    limiter = await start(nursery, redis_url, snap, timeout=0.2, workers=2)
+    held = admitted(await admit_all(limiter, [demand(snap, f"a{i}", worst_usd=0.1) for i in range(6)]))
+    assert len(held) == 6   # 0.6 USD reserved in Redis, still in flight
+    redis_server.stop()
+    # 0.4 USD left, this worker's half 0.2: two calls of 0.1, not the 1.0 / 2 of a fresh share
+    local = admitted([await limiter.admit(demand(snap, f"b{i}", worst_usd=0.1)) for i in range(5)])
+    assert len(local) == 2 and all(a.ticket.origin == FALLBACK_ORIGIN for a in local)
 
 
 async def test_redis_stopped_fail_closed_refuses_with_rate_limiter_unavailable_at_once(nursery, redis_server,

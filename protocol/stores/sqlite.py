@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
@@ -65,7 +66,7 @@ class SqliteStore(sql.Reads):
                 self._fail(exc)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                self._wal(conn)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._conn = conn
                 sql.migrate(DIALECT, self._transaction, str(self.path))
@@ -75,6 +76,21 @@ class SqliteStore(sql.Reads):
                 if isinstance(exc, sqlite3.Error):
                     self._fail(exc)
                 raise
+
+    def _wal(self, conn: sqlite3.Connection) -> None:
+        """Switch to WAL, waiting out another process doing the same: the workers of one instance open a new
+        file together, and this pragma fails at once with "database is locked" instead of using busy_timeout."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)   # a worker thread (the ledger opens the store through trio.to_thread)
+            pause = min(pause * 2, 0.1)
 
     def write(self, records: Sequence[LedgerRecord]) -> None:
         if not records:

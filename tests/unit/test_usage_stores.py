@@ -483,3 +483,27 @@ def test_open_store_picks_the_store_usage_ledger_names(tmp_path):
 def test_open_store_only_constructs(tmp_path):
     open_store(UsageConfig(), tmp_path / "data")
     assert not (tmp_path / "data").exists()   # open() makes the directory, in the caller's worker thread
+
+
+def test_sqlite_stores_opened_together_on_a_new_file_both_open(tmp_path):
+    """The workers of one instance open a new usage.db at once; switching it to WAL must not fail either."""
+    import threading
+    from switchyard.protocol.stores.sqlite import SqliteStore
+    errors: list[BaseException] = []
+    stores = [SqliteStore(tmp_path / "usage.db") for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def open_one(store):
+        start.wait()
+        try:
+            store.open()
+        except BaseException as exc:   # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+    threads = [threading.Thread(target=open_one, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for s in stores:
+        s.close()
+    assert errors == []

@@ -23,6 +23,12 @@ ports (targets.py builds them):
   switchyard-memledger (opt-in) `switchyard` with `usage: {ledger: memory}`: records kept in
                       the worker's memory, no disk; "ledger off", the closest there is to
                       the gateway before the ledger, to price the SQLite ledger
+  switchyard-keyed    (opt-in) `switchyard` with the bench API key (sent) and priced models:
+                      "no limits", the pair of switchyard-limits
+  switchyard-limits   (opt-in) switchyard-keyed whose key has a rate limit (requests and tokens
+                      per minute) and a monthly USD budget, far above what the run uses, counted
+                      in a redis-server the benchmark starts (state.redis_url): every call is
+                      admitted by one Redis script and settled by another, none is refused
 
 Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
 ledger (server.data_dir's default) lives in the work dir, never in the
@@ -45,6 +51,15 @@ After the rounds, a fresh Switchyard and a fresh pooled pass-through (if
 those targets ran) each hold 1,000 streams open at once against
 paced_upstream.py (20 chunks over ~10 s) and their RSS is read meanwhile:
 Switchyard's figure next to the floor of the stack it is built on.
+
+With switchyard-limits, /metrics' rate_limit_admission_seconds is read
+before round 1 and after the last, so its admission time (p50/p99,
+bounded by the histogram's buckets) covers the measured rounds only; then
+one 1-connection wrk phase on switchyard-keyed and switchyard-limits each
+gives the latency the limits add with nothing queued, and the answer's
+x-ratelimit-* headers, the Redis keys and script calls, the refusals and
+the limiter's warnings show whether the limiter really ran.
+
 It prints one table of medians over rounds with the ratios
 Switchyard/LiteLLM, Switchyard/pass-through (both pools) and
 features-on/features-off, the issue's targets met or missed, and per-round
@@ -56,7 +71,8 @@ figures; --out writes it as markdown, --json the raw numbers.
 
 Needs nginx and wrk on PATH; trio, httpx, hypercorn in this interpreter;
 PyPI access on the first run (LiteLLM's venv, cached under --cache-dir);
-py-spy for --profile. Everything started here is stopped in `finally`
+py-spy for --profile; /usr/bin/redis-server and redis-cli (Debian's
+redis-server) for switchyard-limits. Everything started here is stopped in `finally`
 blocks and the whole run is bounded by a watchdog alarm.
 """
 from __future__ import annotations
@@ -80,11 +96,13 @@ from pathlib import Path
 import httpx
 import trio
 from loadgen import Scraper, hold_streams, measure_streams, raise_fd_limit, run_wrk, write_wrk_lua
-from report import CONNECTION_LEVELS, machine_info, render_markdown
+from report import CONNECTION_LEVELS, bucket_quantile, machine_info, render_markdown
 from targets import (
     CHAT_REQUEST,
     FEATURES_HEADERS,
     HERE,
+    KEY_HEADERS,
+    Redis,
     Server,
     ensure_litellm,
     free_port,
@@ -104,10 +122,14 @@ from targets import (
 )
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
-               "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger")
+               "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
+               "switchyard-keyed", "switchyard-limits")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
+LIMITS_TARGET = "switchyard-limits"   # the one target whose limits live in the run's redis-server
+ADMISSION = "rate_limit_admission_seconds"
+REFUSALS = "rate_limit_refusals_total"
 
 
 # --------------------------------------------------------------------------- servers
@@ -132,7 +154,7 @@ def holds(args, targets: list[str]) -> list[str]:
     return [t for t in HOLD_TARGETS if t in targets] if args.hold > 0 else []
 
 
-def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
+def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None = None) -> dict[str, Server]:
     """Every server of the run, in start order: the upstreams first, since the proxies check them.
 
     The paced upstream runs when a Switchyard target does (its configs have a
@@ -166,17 +188,25 @@ def build_servers(args, targets: list[str], workdir: Path) -> dict[str, Server]:
                                     ready_paths=("/health/liveliness",), warm_path="/health/liveliness",
                                     headers={"authorization": f"Bearer {litellm_master_key()}"}, env=litellm_env(),
                                     ready_timeout=max(args.ready_timeout, 120))
-    # (name, features, workers, --base-cmd, usage.ledger); None: no `usage` key, the build's default
-    builds = (("switchyard", False, 1, None, None), ("switchyard-features", True, 1, None, None),
-              ("switchyard-2w", False, 2, None, None), ("switchyard-base", False, 1, args.base_cmd, None),
-              ("switchyard-memledger", False, 1, None, "memory"))
-    for name, features, workers, cmd, ledger in builds:
+    # (name, features, workers, --base-cmd, usage.ledger, keyed); ledger None: no `usage` key, the build's
+    # default; keyed: the bench key and priced models, and with LIMITS_TARGET its limits in redis_url
+    builds = (("switchyard", False, 1, None, None, False), ("switchyard-features", True, 1, None, None, False),
+              ("switchyard-2w", False, 2, None, None, False),
+              ("switchyard-base", False, 1, args.base_cmd, None, False),
+              ("switchyard-memledger", False, 1, None, "memory", False),
+              ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True))
+    for name, features, workers, cmd, ledger, keyed in builds:
         if name in targets:
             port = free_port()
+            limits_redis = redis_url if name == LIMITS_TARGET else None
+            if name == LIMITS_TARGET and not redis_url:
+                raise RuntimeError(f"{LIMITS_TARGET} needs the run's redis-server")
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
-                                             ledger)
+                                             ledger, keyed=keyed, limits_redis=limits_redis,
+                                             limits_timeout=args.limits_timeout if limits_redis else None)
+            headers = FEATURES_HEADERS if features else KEY_HEADERS if keyed else None
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
-                                   ready_paths=("/ready", "/health"), headers=FEATURES_HEADERS if features else None,
+                                   ready_paths=("/ready", "/health"), headers=headers,
                                    env=switchyard_env(workdir, name))
     return servers
 
@@ -328,6 +358,188 @@ def ledger_notes(workdir: Path, servers: dict[str, Server], results: dict[str, l
     return notes
 
 
+# --------------------------------------------------------------------------- rate limits on Redis
+
+def command_stats(redis: Redis) -> dict[str, dict]:
+    """Redis INFO commandstats: per command, its calls, µs in total and per call."""
+    stats = {}
+    for line in redis.cli("info", "commandstats").splitlines():
+        m = re.match(r"cmdstat_([\w|]+):calls=(\d+),usec=(\d+),usec_per_call=([\d.]+)", line.strip())
+        if m:
+            stats[m.group(1)] = {"calls": int(m.group(2)), "usec": int(m.group(3)),
+                                 "usec_per_call": float(m.group(4))}
+    return stats
+
+
+def script_calls(stats: dict[str, dict]) -> int:
+    return sum(v["calls"] for k, v in stats.items() if k in ("evalsha", "eval"))
+
+
+def settled_scripts(redis: Redis, quiet: float = 0.3, limit: float = 10.0) -> int:
+    """The scripts Redis has run, once the count has stood still for `quiet` seconds (at most `limit`):
+    settles run after the answer, off the request path, and may still be queued when the load stops."""
+    calls, deadline = script_calls(command_stats(redis)), time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = script_calls(command_stats(redis))
+        if now == calls:
+            break
+        calls = now
+    return calls
+
+
+def outages_logged(server: Server) -> int:
+    """How many times the gateway's limiter has logged Redis as unavailable (its admissions then go to
+    state.on_unavailable: the local share under fail_open)."""
+    return server.log_path.read_text(errors="replace").count("is unavailable (")
+
+
+def scrape_limits(server: Server, redis: Redis) -> dict:
+    """rate_limit_admission_seconds (cumulative buckets by upper bound, count, sum) and the refusals
+    counted so far, from the server's /metrics; the scripts Redis has run (settles drained) and the
+    outages the limiter has logged so far."""
+    scripts = settled_scripts(redis)
+    text = httpx.get(server.base + "/metrics", timeout=10.0).text
+    out: dict = {"buckets": {}, "count": 0.0, "sum": 0.0, "refusals": 0.0, "scripts": scripts,
+                 "outages": outages_logged(server)}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith(ADMISSION + "_bucket{"):
+            m = re.search(r'le="([^"]+)"', name)
+            out["buckets"][float(m.group(1))] = float(value)
+        elif name == ADMISSION + "_count":
+            out["count"] = float(value)
+        elif name == ADMISSION + "_sum":
+            out["sum"] = float(value)
+        elif name.startswith(REFUSALS):
+            out["refusals"] += float(value)
+    if not out["buckets"]:
+        raise RuntimeError(f"{server.name}: no {ADMISSION} on /metrics")
+    return out
+
+
+def admission_between(before: dict, after: dict) -> dict:
+    """The admissions between two scrapes: their histogram, count, mean, p50/p99 bounds, refusals, and
+    the scripts Redis ran meanwhile (each admitted call is settled by one, so about scripts - count of
+    the admissions were decided in Redis; the rest by the local share while Redis was deemed away)."""
+    buckets = {le: after["buckets"][le] - before["buckets"].get(le, 0.0) for le in sorted(after["buckets"])}
+    count, total = after["count"] - before["count"], after["sum"] - before["sum"]
+    out = {"buckets": buckets, "count": count, "mean_s": total / count if count else math.nan,
+           "refusals": after["refusals"] - before["refusals"], "scripts": after["scripts"] - before["scripts"],
+           "outages": after["outages"] - before["outages"]}
+    for q in (0.5, 0.99):
+        lo, hi, est = bucket_quantile(buckets, q)
+        out[f"p{round(q * 100)}"] = {"low_s": lo, "high_s": hi, "interpolated_s": est}
+    return out
+
+
+def one_connection(args, servers: dict[str, Server], lua: dict[str, Path], targets: list[str],
+                   redis: Redis) -> dict:
+    """wrk at 1 connection on switchyard-keyed and switchyard-limits in turn (--duration each), and the
+    admissions of that phase: with nothing queued in the worker, the time a call spends in admission is
+    the Redis round trip and the client's own work, and the latency difference is what the limits add.
+    Under the rounds' 32-128 connections it also holds the event loop's turn, which wakes it after the
+    reply, so both figures are reported."""
+    out: dict = {}
+    for t in ("switchyard-keyed", LIMITS_TARGET):
+        if t not in targets:
+            continue
+        before = scrape_limits(servers[t], redis) if t == LIMITS_TARGET else None
+        snap0, t0 = proc_snapshot(), time.monotonic()
+        w = run_wrk(servers[t].base + servers[t].chat_path, lua[t], 1, args.duration, 1)
+        other = 100 * other_cpu_seconds(snap0, proc_snapshot()) / ((time.monotonic() - t0) * (os.cpu_count() or 1))
+        out[t] = {k: w[k] for k in ("rps", "p50_ms", "p99_ms", "requests")}
+        out[t].update(errors=w["errors"] + w["non2xx"], other_cpu_pct=other)
+        if before is not None:
+            out["admission"] = admission_between(before, scrape_limits(servers[t], redis))
+    return out
+
+
+def limiter_evidence(server: Server, redis: Redis, results: list[dict]) -> dict:
+    """What shows the rounds went through the shared limiter: the rate headers of the key's answers, the
+    keys the scripts left in Redis, how many scripts Redis ran (and its CPU for them), and the
+    limiter's warnings (an outage would have sent admissions to the local share)."""
+    r = httpx.post(server.base + server.chat_path, json=CHAT_REQUEST, headers=server.headers, timeout=30.0)
+    headers = {k: v for k, v in r.headers.items() if k.startswith("x-ratelimit-")}
+    keys = redis.cli("--scan", "--pattern", "sy:*").split()
+    stats = command_stats(redis)
+    log = server.log_path.read_text(errors="replace")
+    served = sum(row.get(f"c{c}_requests", 0) for row in results for c in CONNECTION_LEVELS)
+    served += sum(row.get(k, 0) for row in results for k in row if k.endswith("_streams_ok"))
+    return {"status": r.status_code, "rate_headers": headers, "keys": len(keys), "key_sample": sorted(keys)[:8],
+            "commandstats": stats, "redis_cpu_s": tree_cpu_seconds(redis.proc.pid),
+            "limiter_warnings": [line for line in log.splitlines() if "rate limits:" in line],
+            "down_s": sum(float(m) for m in re.findall(r"is back after ([\d.]+)s", log)),
+            "requests_seen": served}
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None or math.isnan(v) else f"{v * 1e3:.3g}"
+
+
+def admission_text(admission: dict) -> str:
+    """'N admissions, p50 in the bucket (a, b] ms (interpolated c ms); p99 ...; mean ...; refusals; buckets'."""
+    parts = []
+    for q in ("p50", "p99"):
+        b = admission[q]
+        parts.append(f"{q} in the bucket ({_ms(b['low_s'])}, {_ms(b['high_s'])}] ms "
+                     f"(interpolated {_ms(b['interpolated_s'])} ms)")
+    if admission["outages"]:
+        in_redis = max(0.0, admission["scripts"] - admission["count"])
+        where = (f"Redis deemed unavailable {admission['outages']} times: Redis ran {admission['scripts']:,.0f} "
+                 f"scripts, one settle per admitted call, so about {in_redis:,.0f} admissions were decided in "
+                 f"Redis and the rest by the local share")
+    else:
+        where = f"every one decided in Redis: no outage logged; Redis ran {admission['scripts']:,.0f} scripts"
+    return (f"{admission['count']:,.0f} admissions ({where}), " + "; ".join(parts)
+            + f"; mean {_ms(admission['mean_s'])} ms (histogram sum/count); refusals ({REFUSALS}): "
+            f"{admission['refusals']:.0f}; cumulative buckets (ms: calls): "
+            + ", ".join(f"{_ms(le)}: {n:,.0f}" for le, n in admission["buckets"].items()))
+
+
+def _message(line: str) -> str:
+    """A JSON log line's message (the line itself if it is not JSON)."""
+    try:
+        return str(json.loads(line)["message"])
+    except (ValueError, KeyError, TypeError):
+        return line.strip()
+
+
+def limits_notes(admission: dict | None, evidence: dict | None, single: dict | None) -> list[str]:
+    notes = []
+    if admission:
+        notes.append(f"Admission on {LIMITS_TARGET} under the rounds' load ({ADMISSION} on /metrics, read "
+                     f"before round 1 and after the last, so the measured rounds only): {admission_text(admission)}.")
+    if single:
+        rows = [f"{t}: {v['rps']:.0f} req/s, p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms, "
+                f"{v['errors']} errors, other CPU {v['other_cpu_pct']:.0f} %" for t, v in single.items()
+                if t != "admission"]
+        notes.append("At 1 connection (wrk -c1, one phase each after the rounds): " + "; ".join(rows)
+                     + (f". Admission in that phase: {admission_text(single['admission'])}."
+                        if single.get("admission") else "."))
+    if evidence:
+        calls = sum(v["calls"] for k, v in evidence["commandstats"].items() if k in ("evalsha", "eval"))
+        sha = evidence["commandstats"].get("evalsha", {})
+        warnings = evidence["limiter_warnings"]
+        outages = sum("is unavailable" in w for w in warnings)
+        notes.append(
+            f"Limiter evidence ({LIMITS_TARGET}): a chat after the rounds answered {evidence['status']} with "
+            + (", ".join(f"{k}: {v}" for k, v in sorted(evidence["rate_headers"].items()))
+               or "**no x-ratelimit-* headers**")
+            + f"; Redis holds {evidence['keys']} `sy:*` keys (e.g. "
+            + ", ".join(f"`{k}`" for k in evidence["key_sample"][:4]) + f"); Redis ran {calls:,} script calls "
+            f"(EVALSHA: {sha.get('usec_per_call', math.nan):.1f} µs each inside Redis) for "
+            f"{evidence['requests_seen']:,} requests the load generators saw complete (one admission and one settle "
+            f"each, plus warm-up and checks); redis-server used {evidence['redis_cpu_s']:.1f} s of CPU over the "
+            f"whole run ({1e6 * evidence['redis_cpu_s'] / calls if calls else math.nan:.0f} µs per script call, "
+            f"not counted in the gateway's CPU ms/req); limiter warnings in the log: "
+            + (f"**{len(warnings)}**, {outages} of them an outage (its admissions went to the local share, "
+               f"state.on_unavailable: fail_open; {evidence['down_s']:.1f} s down in all), the first: "
+               f"`{_message(warnings[0])}`" if warnings else "none")
+            + ".")
+    return notes
+
+
 # --------------------------------------------------------------------------- profiling
 
 def profile_phase(server: Server, lua: Path, connections: int, duration: float, threads: int,
@@ -422,6 +634,9 @@ def main() -> int:
                         "script next to this python, else python -m switchyard.protocol.serving.cli)")
     parser.add_argument("--base-cmd", help="command before 'serve ...' for the switchyard-base target: another "
                         "build, e.g. '/tmp/old-venv/bin/switchyard' (that build installed in a venv of its own)")
+    parser.add_argument("--limits-timeout", type=float, help="state.operation_timeout (seconds) of "
+                        f"{LIMITS_TARGET}; default: the build's. A Redis call that takes longer (event-loop "
+                        "wait included) sends admissions to the local share until a probe succeeds")
     parser.add_argument("--profile", action="store_true", help="after the rounds, one py-spy profiled wrk phase")
     parser.add_argument("--profile-target", default="switchyard")
     parser.add_argument("--ready-timeout", type=float, default=30.0)
@@ -442,6 +657,8 @@ def main() -> int:
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             parser.error(f"{tool} not on PATH: apt-get install -y nginx-light wrk")
+    if LIMITS_TARGET in targets and not all(Path(p).exists() for p in (Redis.SERVER, Redis.CLI)):
+        parser.error(f"{LIMITS_TARGET} needs {Redis.SERVER} and {Redis.CLI}: apt-get install -y redis-server")
     if "switchyard-base" in targets and not args.base_cmd:
         parser.error("the switchyard-base target needs --base-cmd")
     if args.profile and args.profile_target not in targets:
@@ -474,6 +691,11 @@ def main() -> int:
     notes: list[str] = []
     servers: dict[str, Server] = {}
     lua: dict[str, Path] = {}
+    redis: Redis | None = None
+    admission: dict | None = None
+    evidence: dict | None = None
+    single: dict | None = None
+    scraped: dict | None = None
 
     def drop(name: str, reason: str) -> None:
         """A broken Switchyard (say, mid-development) is reported and left out; the rest still run."""
@@ -485,7 +707,11 @@ def main() -> int:
 
     command = " ".join(shlex.quote(a) for a in ["python", "tests/perf/bench.py", *sys.argv[1:]])
     try:
-        servers.update(build_servers(args, targets, workdir))
+        if LIMITS_TARGET in targets:
+            redis = Redis(workdir)
+            print(f"starting redis: {' '.join(shlex.quote(a) for a in redis.argv)}", flush=True)
+            redis.start()
+        servers.update(build_servers(args, targets, workdir, redis.url if redis else None))
         for server in servers.values():
             print(f"starting {server.name}: {' '.join(server.argv)}", flush=True)
             try:
@@ -507,6 +733,11 @@ def main() -> int:
                 if not t.startswith("switchyard"):
                     raise
                 drop(t, f"failed in warm-up: {exc}")
+        if LIMITS_TARGET in targets:
+            try:
+                scraped = scrape_limits(servers[LIMITS_TARGET], redis)
+            except (RuntimeError, OSError, httpx.HTTPError, subprocess.SubprocessError) as exc:
+                failed[f"{LIMITS_TARGET} /metrics"] = f"could not be read before round 1: {exc}"
         for rnd in range(1, args.rounds + 1):
             for t in list(targets):
                 try:
@@ -529,6 +760,14 @@ def main() -> int:
                       f"{row['c128_cpu_ms_per_req']:.2f}ms | {streams} | rss {row['peak_rss_mb']:.0f}MB | errors "
                       f"{row['errors']} | other cpu {row['c32_other_cpu_pct']:.0f}%/{row['c128_other_cpu_pct']:.0f}%",
                       flush=True)
+        if LIMITS_TARGET in targets and redis is not None:
+            try:
+                if scraped is not None:
+                    admission = admission_between(scraped, scrape_limits(servers[LIMITS_TARGET], redis))
+                single = one_connection(args, servers, lua, targets, redis)
+                evidence = limiter_evidence(servers[LIMITS_TARGET], redis, results[LIMITS_TARGET])
+            except (RuntimeError, OSError, httpx.HTTPError, subprocess.SubprocessError) as exc:
+                failed[f"{LIMITS_TARGET} limiter"] = f"could not be checked after the rounds: {exc}"
         for t in holds(args, targets):
             hold[t] = hold_phase(args, t, servers, workdir, failed)
         if args.profile and args.profile_target in targets:
@@ -549,14 +788,17 @@ def main() -> int:
         signal.alarm(0)
         for server in reversed(list(servers.values())):
             server.stop()
+        if redis is not None:
+            redis.stop()
 
+    notes += limits_notes(admission, evidence, single)
     notes += ledger_notes(workdir, servers, results)
     elapsed = time.monotonic() - started
     info = machine_info()
     info["litellm"] = litellm_pin().split("==")[-1] if "litellm" in results else None
     results = {t: rows for t, rows in results.items() if rows}
     hold = {k: v for k, v in hold.items() if v}
-    md = render_markdown(results, hold, args, info, command, elapsed, notes, failed)
+    md = render_markdown(results, hold, args, info, command, elapsed, notes, failed, admission)
     print()
     print(md)
     if args.out:
@@ -564,7 +806,9 @@ def main() -> int:
         print(f"wrote {args.out}")
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "command": command, "elapsed_s": elapsed,
-                                         "results": results, "hold": hold, "failed": failed}, indent=1))
+                                         "results": results, "hold": hold, "failed": failed,
+                                         "admission": admission, "one_connection": single,
+                                         "limiter": evidence}, indent=1))
         print(f"wrote {args.json}")
     return 1 if failed else 0
 

@@ -16,9 +16,11 @@ from pathlib import Path
 CONNECTION_LEVELS = (32, 128)
 RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard", "passthrough-pool"),
           ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"),
-          ("switchyard", "switchyard-memledger"))
+          ("switchyard", "switchyard-memledger"), ("switchyard-limits", "switchyard-keyed"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
-         "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger"}
+         "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger",
+         "switchyard-keyed": "sy-keyed", "switchyard-limits": "sy-limits"}
+ADMISSION_P50_MAX = 0.001   # seconds: "admission adds under 1 ms at p50"
 
 
 def table_rows(levels: list[int]) -> list[tuple[str, str, str]]:
@@ -53,14 +55,59 @@ def ratio(results: dict, a: str, b: str, key: str) -> float:
     return x / y if y and not math.isnan(x) and not math.isnan(y) else math.nan
 
 
-def target_checks(results: dict, hold: dict, levels: list[int]) -> list[str]:
+def bucket_quantile(buckets: dict[float, float], q: float) -> tuple[float, float, float]:
+    """The q-quantile of a Prometheus histogram (cumulative counts by upper bound): the bucket it falls
+    in, (low, high], and a linear interpolation inside it as histogram_quantile() does (an estimate:
+    only the bucket is measured). NaNs when the histogram is empty; high is inf past the last bound."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0.0
+    if not total:
+        return math.nan, math.nan, math.nan
+    rank, low, below = q * total, 0.0, 0.0
+    for le in bounds:
+        if buckets[le] >= rank:
+            if math.isinf(le):
+                return low, le, low
+            inside = buckets[le] - below
+            return low, le, low + (le - low) * ((rank - below) / inside if inside else 1.0)
+        low, below = le, buckets[le]
+    return low, math.inf, low
+
+
+def target_checks(results: dict, hold: dict, levels: list[int], admission: dict | None = None) -> list[str]:
     """The issue's performance targets, each met or missed, from this run's medians."""
-    out = []
-    if "switchyard" not in results:
-        return out
+    out: list[str] = []
 
     def line(ok: bool, text: str) -> None:
         out.append(f"- {'met' if ok else '**missed**'}: {text}")
+
+    # With no outage logged every admission was decided in Redis. Otherwise: each admitted call is settled
+    # by one Redis script, so the scripts beyond the admissions were admissions decided in Redis (about:
+    # an admission that timed out ran a script, then one to give back what it reserved).
+    outages = admission.get("outages", 0) if admission else 0
+    in_redis = (max(0.0, admission["scripts"] - admission["count"]) / admission["count"]
+                if outages and admission.get("count") else 1.0)
+
+    def limits_line(ok: bool, text: str) -> None:
+        if not outages:
+            line(ok, text)
+        else:
+            out.append(f"- **not established** (Redis deemed unavailable {outages} times: about "
+                       f"{100 * min(in_redis, 1.0):.0f} % of the admissions were decided in Redis, the rest by "
+                       f"the local share): {text}")
+
+    if "switchyard-limits" in results and "switchyard-keyed" in results:
+        for c in CONNECTION_LEVELS:
+            r = ratio(results, "switchyard-limits", "switchyard-keyed", f"c{c}_rps")
+            limits_line(r >= 0.85, f"limits on (Redis): req/s @{c} ≥ 0.85× no limits: {fmt(r, '{:.2f}')}×")
+    if admission and admission.get("count"):
+        p50 = admission["p50"]
+        limits_line(p50["high_s"] <= ADMISSION_P50_MAX,
+                    f"limits on (Redis): admission p50 < 1 ms: in the bucket ({fmt(p50['low_s'] * 1e3, '{:.2g}')}, "
+                    f"{fmt(p50['high_s'] * 1e3, '{:.2g}')}] ms of {admission['count']:,.0f} admissions "
+                    f"(mean {fmt(admission['mean_s'] * 1e3, '{:.2f}')} ms)")
+    if "switchyard" not in results:
+        return out
 
     def floor(text: str) -> None:   # informational: what the stack itself does, no target to meet
         out.append(f"- floor: the pooled pass-through, with no routing at all, {text}")
@@ -124,7 +171,7 @@ def machine_info() -> dict:
 
 
 def render_markdown(results: dict[str, list[dict]], hold: dict, args, info: dict, command: str, elapsed: float,
-                    notes: list[str], failed: dict[str, str]) -> str:
+                    notes: list[str], failed: dict[str, str], admission: dict | None = None) -> str:
     targets = list(results)
     levels = [n for n, _ in args.streams]
     pairs = [(a, b) for a, b in RATIOS if a in results and b in results]
@@ -150,7 +197,7 @@ def render_markdown(results: dict[str, list[dict]], hold: dict, args, info: dict
                 f"({fmt((h['rss_all_open_mb'] - h['rss_idle_mb']) * 1024 / h['streams'], '{:.0f}')} KB per stream), "
                 f"peak {fmt(h['rss_peak_mb'], '{:.0f}')} MB; {h['ok']}/{h['streams']} streams complete; "
                 f"TTFC p50 {fmt(h['ttfc_p50_ms'], '{:.0f}')} ms with all {h['streams']} sent at once."]
-    checks = target_checks(results, hold, levels)
+    checks = target_checks(results, hold, levels, admission)
     if checks:
         out += ["", "Issue targets (this run):", ""] + checks
     cols = ["req/s@32", "p99@32", "req/s@128", "p99@128", "CPU ms/req@128"] + \

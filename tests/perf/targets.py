@@ -91,7 +91,8 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 # --------------------------------------------------------------------------- Switchyard configs
 
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
-                            ledger: str | None = None) -> Path:
+                            ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
+                            limits_timeout: float | None = None) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -104,8 +105,23 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     `ledger` sets usage.ledger (e.g. memory); None leaves the key out, so the
     build's default applies (SQLite under server.data_dir) and an older build
     that knows no `usage` section still accepts the file.
+
+    `keyed` (the bare variant only) adds the bench key and prices bench and
+    bench-stream, as production runs them; `limits_redis` (a redis:// URL,
+    with `keyed`) gives that key a rate limit and a budget far above what the
+    run can use, counted in that Redis: every call is admitted through the
+    shared limiter and none is refused, so the two differ by the limits alone.
+    `limits_timeout` sets state.operation_timeout (None: the build's default).
     """
+    assert not (features and (keyed or limits_redis)), "keyed/limits_redis apply to the bare variant"
+    assert keyed or not limits_redis, "limits_redis needs keyed"
     nginx = f"http://127.0.0.1:{nginx_port}"
+
+    def priced(model: str) -> str:
+        """The model's price (USD per 1M tokens) on its backend, with `keyed`."""
+        pricing = "{pricing: {input_tokens: 1.0, output_tokens: 4.0}}"
+        return f", model_configs: [{{id: {model}, metadata: {pricing}}}]" if keyed else ""
+
     text = f"""\
 server:
   bind_address: "127.0.0.1:{port}"
@@ -114,14 +130,32 @@ selection_strategy: RoundRobin
 health_checks:
   path: /health
 backends:
-  - {{name: fast, type: generic, url: "{nginx}", models: [bench], discovery: false}}
-  - {{name: fast-stream, type: generic, url: "{nginx}/stream", models: [bench-stream], discovery: false}}
+  - {{name: fast, type: generic, url: "{nginx}", models: [bench], discovery: false{priced("bench")}}}
+  - {{name: fast-stream, type: generic, url: "{nginx}/stream", models: [bench-stream], discovery: false\
+{priced("bench-stream")}}}
   - {{name: backup, type: generic, url: "{nginx}", models: [bench-backup], discovery: false}}
   - {{name: backup-stream, type: generic, url: "{nginx}/stream", models: [bench-backup-stream], discovery: false}}
   - {{name: slow-stream, type: generic, url: "http://127.0.0.1:{paced_port}", models: [bench-slow], discovery: false}}
 """
     if not features:
         text += "tracing:\n  enabled: false\n"
+        if keyed:
+            text += f"""\
+api_keys:
+  - id: bench-client
+    key: {SWITCHYARD_KEY}
+    tier: standard
+    allowed_models: ["bench*"]
+"""
+        if limits_redis:
+            text += f"""\
+    rate_limit: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}
+    budget: {{limit_usd: 1000000000, period: month}}
+state:
+  redis_url: "{limits_redis}"
+"""
+            if limits_timeout is not None:
+                text += f"  operation_timeout: {limits_timeout:g}\n"
     else:
         text += f"""\
 api_keys:
@@ -177,6 +211,8 @@ def ledger_rows(workdir: Path, name: str) -> int | None:
 FEATURES_HEADERS = {"authorization": f"Bearer {SWITCHYARD_KEY}",
                     "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
                     "x-client-ref": "bench-team"}
+# What the load generator sends to switchyard-keyed and switchyard-limits (tracing is off there).
+KEY_HEADERS = {"authorization": FEATURES_HEADERS["authorization"]}
 
 
 # --------------------------------------------------------------------------- LiteLLM
@@ -342,6 +378,60 @@ class Server:
             if r.status_code != 200 or len(events) != STREAM_EVENTS + 1 or events[-1].strip() != "data: [DONE]":
                 raise RuntimeError(f"{self.name}: stream check got {r.status_code}, {len(events)} events: "
                                    f"{r.text[:300]}")
+
+
+class Redis:
+    """A throw-away redis-server on a free 127.0.0.1 port, for the targets whose limits live in Redis.
+
+    Nothing is persisted (no RDB, no AOF); it runs in the work dir, in its
+    own process group, logging to redis.log there, and is stopped like the
+    other servers.
+    """
+
+    SERVER = "/usr/bin/redis-server"   # Debian's redis-server package (as .ci/run installs it)
+    CLI = "/usr/bin/redis-cli"
+
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.argv = [self.SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no"]
+        self.workdir, self.log_path = workdir, workdir / "redis.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.workdir, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: "
+                                   f"{self.log_path.read_text(errors='replace')[-500:]}")
+            with contextlib.suppress(OSError):
+                if self.cli("ping").strip() == "PONG":
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING within {timeout:g}s")
+
+    def cli(self, *args: str) -> str:
+        """redis-cli against this server; its stdout."""
+        r = subprocess.run([self.CLI, "-p", str(self.port), *args], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise OSError(f"redis-cli {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()[:300]}")
+        return r.stdout
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 # --------------------------------------------------------------------------- /proc accounting

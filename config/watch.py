@@ -28,7 +28,7 @@ RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {
     "server.http2_cleartext": lambda s: s.server.http2_cleartext,
     "server.data_dir": lambda s: s.server.data_dir,     # the ledger's files, opened at start
     "usage": lambda s: s.usage,                         # the ledger's store and batching, opened at start
-    "state.redis_url": lambda s: s.state.redis_url,     # the limiters' Redis, connected at start
+    "state": lambda s: s.state,     # the limiters' Redis and its fault settings, read when it connects at start
     "timeouts.connection": lambda s: s.timeouts.connection,
     "logging": lambda s: s.logging,
     "tracing": lambda s: s.tracing,
@@ -55,7 +55,7 @@ def apply_live(running: Snapshot, new: Snapshot) -> Applied:
         logging=running.logging,
         tracing=running.tracing,
         usage=running.usage,
-        state=attrs.evolve(new.state, redis_url=running.state.redis_url),
+        state=running.state,
     )
     return Applied(kept, pending)
 

@@ -89,7 +89,9 @@ class SqliteStore(sql.Reads):
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() >= deadline:
                     raise
-            time.sleep(pause)   # a worker thread (the ledger opens the store through trio.to_thread)
+            # Only ever in a worker thread (the ledger opens the store through trio.to_thread): the wait
+            # holds that thread, never the event loop.
+            threading.Event().wait(pause)
             pause = min(pause * 2, 0.1)
 
     def write(self, records: Sequence[LedgerRecord]) -> None:

@@ -26,7 +26,6 @@ import itertools
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -34,6 +33,8 @@ from typing import Iterator
 
 import psycopg
 import pytest
+
+from tests.servers import Shared, free_port
 
 BINARIES = "/usr/lib/postgresql/*/bin"
 TEMPLATE = "switchyard_template"
@@ -48,12 +49,6 @@ def pg_bin() -> Path:
                     f"server; .ci/run installs it (apt-get install postgresql), or install the Debian package "
                     f"`postgresql` by hand", pytrace=False)
     return max(found, key=lambda d: [int(n) for n in re.findall(r"\d+", d.parent.name)] or [0])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PgServer:
@@ -130,30 +125,13 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-_shared: list[PgServer] = []
-_users = 0
+_shared = Shared(PgServer, lambda server: server.init())
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    """The session's server: every module that imports this fixture gets its own fixture definition,
-    so the server is shared through ``_shared`` and stopped when the last of them ends."""
-    global _users
-    if not _shared:
-        server = PgServer()
-        try:
-            server.init()
-        except BaseException:
-            server.destroy()
-            raise
-        _shared.append(server)
-    _users += 1
-    try:
-        yield _shared[0]
-    finally:
-        _users -= 1
-        if _users == 0:
-            _shared.pop().destroy()
+    """The session's server, shared by every module that binds this fixture (``tests/servers.py``)."""
+    yield from _shared.use()
 
 
 @pytest.fixture

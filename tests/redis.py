@@ -34,6 +34,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.servers import Shared, free_port
+
 BINARY = "/usr/bin/redis-server"
 TIMEOUT = 30   # seconds a start or a stop may take
 
@@ -46,12 +48,6 @@ def redis_binary() -> str:
                     f"installs it (apt-get install redis-server), or install the Debian package `redis-server` "
                     f"by hand", pytrace=False)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def command(host: str, port: int, *args: str, timeout: float = 5.0) -> bytes:
@@ -148,30 +144,13 @@ class RedisServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-_shared: list[RedisServer] = []
-_users = 0
+_shared = Shared(RedisServer, lambda server: server.start())
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """The session's server: every module that imports this fixture gets its own fixture definition,
-    so the server is shared through ``_shared`` and stopped when the last of them ends."""
-    global _users
-    if not _shared:
-        server = RedisServer()
-        try:
-            server.start()
-        except BaseException:
-            server.destroy()
-            raise
-        _shared.append(server)
-    _users += 1
-    try:
-        yield _shared[0]
-    finally:
-        _users -= 1
-        if _users == 0:
-            _shared.pop().destroy()
+    """The session's server, shared by every module that binds this fixture (``tests/servers.py``)."""
+    yield from _shared.use()
 
 
 @pytest.fixture

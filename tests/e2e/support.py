@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ import yaml
 
 from switchyard.protocol.serving.app import App
 from switchyard.protocol.simulated.openai import SimulatedTransport
+from tests.servers import free_port as free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,12 +59,6 @@ async def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a blocking client call (the openai SDK) in a worker thread, bounded."""
     with trio.fail_after(15):
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), abandon_on_cancel=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @asynccontextmanager

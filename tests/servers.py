@@ -1,0 +1,43 @@
+"""What the fixtures that start real servers (PostgreSQL, Redis, the gateway) share: a free loopback port,
+and one server per session however many test modules bind its fixture."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+S = TypeVar("S")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Shared(Generic[S]):
+    """One server for the session: every module that imports a session fixture gets its own definition
+    of it, so the server is kept here and destroyed when the last user ends."""
+
+    def __init__(self, make: Callable[[], S], boot: Callable[[S], Any]) -> None:
+        self._make, self._boot = make, boot
+        self._server: S | None = None
+        self._users = 0
+
+    def use(self) -> Iterator[S]:
+        if self._server is None:
+            server = self._make()
+            try:
+                self._boot(server)
+            except BaseException:
+                server.destroy()  # type: ignore[attr-defined]
+                raise
+            self._server = server
+        self._users += 1
+        try:
+            yield self._server
+        finally:
+            self._users -= 1
+            if self._users == 0:
+                server, self._server = self._server, None
+                server.destroy()  # type: ignore[attr-defined]

@@ -71,10 +71,13 @@ class Access:
 
     keys: tuple[ApiKey, ...] = ()
     by_digest: Mapping[bytes, ApiKey] = attrs.field(factory=dict, repr=False, metadata={"internal": True})
+    # some key has a rate limit or a budget: found once here, not per call over every key
+    limited: bool = attrs.field(default=False, repr=False, metadata={"internal": True})
 
     @classmethod
     def of(cls, keys: tuple[ApiKey, ...]) -> "Access":
-        return cls(keys, {key_digest(k.key): k for k in keys})
+        return cls(keys, {key_digest(k.key): k for k in keys},
+                   any(k.rate_limit is not None or k.budget is not None for k in keys))
 
     @property
     def enabled(self) -> bool:

@@ -280,8 +280,7 @@ class Snapshot:
     @property
     def limits_enabled(self) -> bool:
         """Whether any rate limit or budget applies: the limiter has something to count."""
-        return (self.rate_limiting.enabled
-                or any(k.rate_limit is not None or k.budget is not None for k in self.api_keys.keys)
+        return (self.rate_limiting.enabled or self.api_keys.limited
                 or any(o.rate_limit is not None or o.budget is not None for o in self.organizations.values()))
 
     def backend(self, name: str) -> BackendConfig | None:

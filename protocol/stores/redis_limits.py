@@ -31,7 +31,6 @@ overspent by it), never its release.
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import math
@@ -39,7 +38,7 @@ import time
 import uuid
 from collections import deque
 from typing import Any, Callable
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import coredis
 import coredis.exceptions
@@ -51,15 +50,24 @@ from switchyard.actors.limits.port import Admission, Demand, Refusal, Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.schema import Snapshot
+from switchyard.protocol.stores.redis_script import (
+    CALLS,
+    RATE_DIMENSIONS,
+    SCRIPTS,
+    Keys,
+    Plan,
+    budget_key,
+    budget_state,
+    lease_key,
+    rate_key,
+    settle_args,
+    settles_anything,
+)
 
 log = logging.getLogger("switchyard.limits")
 
-PREFIX = "sy:{sy}:"            # every key in one hash tag: one cluster slot for a whole call
-INFLIGHT = PREFIX + "inflight"
-CALLS = PREFIX + "call:"
 ORIGIN = "redis"               # on the tickets this limiter admits in Redis
 FALLBACK_ORIGIN = "redis-fallback"   # ... and on those its local share admits while Redis is away
-RATE_DIMENSIONS = ("requests_per_second", "requests_per_minute", "tokens_per_minute")
 
 SEED_TIMEOUT = 2.0       # seconds an admission waits for the ledger's figure of a budget bucket
 SEED_RETRY = 10.0        # seconds before a bucket whose seed failed is tried again
@@ -70,55 +78,6 @@ PROBE_TIMEOUT = 1.0      # a probe may take longer than an operation: it may hav
 SETTLERS = 8             # settle scripts in flight at once
 SETTLE_QUEUE = 100_000   # settles kept while Redis is away; past it the oldest are dropped (and counted)
 UNAVAILABLE = "rate_limiter_unavailable"   # the refusal's dimension under fail_closed (a 503)
-
-def _scripts() -> dict[str, str]:
-    """The scripts of ``limits.lua``: each ``-- @script NAME`` section after the shared prelude."""
-    text = importlib.resources.files("switchyard.protocol.stores").joinpath("limits.lua").read_text("utf-8")
-    prelude, *sections = text.split("\n-- @script ")
-    out = {}
-    for section in sections:
-        name, _, body = section.partition("\n")
-        out[name.strip()] = f"{prelude}\n{body}"
-    return out
-
-
-SCRIPTS = _scripts()
-
-
-# --- keys -----------------------------------------------------------------------------------
-
-def _q(name: str) -> str:
-    """Percent-encoded: a ':' (or '{') in a model name or key id cannot make two keys one."""
-    return quote(name, safe="")
-
-
-def rate_key(kind: str, name: str, dimension: str) -> str:
-    return f"{PREFIX}rl:{kind}:{_q(name)}:{dimension}"
-
-
-def lease_key(kind: str, name: str) -> str:
-    return f"{PREFIX}cc:{kind}:{_q(name)}"
-
-
-def budget_key(owner: str, owner_id: str, bucket: str) -> str:
-    return f"{PREFIX}bud:{owner}:{_q(owner_id)}:{bucket}"
-
-
-class _Keys:
-    """A script's KEYS, each once, addressed by its 1-based index."""
-
-    def __init__(self, *first: str) -> None:
-        self.keys: list[str] = []
-        self._index: dict[str, int] = {}
-        for key in first:
-            self.add(key)
-
-    def add(self, key: str) -> int:
-        if key not in self._index:
-            self.keys.append(key)
-            self._index[key] = len(self.keys)
-        return self._index[key]
-
 
 class Unavailable(Exception):
     """Redis did not answer in time, or answered with an error."""
@@ -238,7 +197,7 @@ class RedisLimiter:
         if not self.available:
             return await self._unavailable(demand)
         wall = self._wall()
-        plan = _Plan(demand, wall)
+        plan = Plan(demand, wall)
         try:
             for _ in range(SEED_ROUNDS):
                 reply = await self._op("admit", plan.keys.keys,
@@ -259,7 +218,7 @@ class RedisLimiter:
             self._release(plan)   # the caller left while the script ran: give back what it may hold
             raise
 
-    def _decided(self, demand: Demand, plan: "_Plan", reply: list[Any], wall: float) -> Admission:
+    def _decided(self, demand: Demand, plan: Plan, reply: list[Any], wall: float) -> Admission:
         """The core's decision on the state the script decided on: the same refusal (and message),
         the quotas after it, and the ticket."""
         now = float(reply[1])
@@ -281,7 +240,7 @@ class RedisLimiter:
         ticket = Ticket(demand, decision.buckets, now, ORIGIN) if refusal is None else None
         return Admission(refusal, decision.requests, decision.tokens, ticket)
 
-    def _mirror(self, plan: "_Plan", shared: core.Counters, now: float) -> None:
+    def _mirror(self, plan: Plan, shared: core.Counters, now: float) -> None:
         """Carry the shared state Redis just showed (after this decision) into the local share, so
         that an outage, or an answer later than operation_timeout on a busy worker, does not hand
         every worker a fresh share on top of what Redis already admitted: a window used up in Redis
@@ -386,7 +345,7 @@ class RedisLimiter:
         (an admission whose answer was lost) is given back."""
         if ticket.origin == self.fallback.origin:
             self.fallback.settle(ticket, tokens_used, cost_usd)
-        if not _settles_anything(ticket.demand):
+        if not settles_anything(ticket.demand):
             return
         if len(self._settles) >= SETTLE_QUEUE:
             self._settles.popleft()
@@ -394,10 +353,10 @@ class RedisLimiter:
         self._settles.append((ticket, tokens_used, cost_usd))
         self._settle_lot.unpark()
 
-    def _release(self, plan: "_Plan") -> None:
+    def _release(self, plan: Plan) -> None:
         """Queue a settle that gives back everything ``plan`` reserves (nothing used, nothing spent),
         for an admission that may have been applied though it was not admitted here."""
-        if _settles_anything(plan.demand):
+        if settles_anything(plan.demand):
             self.settle(Ticket(plan.demand, plan.bucket_names, 0.0, ORIGIN), 0, None)
 
     async def _settler(self) -> None:
@@ -408,7 +367,7 @@ class RedisLimiter:
             item = self._settles.popleft()
             self._settling += 1
             try:
-                keys, args = _settle_args(*item, self._now())
+                keys, args = settle_args(*item, self._now())
                 await self._op("settle", keys, args)
             except Unavailable as exc:
                 if self._is_script_error(exc):
@@ -512,7 +471,7 @@ class RedisLimiter:
         lines = [(owner, owner_id, budget, core.bucket_of(budget.period, wall))
                  for owner, owner_id, budget in owners if budget is not None and owner_id is not None]
         shown = [s for s in (scopes.get("key"), scopes.get("organization")) if s is not None]
-        keys = _Keys()
+        keys = Keys()
         tats = [(s, d, keys.add(rate_key(s.kind, s.name, d))) for s in shown for d in RATE_DIMENSIONS
                 if getattr(s.limit, d) is not None]
         leases = [(s, keys.add(lease_key(s.kind, s.name))) for s in shown if s.limit.max_concurrent is not None]
@@ -547,7 +506,7 @@ class RedisLimiter:
                 seeded[(owner, owner_id)] = False
                 pos += 1
                 continue
-            c.budgets[(owner, owner_id, bucket.name)] = _budget_state(reply[pos:pos + 4])
+            c.budgets[(owner, owner_id, bucket.name)] = budget_state(reply[pos:pos + 4])
             seeded[(owner, owner_id)] = True
             pos += 4
 
@@ -569,80 +528,3 @@ class RedisLimiter:
                                    "budget": budget("organization", key.organization_id,
                                                     org.budget if org is not None else None)}
         return out
-
-
-# --- what one call sends ------------------------------------------------------------------------
-
-class _Plan:
-    """An admission's KEYS and arguments, and how to read the state the script returns."""
-
-    def __init__(self, demand: Demand, wall: float) -> None:
-        self.demand = demand
-        self.call = _q(demand.call_id)
-        self.keys = _Keys(INFLIGHT, CALLS + self.call)
-        buckets = [core.bucket_of(line.budget.period, wall) for line in demand.budgets]
-        self.budgets = [(line, buckets[i]) for i, line in core.ordered_budgets(demand.budgets)]
-        self.bucket_names = tuple(b.name for b in buckets)
-        self.scopes = core.ordered_scopes(demand.scopes)
-        budgets, record = [], []
-        for line, bucket in self.budgets:
-            key = budget_key(line.owner, line.owner_id, bucket.name)
-            b = line.budget
-            budgets.append([self.keys.add(key), -1 if b.limit_usd is None else b.limit_usd,
-                            -1 if b.limit_tokens is None else b.limit_tokens, line.worst_usd, line.tokens])
-            record.append([key, line.worst_usd, line.tokens])
-        scopes = []
-        self.dims: list[list[str]] = []
-        for s in self.scopes:
-            lease = self.keys.add(lease_key(s.kind, s.name)) if s.limit.max_concurrent is not None else 0
-            dims = [d for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
-            self.dims.append(dims)
-            scopes.append([lease, s.limit.max_concurrent or 0,
-                           [[self.keys.add(rate_key(s.kind, s.name, d)), core.PERIOD_SECONDS[d], getattr(s.limit, d),
-                             demand.tokens if d == "tokens_per_minute" else 1] for d in dims]])
-        self.spec = json.dumps({"b": budgets, "s": scopes}, separators=(",", ":"))
-        # what settle gives back only once (tokens, budget reservations) needs the record; a lease does not
-        tokens = any(s.limit.tokens_per_minute is not None for s in demand.scopes)
-        self.record = json.dumps(record) if record or tokens else ""
-
-    def counters(self, reply: list[Any]) -> core.Counters:
-        """The counters the script read (before it decided), for the core to decide on again."""
-        c = core.Counters()
-        pos = 2
-        for line, bucket in self.budgets:
-            c.budgets[(line.owner, line.owner_id, bucket.name)] = _budget_state(reply[pos:pos + 4])
-            pos += 4
-        for s, dims in zip(self.scopes, self.dims):
-            if reply[pos] != "":
-                c.leases[(s.kind, s.name)] = {f"held-{j}": math.inf for j in range(int(reply[pos]))}
-            pos += 1
-            for d in dims:
-                if reply[pos] != "":
-                    c.tat[(s.kind, s.name, d)] = float(reply[pos])
-                pos += 1
-        return c
-
-
-def _budget_state(values: list[Any]) -> core.BudgetState:
-    spent_usd, reserved_usd, spent_tokens, reserved_tokens = (float(v) for v in values)
-    return core.BudgetState(spent_usd=spent_usd, reserved_usd=reserved_usd, spent_tokens=int(spent_tokens),
-                            reserved_tokens=int(reserved_tokens), seeded=True)
-
-
-def _settles_anything(demand: Demand) -> bool:
-    """Whether a settle has work: a lease to end, tokens to give back or a budget to charge."""
-    return bool(demand.budgets) or any(s.limit.max_concurrent is not None or s.limit.tokens_per_minute is not None
-                                       for s in demand.scopes)
-
-
-def _settle_args(ticket: Ticket, tokens_used: int, cost_usd: float | None, now: str) -> tuple[list[str], list[str]]:
-    demand = ticket.demand
-    call = _q(demand.call_id)
-    keys = _Keys(INFLIGHT, CALLS + call)
-    leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
-    tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), demand.tokens, s.limit.tokens_per_minute]
-              for s in demand.scopes if s.limit.tokens_per_minute is not None]
-    budgets = [keys.add(budget_key(line.owner, line.owner_id, bucket))
-               for line, bucket in zip(demand.budgets, ticket.buckets)]
-    spec = json.dumps({"l": leases, "t": tokens, "b": budgets}, separators=(",", ":"))
-    return keys.keys, [now, call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]

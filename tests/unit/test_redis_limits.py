@@ -28,10 +28,10 @@ from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.load import load_text
 from switchyard.config.schema import Snapshot
 from switchyard.config.usage import UsageConfig
-from switchyard.protocol.stores import redis_limits
+from switchyard.protocol.stores import redis_script
 from switchyard.protocol.stores.memory import MemoryStore
-from switchyard.protocol.stores.redis_limits import (FALLBACK_ORIGIN, ORIGIN, UNAVAILABLE, RedisLimiter,
-                                                    budget_key, lease_key, rate_key)
+from switchyard.protocol.stores.redis_limits import FALLBACK_ORIGIN, ORIGIN, UNAVAILABLE, RedisLimiter
+from switchyard.protocol.stores.redis_script import budget_key, lease_key, rate_key
 from tests import redis
 
 redis_server, redis_url = redis.redis_server, redis.redis_url   # the fixtures this module uses
@@ -142,7 +142,7 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 def test_every_key_is_in_the_one_hash_tag_and_names_are_percent_encoded():
     keys = [rate_key("model", "org:x/m", "requests_per_minute"), lease_key("key", "a{b}"),
-            budget_key("organization", "acme", "2026-03"), redis_limits.INFLIGHT, redis_limits.CALLS + "c"]
+            budget_key("organization", "acme", "2026-03"), redis_script.INFLIGHT, redis_script.CALLS + "c"]
     assert all(k.startswith("sy:{sy}:") for k in keys)
     assert rate_key("model", "a:b", "requests_per_minute") != rate_key("model", "a", "b:requests_per_minute")
     assert rate_key("model", "org:x/m", "requests_per_minute") == "sy:{sy}:rl:model:org%3Ax%2Fm:requests_per_minute"

@@ -1,0 +1,145 @@
+"""What the Redis limiter sends its scripts and how it reads their answers: the key names (every one in
+the ``{sy}`` hash tag, names percent-encoded), an admission's KEYS and arguments and the counters its
+reply holds, and a settle's. No I/O here: ``redis_limits.py`` sends them."""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+from typing import Any
+from urllib.parse import quote
+
+from switchyard.actors.limits.port import Demand, Ticket
+from switchyard.actors.routing import limits as core
+
+PREFIX = "sy:{sy}:"            # every key in one hash tag: one cluster slot for a whole call
+INFLIGHT = PREFIX + "inflight"
+CALLS = PREFIX + "call:"
+RATE_DIMENSIONS = ("requests_per_second", "requests_per_minute", "tokens_per_minute")
+
+
+def _scripts() -> dict[str, str]:
+    """The scripts of ``limits.lua``: each ``-- @script NAME`` section after the shared prelude."""
+    text = importlib.resources.files("switchyard.protocol.stores").joinpath("limits.lua").read_text("utf-8")
+    prelude, *sections = text.split("\n-- @script ")
+    out = {}
+    for section in sections:
+        name, _, body = section.partition("\n")
+        out[name.strip()] = f"{prelude}\n{body}"
+    return out
+
+
+SCRIPTS = _scripts()
+
+
+# --- keys -----------------------------------------------------------------------------------
+
+def quoted(name: str) -> str:
+    """Percent-encoded: a ':' (or '{') in a model name or key id cannot make two keys one."""
+    return quote(name, safe="")
+
+
+def rate_key(kind: str, name: str, dimension: str) -> str:
+    return f"{PREFIX}rl:{kind}:{quoted(name)}:{dimension}"
+
+
+def lease_key(kind: str, name: str) -> str:
+    return f"{PREFIX}cc:{kind}:{quoted(name)}"
+
+
+def budget_key(owner: str, owner_id: str, bucket: str) -> str:
+    return f"{PREFIX}bud:{owner}:{quoted(owner_id)}:{bucket}"
+
+
+class Keys:
+    """A script's KEYS, each once, addressed by its 1-based index."""
+
+    def __init__(self, *first: str) -> None:
+        self.keys: list[str] = []
+        self._index: dict[str, int] = {}
+        for key in first:
+            self.add(key)
+
+    def add(self, key: str) -> int:
+        if key not in self._index:
+            self.keys.append(key)
+            self._index[key] = len(self.keys)
+        return self._index[key]
+
+
+# --- what one call sends ------------------------------------------------------------------------
+
+class Plan:
+    """An admission's KEYS and arguments, and how to read the state the script returns."""
+
+    def __init__(self, demand: Demand, wall: float) -> None:
+        self.demand = demand
+        self.call = quoted(demand.call_id)
+        self.keys = Keys(INFLIGHT, CALLS + self.call)
+        buckets = [core.bucket_of(line.budget.period, wall) for line in demand.budgets]
+        self.budgets = [(line, buckets[i]) for i, line in core.ordered_budgets(demand.budgets)]
+        self.bucket_names = tuple(b.name for b in buckets)
+        self.scopes = core.ordered_scopes(demand.scopes)
+        budgets, record = [], []
+        for line, bucket in self.budgets:
+            key = budget_key(line.owner, line.owner_id, bucket.name)
+            b = line.budget
+            budgets.append([self.keys.add(key), -1 if b.limit_usd is None else b.limit_usd,
+                            -1 if b.limit_tokens is None else b.limit_tokens, line.worst_usd, line.tokens])
+            record.append([key, line.worst_usd, line.tokens])
+        scopes = []
+        self.dims: list[list[str]] = []
+        for s in self.scopes:
+            lease = self.keys.add(lease_key(s.kind, s.name)) if s.limit.max_concurrent is not None else 0
+            dims = [d for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
+            self.dims.append(dims)
+            scopes.append([lease, s.limit.max_concurrent or 0,
+                           [[self.keys.add(rate_key(s.kind, s.name, d)), core.PERIOD_SECONDS[d], getattr(s.limit, d),
+                             demand.tokens if d == "tokens_per_minute" else 1] for d in dims]])
+        self.spec = json.dumps({"b": budgets, "s": scopes}, separators=(",", ":"))
+        # what settle gives back only once (tokens, budget reservations) needs the record; a lease does not
+        tokens = any(s.limit.tokens_per_minute is not None for s in demand.scopes)
+        self.record = json.dumps(record) if record or tokens else ""
+
+    def counters(self, reply: list[Any]) -> core.Counters:
+        """The counters the script read (before it decided), for the core to decide on again."""
+        c = core.Counters()
+        pos = 2
+        for line, bucket in self.budgets:
+            c.budgets[(line.owner, line.owner_id, bucket.name)] = budget_state(reply[pos:pos + 4])
+            pos += 4
+        for s, dims in zip(self.scopes, self.dims):
+            if reply[pos] != "":
+                c.leases[(s.kind, s.name)] = {f"held-{j}": math.inf for j in range(int(reply[pos]))}
+            pos += 1
+            for d in dims:
+                if reply[pos] != "":
+                    c.tat[(s.kind, s.name, d)] = float(reply[pos])
+                pos += 1
+        return c
+
+
+def budget_state(values: list[Any]) -> core.BudgetState:
+    spent_usd, reserved_usd, spent_tokens, reserved_tokens = (float(v) for v in values)
+    return core.BudgetState(spent_usd=spent_usd, reserved_usd=reserved_usd, spent_tokens=int(spent_tokens),
+                            reserved_tokens=int(reserved_tokens), seeded=True)
+
+
+def settles_anything(demand: Demand) -> bool:
+    """Whether a settle has work: a lease to end, tokens to give back or a budget to charge."""
+    return bool(demand.budgets) or any(s.limit.max_concurrent is not None or s.limit.tokens_per_minute is not None
+                                       for s in demand.scopes)
+
+
+def settle_args(ticket: Ticket, tokens_used: int, cost_usd: float | None, now: str) -> tuple[list[str], list[str]]:
+    demand = ticket.demand
+    call = quoted(demand.call_id)
+    keys = Keys(INFLIGHT, CALLS + call)
+    leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
+    tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), demand.tokens, s.limit.tokens_per_minute]
+              for s in demand.scopes if s.limit.tokens_per_minute is not None]
+    budgets = [keys.add(budget_key(line.owner, line.owner_id, bucket))
+               for line, bucket in zip(demand.budgets, ticket.buckets)]
+    spec = json.dumps({"l": leases, "t": tokens, "b": budgets}, separators=(",", ":"))
+    return keys.keys, [now, call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]

@@ -47,140 +47,206 @@ local function release(record)
 end
 
 -- @script admit
--- KEYS[1] the in-flight set, KEYS[2] this call's record, KEYS[3..] as the spec indexes them.
--- ARGV: now, call id, lease seconds, spec (JSON), record (JSON: [[budget key, usd, tokens]...], '' for none),
---       the record keys' prefix (for the sweep).
+-- A batch of admissions, each all-or-nothing and decided in order, as if each were its own script.
+-- KEYS: every call's keys, one call's after another's; a call's spec indexes its own from 1
+-- (its KEYS[1] the in-flight set, KEYS[2] its record).
+-- ARGV: now, lease seconds, the record keys' prefix (for the sweep), then four per call: where its
+--       keys begin (0-based), call id, spec (JSON), record (JSON: [[budget key, usd, tokens]...], '' for none).
 -- spec: {"b": [[key, limit_usd|-1, limit_tokens|-1, worst_usd, tokens]...],      budgets, in refusal order
 --        "s": [[lease key|0, max_concurrent|0, [[key, period, limit, cost]...]]...]}   scopes, likewise
--- Returns {'seed', i...} (budget counters missing: seed them from the ledger, then ask again; nothing
--- changed), or {'ok'|'refused', now, the state read before deciding: per budget spent_usd reserved_usd
--- spent_tokens reserved_tokens, per scope its live lease count (or '') and each dimension's TAT (or '')}.
+-- Returns one reply per call: {'seed', i...} (budget counters missing: seed them from the ledger, then
+-- ask again; nothing changed), {'error', text} (the script failed on this call; nothing of it changed
+-- after the failure), or {'ok'|'refused', now, the state read before deciding: per budget spent_usd
+-- reserved_usd spent_tokens reserved_tokens, per scope its live lease count (or '') and each
+-- dimension's TAT (or '')}.
 local now = clock(ARGV[1])
-local call, lease = ARGV[2], tonumber(ARGV[3])
-local spec = cjson.decode(ARGV[4])
+local lease, prefix = tonumber(ARGV[2]), ARGV[3]
 
 -- a crashed instance's reservations: give them back once their lease time has passed
 local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 8)
 for _, id in ipairs(stale) do
-  local key = ARGV[6] .. id
+  local key = prefix .. id
   local record = redis.call('GET', key)
   if record then release(record) end
   redis.call('DEL', key)
   redis.call('ZREM', KEYS[1], id)
 end
 
-local missing = {}
-for i, b in ipairs(spec.b) do
-  if redis.call('EXISTS', KEYS[b[1]]) == 0 then missing[#missing + 1] = i end
-end
-if #missing > 0 then
-  return {'seed', unpack(missing)}
-end
-
-local out = {'ok', num(now)}
-local refused = false
-
-local budgets = {}
-for i, b in ipairs(spec.b) do
-  local key = KEYS[b[1]]
-  local s = redis.call('HMGET', key, 'spent_usd', 'reserved_usd', 'spent_tokens', 'reserved_tokens')
-  local st = {tonumber(s[1] or '0') or 0, tonumber(s[2] or '0') or 0, tonumber(s[3] or '0') or 0,
-              tonumber(s[4] or '0') or 0}
-  budgets[i] = st
-  for j = 1, 4 do out[#out + 1] = num(st[j]) end
-  if not refused then
-    local limit_usd, limit_tokens = b[2], b[3]
-    if limit_usd >= 0 and (st[1] + st[2]) + b[4] > limit_usd + 1e-9 then refused = true end
-    if not refused and limit_tokens >= 0 and (st[3] + st[4]) + b[5] > limit_tokens then refused = true end
+local function admit(base, call, spec, record)
+  local function K(i) return KEYS[base + i] end
+  local missing = {}
+  for i, b in ipairs(spec.b) do
+    if redis.call('EXISTS', K(b[1])) == 0 then missing[#missing + 1] = i end
   end
-end
-
-local tats = {}
-for i, s in ipairs(spec.s) do
-  local lease_key, most = s[1], s[2]
-  if lease_key ~= 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[lease_key], '-inf', now)
-    local held = redis.call('ZCARD', KEYS[lease_key])
-    out[#out + 1] = tostring(held)
-    if not refused and held >= most then refused = true end
-  else
-    out[#out + 1] = ''
+  if #missing > 0 then
+    return {'seed', unpack(missing)}
   end
-  for j, d in ipairs(s[3]) do
-    local key, period, limit, cost = KEYS[d[1]], d[2], d[3], d[4]
-    local stored = redis.call('GET', key)
-    out[#out + 1] = stored or ''
-    local tat = math.max(tonumber(stored or '0') or 0, now)
-    tats[d[1]] = tat
+
+  local out = {'ok', num(now)}
+  local refused = false
+
+  local budgets = {}
+  for i, b in ipairs(spec.b) do
+    local s = redis.call('HMGET', K(b[1]), 'spent_usd', 'reserved_usd', 'spent_tokens', 'reserved_tokens')
+    local st = {tonumber(s[1] or '0') or 0, tonumber(s[2] or '0') or 0, tonumber(s[3] or '0') or 0,
+                tonumber(s[4] or '0') or 0}
+    budgets[i] = st
+    for j = 1, 4 do out[#out + 1] = num(st[j]) end
     if not refused then
-      if cost > limit then
-        refused = true
-      else
-        local e = period / limit
-        if tat - now > math.max(period - cost * e, 0) + 1e-6 then refused = true end
+      local limit_usd, limit_tokens = b[2], b[3]
+      if limit_usd >= 0 and (st[1] + st[2]) + b[4] > limit_usd + 1e-9 then refused = true end
+      if not refused and limit_tokens >= 0 and (st[3] + st[4]) + b[5] > limit_tokens then refused = true end
+    end
+  end
+
+  local tats = {}
+  for _, s in ipairs(spec.s) do
+    local lease_key, most = s[1], s[2]
+    if lease_key ~= 0 then
+      redis.call('ZREMRANGEBYSCORE', K(lease_key), '-inf', now)
+      local held = redis.call('ZCARD', K(lease_key))
+      out[#out + 1] = tostring(held)
+      if not refused and held >= most then refused = true end
+    else
+      out[#out + 1] = ''
+    end
+    for _, d in ipairs(s[3]) do
+      local period, limit, cost = d[2], d[3], d[4]
+      local stored = redis.call('GET', K(d[1]))
+      out[#out + 1] = stored or ''
+      local tat = math.max(tonumber(stored or '0') or 0, now)
+      tats[d[1]] = tat
+      if not refused then
+        if cost > limit then
+          refused = true
+        else
+          local e = period / limit
+          if tat - now > math.max(period - cost * e, 0) + 1e-6 then refused = true end
+        end
       end
     end
   end
-end
 
-if refused then
-  out[1] = 'refused'
+  if refused then
+    out[1] = 'refused'
+    return out
+  end
+
+  for _, s in ipairs(spec.s) do
+    if s[1] ~= 0 then
+      redis.call('ZADD', K(s[1]), now + lease, call)
+      redis.call('PEXPIRE', K(s[1]), math.floor(lease * 1000) + 1000)
+    end
+    for _, d in ipairs(s[3]) do
+      local period, limit, cost = d[2], d[3], d[4]
+      keep_tat(K(d[1]), tats[d[1]] + cost * period / limit, now)
+    end
+  end
+  for i, b in ipairs(spec.b) do
+    local st = budgets[i]
+    redis.call('HSET', K(b[1]), 'reserved_usd', num(st[2] + b[4]), 'reserved_tokens', num(st[4] + b[5]))
+  end
+  if record ~= '' then
+    redis.call('SET', K(2), record, 'EX', math.floor(lease) + 3600)
+    redis.call('ZADD', K(1), now + lease, call)
+  end
   return out
 end
 
-for _, s in ipairs(spec.s) do
-  if s[1] ~= 0 then
-    redis.call('ZADD', KEYS[s[1]], now + lease, call)
-    redis.call('PEXPIRE', KEYS[s[1]], math.floor(lease * 1000) + 1000)
-  end
-  for _, d in ipairs(s[3]) do
-    local period, limit, cost = d[2], d[3], d[4]
-    keep_tat(KEYS[d[1]], tats[d[1]] + cost * period / limit, now)
-  end
+local replies = {}
+for c = 4, #ARGV, 4 do
+  local ok, reply = pcall(admit, tonumber(ARGV[c]), ARGV[c + 1], cjson.decode(ARGV[c + 2]), ARGV[c + 3])
+  replies[#replies + 1] = ok and reply or {'error', tostring(reply.err or reply)}
 end
-for i, b in ipairs(spec.b) do
-  local st = budgets[i]
-  redis.call('HSET', KEYS[b[1]], 'reserved_usd', num(st[2] + b[4]), 'reserved_tokens', num(st[4] + b[5]))
-end
-if ARGV[5] ~= '' then
-  redis.call('SET', KEYS[2], ARGV[5], 'EX', math.floor(lease) + 3600)
-  redis.call('ZADD', KEYS[1], now + lease, call)
-end
-return out
+return replies
 
 -- @script settle
--- KEYS[1] the in-flight set, KEYS[2] the call's record, KEYS[3..] as the spec indexes them.
--- ARGV: now, call id, tokens used, cost in USD ('' : unpriced), spec (JSON):
+-- A batch of settles, each applied as if it were its own script.
+-- KEYS: every call's keys, one call's after another's (a call's KEYS[1] the in-flight set, KEYS[2] its
+-- record, the rest as its spec indexes them). ARGV: now, then five per call: where its keys begin
+-- (0-based), call id, tokens used, cost in USD ('' : unpriced), spec (JSON):
 -- {"l": [lease key...], "t": [[tokens_per_minute key, reserved tokens, limit]...], "b": [budget key...]}
 -- Leases end (idempotent). Only while the call's record is there (it was admitted here and has not
 -- settled or been swept): unused tokens go back and its budget reservations are released. Always:
 -- the cost and tokens are added to the budgets' spend where their counters exist (a counter that is
 -- gone is seeded again from the ledger, which has this call).
+-- Returns per call 1 (its record was there), 0 (it was not), or the text of the error it met.
 local now = clock(ARGV[1])
-local call, used = ARGV[2], tonumber(ARGV[3])
-local cost = tonumber(ARGV[4]) or 0
-local spec = cjson.decode(ARGV[5])
-for _, k in ipairs(spec.l) do redis.call('ZREM', KEYS[k], call) end
-local record = redis.call('GET', KEYS[2])
-if record then
-  -- from max(TAT, now), as an admission charges: a TAT in the past (or gone) is a full window, so
-  -- nothing is given back, and tokens used past the reservation are charged from now
-  for _, t in ipairs(spec.t) do
-    local tat = math.max(tonumber(redis.call('GET', KEYS[t[1]]) or '0') or 0, now)
-    keep_tat(KEYS[t[1]], math.max(tat - (t[2] - used) * 60.0 / t[3], now), now)
+
+local function settle(base, call, used, cost, spec)
+  local function K(i) return KEYS[base + i] end
+  for _, k in ipairs(spec.l) do redis.call('ZREM', K(k), call) end
+  local record = redis.call('GET', K(2))
+  if record then
+    -- from max(TAT, now), as an admission charges: a TAT in the past (or gone) is a full window, so
+    -- nothing is given back, and tokens used past the reservation are charged from now
+    for _, t in ipairs(spec.t) do
+      local tat = math.max(tonumber(redis.call('GET', K(t[1])) or '0') or 0, now)
+      keep_tat(K(t[1]), math.max(tat - (t[2] - used) * 60.0 / t[3], now), now)
+    end
+    release(record)
+    redis.call('DEL', K(2))
+    redis.call('ZREM', K(1), call)
   end
-  release(record)
-  redis.call('DEL', KEYS[2])
-  redis.call('ZREM', KEYS[1], call)
-end
-for _, k in ipairs(spec.b) do
-  local key = KEYS[k]
-  if redis.call('EXISTS', key) == 1 then
-    redis.call('HSET', key, 'spent_usd', num(hnum(key, 'spent_usd') + cost),
-               'spent_tokens', num(hnum(key, 'spent_tokens') + used))
+  for _, k in ipairs(spec.b) do
+    local key = K(k)
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('HSET', key, 'spent_usd', num(hnum(key, 'spent_usd') + cost),
+                 'spent_tokens', num(hnum(key, 'spent_tokens') + used))
+    end
   end
+  return record and 1 or 0
 end
-return record and 1 or 0
+
+local replies = {}
+for c = 2, #ARGV, 5 do
+  local ok, reply = pcall(settle, tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]),
+                          tonumber(ARGV[c + 3]) or 0, cjson.decode(ARGV[c + 4]))
+  replies[#replies + 1] = ok and reply or tostring(reply.err or reply)
+end
+return replies
+
+-- @script claim
+-- What a worker's local share admitted while Redis was away, put into the shared counters when it is
+-- back, in the order admitted: each call is charged to every rate window as an admission at its own
+-- instant (now - age) would have been, never refused; a call still in flight also takes its leases,
+-- reserves its budgets (where their counters exist) and leaves its record, so that its settle gives
+-- back what it holds and adds what it spent, as any admitted call's does.
+-- KEYS: every call's keys, one call's after another's (as settle's). ARGV: now, lease seconds, then
+-- five per call: where its keys begin (0-based), call id, age in seconds, spec (JSON), record (JSON as
+-- admit's; '' for a call that has settled).
+-- spec: {"t": [[key, period, limit, cost]...], "l": [lease key...], "b": [[key, usd, tokens]...]}
+-- Returns the number of calls claimed.
+local now = clock(ARGV[1])
+local lease = tonumber(ARGV[2])
+local n = 0
+for c = 3, #ARGV, 5 do
+  local base, call, age, spec, record = tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]),
+                                        cjson.decode(ARGV[c + 3]), ARGV[c + 4]
+  local function K(i) return KEYS[base + i] end
+  local at = now - age
+  for _, d in ipairs(spec.t) do
+    local tat = math.max(tonumber(redis.call('GET', K(d[1])) or '0') or 0, at)
+    keep_tat(K(d[1]), tat + d[4] * d[2] / d[3], now)
+  end
+  if record ~= '' and at + lease > now then
+    for _, k in ipairs(spec.l) do
+      redis.call('ZADD', K(k), at + lease, call)
+      redis.call('PEXPIRE', K(k), math.floor(lease * 1000) + 1000)
+    end
+    for _, b in ipairs(spec.b) do
+      local key = K(b[1])
+      if redis.call('EXISTS', key) == 1 then
+        redis.call('HSET', key, 'reserved_usd', num(hnum(key, 'reserved_usd') + b[2]),
+                   'reserved_tokens', num(hnum(key, 'reserved_tokens') + b[3]))
+      end
+    end
+    redis.call('SET', K(2), record, 'EX', math.floor(lease) + 3600)
+    redis.call('ZADD', K(1), at + lease, call)
+  end
+  n = n + 1
+end
+return n
 
 -- @script seed
 -- KEYS[1] a budget counter. ARGV: spent USD, spent tokens (the ledger's, since the bucket began),

@@ -1,99 +1,76 @@
 """RedisLimiter: the Limiter port on counters every worker and instance shares, in Redis or Valkey.
 
-One script call per admission checks and reserves every scope and budget of
-the call atomically (``limits.lua``: GCRA, leases, budgets, with Redis
-``TIME`` as the fleet's one clock); the script returns the state it decided
-on, and the pure core (``actors/routing/limits.py``) decides again on that
-state here, so refusals, their messages and the quota headers are the local
-limiter's to the word. Settle is a tell: it queues, and workers in this
-limiter's nursery run one script call per settle, off the request path.
+An admission is decided by a script that checks and reserves every scope and budget of the call
+atomically (``limits.lua``: GCRA, leases, budgets, with Redis ``TIME`` as the fleet's one clock).
+Admissions that arrive while one script call is on its way go together in the next (``redis_batch``):
+one call's round trip at low load, one per batch under load. The script returns the state each call
+was decided on, and the pure core (``actors/routing/limits.py``) decides again on it here, so refusals,
+their messages and the quota headers are the local limiter's to the word. Settle is a tell
+(``redis_settles``); budget counters missing in Redis are seeded from the ledger (``redis_seed``).
 
-Budget counters missing in Redis (first use of a bucket, or a Redis that
-restarted empty) are seeded from the ledger's settled spend with a
-set-if-absent script, so instances seeding together never double count.
-
-Every Redis operation is bounded by ``state.operation_timeout``. When one
-fails, the outage is logged once and counted, admissions go to
-``on_unavailable`` (fail_open: a LocalLimiter enforcing 1/``fleet_workers``
-of every limit, going on from the shared windows and budgets Redis last
-showed, never from a fresh share; fail_closed: a refusal, 503
-``rate_limiter_unavailable``)
-without touching Redis, settles wait in a bounded queue, and a probe tries
-Redis again with backoff; the first answer switches back and replays the
-queued settles. A call that settles after an outage adds its spend to the
-shared budget (if its counter is still there), so spend made on the local
-shares is not lost.
-
-A settle whose first try's answer was lost may be applied twice when it is
-retried: its spend then counts twice (the safe side: a budget is never
-overspent by it), never its release.
+Every Redis operation is bounded (``redis_ops``: ``state.operation_timeout`` plus the worker's own loop
+lag; an admission's wait is extended while the worker itself runs late, up to a cap). When one fails,
+the outage is logged once and counted, and admissions go to ``on_unavailable``: fail_open, a
+LocalLimiter enforcing 1/``fleet_workers`` of every limit, going on from the shared windows and budgets
+Redis last showed, never from a fresh share; fail_closed, a refusal (503 ``rate_limiter_unavailable``).
+A probe tries Redis again with backoff. When it answers, before Redis decides again, the calls the
+local share admitted are claimed in it (their rate windows charged at their own instants; those in
+flight take their leases and budget reservations) and the queued settles are applied: the fleet's
+windows and budgets then hold what was admitted on either side.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-import uuid
-from collections import deque
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import coredis
-import coredis.exceptions
 import trio
 
-from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
 from switchyard.actors.limits.local import LocalLimiter, Summary
 from switchyard.actors.limits.port import Admission, Demand, Refusal, Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.schema import Snapshot
+from switchyard.protocol.stores.redis_batch import Batches
+from switchyard.protocol.stores.redis_ops import Scripts, Unavailable, where
 from switchyard.protocol.stores.redis_script import (
     CALLS,
-    RATE_DIMENSIONS,
-    SCRIPTS,
-    Keys,
+    FALLBACK_ORIGIN,
+    ORIGIN,
     Plan,
-    budget_key,
-    budget_state,
-    lease_key,
-    rate_key,
-    settle_args,
+    batch,
+    claim_part,
     settles_anything,
 )
+from switchyard.protocol.stores.redis_seed import SEED_TIMEOUT, Seeder
+from switchyard.protocol.stores.redis_settles import SETTLE_BATCH, SETTLE_LANES, Settles
+from switchyard.protocol.stores.redis_view import shared_view
 
 log = logging.getLogger("switchyard.limits")
 
-ORIGIN = "redis"               # on the tickets this limiter admits in Redis
-FALLBACK_ORIGIN = "redis-fallback"   # ... and on those its local share admits while Redis is away
-
-SEED_TIMEOUT = 2.0       # seconds an admission waits for the ledger's figure of a budget bucket
-SEED_RETRY = 10.0        # seconds before a bucket whose seed failed is tried again
 SEED_ROUNDS = 3          # admission scripts one call may run while its budget counters are being seeded
 FIRST_PROBE = 0.1        # seconds from an outage to the first probe; doubles ...
 MAX_PROBE = 5.0          # ... up to this
-PROBE_TIMEOUT = 1.0      # a probe may take longer than an operation: it may have to connect first
-SETTLERS = 8             # settle scripts in flight at once
-SETTLE_QUEUE = 100_000   # settles kept while Redis is away; past it the oldest are dropped (and counted)
+ADMIT_BATCH = 64         # admissions one script call decides at most
+ADMIT_LANES = 2          # admission script calls in flight at once
+RECONCILE_ROUNDS = 4     # claim-and-replay rounds after an outage before Redis decides again
+CAP_SECONDS = 1.0        # the most an admission waits for Redis while its worker runs late ...
+CAP_TIMES = 20           # ... or this many operation_timeouts, if more
+BORROWED_MOST = 100_000  # calls of the local share kept for their claim; past it the oldest are dropped
 UNAVAILABLE = "rate_limiter_unavailable"   # the refusal's dimension under fail_closed (a 503)
 
-class Unavailable(Exception):
-    """Redis did not answer in time, or answered with an error."""
+class Borrowed:
+    """A call the local share admitted while Redis was away: what Redis must be told when it is back."""
 
+    __slots__ = ("ticket", "admitted", "used")
 
-def where(url: str) -> str:
-    """host:port/db of a Redis URL: never its credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    def __init__(self, ticket: Ticket, admitted: float) -> None:
+        self.ticket = ticket
+        self.admitted = admitted            # when (_local_time)
+        self.used: int | None = None        # tokens its settle reported; None while in flight
 
 
 class RedisLimiter:
@@ -120,35 +97,32 @@ class RedisLimiter:
         self.state = state
         self.where = where(state.redis_url) if state.redis_url else repr(client)
         self.timeout = state.operation_timeout
+        # the most one operation may take however late this worker runs (its callers' waits are extended
+        # only while the worker itself is behind); a batch in flight is given that long
+        self._cap = max(CAP_SECONDS, CAP_TIMES * self.timeout)
         self.fail_open = state.on_unavailable is OnUnavailable.FAIL_OPEN
         self.fallback = LocalLimiter(config, ledger=ledger, wall=wall, share=state.fleet_workers,
                                      origin=FALLBACK_ORIGIN)
-        self._client = client
         self._config = config
-        self._ledger = ledger
         self._clock = clock
         self._wall = wall
-        self._seed_timeout = seed_timeout
-        self._scripts: dict[str, Any] = {}
+        self._scripts = Scripts(client, state.operation_timeout)
+        self._seeder = Seeder(self._scripts.op, ledger, seed_timeout)
         self._running = False
         self._down_since: float | None = None   # trio time the current outage began
         self._outage = trio.Event()             # set when one begins: the probe wakes
-        self._settles: deque[tuple[Ticket, int, float | None]] = deque()
-        self._settle_lot = trio.lowlevel.ParkingLot()
-        self._settling = 0
-        self._seeding: dict[str, trio.Event] = {}
-        self._mirrored: dict[tuple[str, str, str], float] = {}   # budget bucket -> Redis time of the state mirrored
-        self._seed_failed: dict[str, float] = {}   # budget key -> trio time its seed last failed
-        self._me = uuid.uuid4().hex[:12]           # who seeded a counter (for a person reading Redis)
+        self._settles = Settles(self._send_settles, self._now, lambda: self.available, self._fault)
+        self._admissions: Batches[Plan] = Batches(self._send_admissions, self._lost, most=ADMIT_BATCH,
+                                                  lanes=ADMIT_LANES)
+        self._borrowed: dict[str, Borrowed] = {}   # calls the local share admitted, not yet claimed in Redis
+        # budget bucket -> when Redis ran the admission whose state was mirrored (its now, its place in its batch)
+        self._mirrored: dict[tuple[str, str, str], tuple[float, int]] = {}
         # counters, for the metrics
         self.outages = 0                # times Redis became unavailable
         self.failures = 0               # operations that failed or timed out
         self.fallback_admissions = 0    # admissions decided by the local share (fail_open)
         self.unavailable_refusals = 0   # admissions refused because Redis was away (fail_closed)
-        self.settled = 0                # settle scripts Redis ran
-        self.settles_dropped = 0        # settles dropped: the queue was full while Redis was away
-        self.settles_failed = 0         # settles Redis refused (a script error): not retried
-        self.seeds = 0                  # budget counters this limiter seeded from the ledger
+        self.claimed = 0                # calls of the local share claimed in Redis after an outage
         self.disagreements = 0          # admissions where the script and the core decided apart
 
     @property
@@ -156,36 +130,66 @@ class RedisLimiter:
         return self._running and self._down_since is None
 
     @property
+    def seeds(self) -> int:
+        """Budget counters this limiter seeded from the ledger."""
+        return self._seeder.seeds
+
+    @property
+    def admission_script_calls(self) -> int:
+        """Admission script calls sent (each decides a batch)."""
+        return self._admissions.batches
+
+    @property
+    def admissions_sent(self) -> int:
+        """Admissions those script calls carried."""
+        return self._admissions.items
+
+    @property
     def queued_settles(self) -> int:
-        return len(self._settles) + self._settling
+        return self._settles.queued
+
+    @property
+    def settled(self) -> int:
+        """Settles Redis applied."""
+        return self._settles.settled
+
+    @property
+    def settles_dropped(self) -> int:
+        """Settles dropped: the queue was full while Redis was away."""
+        return self._settles.dropped
+
+    @property
+    def settles_failed(self) -> int:
+        """Settles Redis refused (a script error): not retried."""
+        return self._settles.failed
 
     # --- the actor --------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Hold the client (its connections live in this task's nursery), the settle workers and
         the probe. A Redis that cannot be reached at start is an outage like any other."""
-        async with self._client:
-            self._scripts = {name: self._client.register_script(text) for name, text in SCRIPTS.items()}
-            async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._scripts.run)
+            try:
                 nursery.start_soon(self._probe)
-                for _ in range(SETTLERS):
-                    nursery.start_soon(self._settler)
+                nursery.start_soon(self._admissions.run)
+                nursery.start_soon(self._settles.run)
                 self._running = True
                 try:
-                    await self._load()
+                    await self._scripts.load(ADMIT_LANES + SETTLE_LANES)
                 except Unavailable as exc:
                     self._fault(exc)
                 task_status.started(self)
-                try:
-                    await trio.sleep_forever()
-                finally:
-                    self._running = False
+                await trio.sleep_forever()
+            finally:
+                self._running = False
 
     async def flush(self, timeout: float = 1.0) -> bool:
-        """Wait (at most ``timeout``) until every queued settle has run; False if some have not
-        (Redis is away). The drain calls it so a stopping worker's last settles are not lost."""
+        """Wait (at most ``timeout``) until every admission on its way has its answer and every queued
+        settle has run; False if some have not (Redis is away). The drain calls it so a stopping
+        worker's last settles (and the releases of admissions nobody waited for) are not lost."""
         with trio.move_on_after(timeout):
-            while self.queued_settles and self.available:
+            while (self.queued_settles or self._admissions.waiting) and self.available:
                 await trio.sleep(0.005)
         return self.queued_settles == 0
 
@@ -198,33 +202,53 @@ class RedisLimiter:
             return await self._unavailable(demand)
         wall = self._wall()
         plan = Plan(demand, wall)
-        try:
-            for _ in range(SEED_ROUNDS):
-                reply = await self._op("admit", plan.keys.keys,
-                                       [self._now(), plan.call, str(core.LEASE_SECONDS), plan.spec, plan.record,
-                                        CALLS])
-                if reply[0] != "seed":
-                    return self._decided(demand, plan, reply, wall)
-                if not await self._seed([plan.budgets[int(i) - 1] for i in reply[1:]], wall):
-                    return await self._unavailable(demand)
-            log.warning("rate limits: the budget counters of call %s were gone again right after they were "
-                        "seeded (is Redis evicting keys? set maxmemory-policy noeviction)", demand.call_id)
-            return await self._unavailable(demand)
-        except Unavailable as exc:
-            self._fault(exc)
-            self._release(plan)   # the script may have run though its answer never came
-            return await self._unavailable(demand)
-        except trio.Cancelled:
-            self._release(plan)   # the caller left while the script ran: give back what it may hold
-            raise
+        for _ in range(SEED_ROUNDS):
+            asked = trio.current_time()
+            try:
+                place, reply = await self._admissions.ask(plan, self._scripts.bound(), self._cap,
+                                                          self._scripts.answering)
+            except trio.TooSlowError:
+                waited = (trio.current_time() - asked) * 1000
+                self._fault(Unavailable(f"no answer to an admission in {waited:.0f} ms, nor to anything else "
+                                        f"within {self._scripts.bound_text()}"))
+                return await self._unavailable(demand)
+            except Unavailable as exc:
+                self._fault(exc)
+                return await self._unavailable(demand)
+            if reply[0] == "error":
+                self.failures += 1
+                log.error("rate limits: the admission script failed on call %s (%s); decided as Redis were "
+                          "unavailable", demand.call_id, reply[1])
+                return await self._unavailable(demand)
+            if reply[0] != "seed":
+                return self._decided(demand, plan, reply, (float(reply[1]), place), wall)
+            if not await self._seeder.seed([plan.budgets[int(i) - 1] for i in reply[1:]], wall):
+                return await self._unavailable(demand)
+        log.warning("rate limits: the budget counters of call %s were gone again right after they were "
+                    "seeded (is Redis evicting keys? set maxmemory-policy noeviction)", demand.call_id)
+        return await self._unavailable(demand)
 
-    def _decided(self, demand: Demand, plan: Plan, reply: list[Any], wall: float) -> Admission:
+    async def _send_admissions(self, plans: list[Plan]) -> list[Any]:
+        """One script call for ``plans``; each reply with its place in the batch (the script ran them in
+        that order at one "now")."""
+        keys, args = batch([self._now(), str(core.LEASE_SECONDS), CALLS], [plan.part() for plan in plans])
+        return list(enumerate(await self._scripts.op("admit", keys, args, bound=self._cap)))
+
+    def _lost(self, plan: Plan, answer: tuple[int, Any] | None) -> None:
+        """An admission the script may have made though its caller does not hold it (its batch failed,
+        or the caller left or timed out first): give back whatever it reserved."""
+        if answer is None or answer[1][0] == "ok":
+            self._release(plan)
+
+    def _decided(self, demand: Demand, plan: Plan, reply: list[Any], order: tuple[float, int],
+                 wall: float) -> Admission:
         """The core's decision on the state the script decided on: the same refusal (and message),
-        the quotas after it, and the ticket."""
-        now = float(reply[1])
+        the quotas after it, and the ticket. ``order`` says when Redis ran it (its now, its place in
+        its batch)."""
+        now = order[0]
         counters = plan.counters(reply)
         decision = core.decide(counters, demand, now, wall)
-        self._mirror(plan, counters, now)
+        self._mirror(plan, counters, order)
         admitted = reply[0] == "ok"
         refusal = decision.refusal
         if (refusal is None) != admitted:
@@ -240,7 +264,7 @@ class RedisLimiter:
         ticket = Ticket(demand, decision.buckets, now, ORIGIN) if refusal is None else None
         return Admission(refusal, decision.requests, decision.tokens, ticket)
 
-    def _mirror(self, plan: Plan, shared: core.Counters, now: float) -> None:
+    def _mirror(self, plan: Plan, shared: core.Counters, order: tuple[float, int]) -> None:
         """Carry the shared state Redis just showed (after this decision) into the local share, so
         that an outage, or an answer later than operation_timeout on a busy worker, does not hand
         every worker a fresh share on top of what Redis already admitted: a window used up in Redis
@@ -251,6 +275,7 @@ class RedisLimiter:
         the share's own settled spend once no settle waits to reach Redis (it is in Redis's then).
         Leases are not carried: they end with calls this worker does not see.
         """
+        now = order[0]
         local = trio.current_time()
         mine = self.fallback.counters
         for key, tat in shared.tat.items():
@@ -259,8 +284,8 @@ class RedisLimiter:
         for line, bucket in plan.budgets:
             key = (line.owner, line.owner_id, bucket.name)
             seen = shared.budgets.get(key)
-            if seen is not None and self._mirrored.get(key, -math.inf) <= now:
-                self._mirrored[key] = now   # answers may be read in another order than Redis ran them
+            if seen is not None and self._mirrored.get(key, (-math.inf, 0)) <= order:
+                self._mirrored[key] = order   # answers may be read in another order than Redis ran them
                 state = mine.budget(line.owner, line.owner_id, bucket)
                 state.seed_usd = seen.spent_usd + seen.reserved_usd
                 state.seed_tokens = seen.spent_tokens + seen.reserved_tokens
@@ -271,87 +296,42 @@ class RedisLimiter:
     async def _unavailable(self, demand: Demand) -> Admission:
         if self.fail_open:
             self.fallback_admissions += 1
-            return await self.fallback.admit(demand)
+            admission = await self.fallback.admit(demand)
+            if admission.ticket is not None:
+                self._borrowed[demand.call_id] = Borrowed(admission.ticket, self._local_time())
+                if len(self._borrowed) > BORROWED_MOST:
+                    del self._borrowed[next(iter(self._borrowed))]
+            return admission
         self.unavailable_refusals += 1
         return Admission(Refusal("state", "redis", UNAVAILABLE, 0.0, 1.0,
                                  "rate limits and budgets cannot be checked: the shared limiter "
                                  f"({self.where}) is unavailable and state.on_unavailable is fail_closed"),
                          None, None, None)
 
+    def _local_time(self) -> float:
+        """The clock a local share's call is aged by (the test clock when one is given)."""
+        return trio.current_time() if self._clock is None else float(self._clock())
+
     def _now(self) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
-
-    # --- seeding budget counters from the ledger ----------------------------------------------
-
-    async def _seed(self, lines: list[tuple[core.BudgetLine, core.Bucket]], wall: float) -> bool:
-        """Seed each missing counter from the ledger (one read per counter however many calls
-        wait for it); False if one could not be (the ledger did not answer)."""
-        for line, bucket in lines:
-            key = budget_key(line.owner, line.owner_id, bucket.name)
-            pending = self._seeding.get(key)
-            if pending is not None:
-                with trio.move_on_after(self._seed_timeout):
-                    await pending.wait()
-            failed = self._seed_failed.get(key)
-            if failed is not None and trio.current_time() - failed < SEED_RETRY:
-                return False
-            if pending is not None:
-                continue
-            done = self._seeding[key] = trio.Event()
-            try:
-                totals = await self._read(line.owner, line.owner_id, bucket)
-                if totals is None:
-                    self._seed_failed[key] = trio.current_time()
-                    return False
-                self._seed_failed.pop(key, None)
-                usd = float(totals.get("cost") or 0.0)
-                tokens = int(totals.get("input_tokens") or 0) + int(totals.get("output_tokens") or 0)
-                expiry = core.bucket_expiry(bucket)   # as a TTL: Redis's clock need not agree with ours
-                ttl = "" if expiry is None else str(max(1, math.ceil(expiry - wall)))
-                wrote = await self._op("seed", [key], [repr(usd), str(tokens), ttl, self._me])
-                self.seeds += int(wrote == 1)
-            finally:
-                del self._seeding[key]
-                done.set()
-        return True
-
-    async def _read(self, owner: str, owner_id: str, bucket: core.Bucket) -> dict[str, Any] | None:
-        """The ledger's totals of one owner since the bucket began, or None if it cannot say in time."""
-        if self._ledger is None:
-            return {}
-        query = UsageQuery(key=owner_id if owner == "key" else None,
-                           org=owner_id if owner == "organization" else None, since=bucket.start, purpose=None)
-        rows = None
-        try:
-            with trio.move_on_after(self._seed_timeout):
-                rows = await self._ledger(query)
-        except StoreUnavailable as exc:
-            log.warning("budget of %s %r (%s): the ledger cannot say what was spent (%s); its calls go to "
-                        "state.on_unavailable, the ledger is asked again in %gs", owner, owner_id, bucket.name,
-                        exc, SEED_RETRY)
-            return None
-        if rows is None:
-            log.warning("budget of %s %r (%s): the ledger did not answer within %gs; its calls go to "
-                        "state.on_unavailable, the ledger is asked again in %gs", owner, owner_id, bucket.name,
-                        self._seed_timeout, SEED_RETRY)
-            return None
-        return rows[0] if rows else {}
 
     # --- settling ---------------------------------------------------------------------------
 
     def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
         """Queue the settle (never waits). A ticket of the local share is settled there too, and
-        in Redis: its spend counts in the shared budget, and whatever Redis may have reserved for it
-        (an admission whose answer was lost) is given back."""
+        in Redis: its spend counts in the shared budget, and whatever Redis may hold for it (its
+        claim after an outage, or an admission whose answer was lost) is given back."""
         if ticket.origin == self.fallback.origin:
             self.fallback.settle(ticket, tokens_used, cost_usd)
+            borrowed = self._borrowed.get(ticket.demand.call_id)
+            if borrowed is not None:
+                borrowed.used = tokens_used
         if not settles_anything(ticket.demand):
             return
-        if len(self._settles) >= SETTLE_QUEUE:
-            self._settles.popleft()
-            self.settles_dropped += 1
-        self._settles.append((ticket, tokens_used, cost_usd))
-        self._settle_lot.unpark()
+        self._settles.tell((ticket, tokens_used, cost_usd))
+
+    async def _send_settles(self, script: str, keys: list[str], args: list[str]) -> Any:
+        return await self._scripts.op(script, keys, args, bound=self._cap)
 
     def _release(self, plan: Plan) -> None:
         """Queue a settle that gives back everything ``plan`` reserves (nothing used, nothing spent),
@@ -359,57 +339,36 @@ class RedisLimiter:
         if settles_anything(plan.demand):
             self.settle(Ticket(plan.demand, plan.bucket_names, 0.0, ORIGIN), 0, None)
 
-    async def _settler(self) -> None:
-        while True:
-            if not self._settles or not self.available:
-                await self._settle_lot.park()
-                continue
-            item = self._settles.popleft()
-            self._settling += 1
-            try:
-                keys, args = settle_args(*item, self._now())
-                await self._op("settle", keys, args)
-            except Unavailable as exc:
-                if self._is_script_error(exc):
-                    self.settles_failed += 1
-                    log.error("rate limits: Redis refused a settle of call %s (%s); dropped",
-                              item[0].demand.call_id, exc)
-                else:
-                    self._settles.appendleft(item)
-                    self._fault(exc)
-            else:
-                self.settled += 1
-            finally:
-                self._settling -= 1
+    # --- back from an outage -------------------------------------------------------------------
 
-    @staticmethod
-    def _is_script_error(exc: Unavailable) -> bool:
-        cause = exc.__cause__
-        return isinstance(cause, coredis.exceptions.ResponseError) and str(cause).startswith(("ERR", "WRONGTYPE"))
+    async def _reconcile(self) -> None:
+        """Before Redis decides again: claim in it what the local share admitted meanwhile (rate
+        windows charged as of each call's instant; calls still in flight take their leases and budget
+        reservations) and apply the settles queued, until nothing is left; so Redis does not admit on
+        top of calls it never saw. Raises Unavailable if Redis fails on the way (the outage goes on)."""
+        for _ in range(RECONCILE_ROUNDS):
+            if not self._borrowed and not self._settles.queued:
+                return
+            await self._claim()
+            await self._settles.drain()
+
+    async def _claim(self) -> None:
+        """Claim every call of the local share not yet claimed (one script call per SETTLE_BATCH).
+        A call that settled more than a minute ago is dropped unclaimed: no window still holds it."""
+        now = self._local_time()
+        window = core.PERIOD_SECONDS["requests_per_minute"]
+        for call_id in [k for k, b in self._borrowed.items() if b.used is not None and now - b.admitted >= window]:
+            del self._borrowed[call_id]
+        calls = list(self._borrowed.items())
+        for start in range(0, len(calls), SETTLE_BATCH):
+            part = calls[start:start + SETTLE_BATCH]
+            keys, args = batch([self._now(), str(core.LEASE_SECONDS)],
+                               [claim_part(b.ticket, now - b.admitted, b.used) for _, b in part])
+            self.claimed += int(await self._scripts.op("claim", keys, args, bound=self._cap))
+            for call_id, _ in part:
+                self._borrowed.pop(call_id, None)
 
     # --- faults -----------------------------------------------------------------------------
-
-    async def _op(self, script: str, keys: list[str], args: list[str], *, timeout: float | None = None) -> Any:
-        """One script call, bounded: its reply, or Unavailable."""
-        limit = self.timeout if timeout is None else timeout
-        with trio.move_on_after(limit):
-            try:
-                return await self._scripts[script](keys=keys, args=args)
-            except (coredis.exceptions.RedisError, OSError) as exc:
-                raise Unavailable(_reason(exc)) from exc
-        raise Unavailable(f"no answer within {limit * 1000:g} ms (state.operation_timeout)")
-
-    async def _load(self) -> None:
-        """Load every script (a Redis that restarted has none): the first calls after an outage then
-        need no NOSCRIPT round trips within their operation_timeout. The probe of a Redis that is away."""
-        with trio.move_on_after(max(self.timeout, PROBE_TIMEOUT)):
-            try:
-                for script in self._scripts.values():
-                    await self._client.script_load(script.script)
-                return
-            except (coredis.exceptions.RedisError, OSError) as exc:
-                raise Unavailable(_reason(exc)) from exc
-        raise Unavailable(f"no answer within {max(self.timeout, PROBE_TIMEOUT) * 1000:g} ms")
 
     def _fault(self, exc: Unavailable) -> None:
         self.failures += 1
@@ -434,16 +393,22 @@ class RedisLimiter:
             while self._down_since is not None:
                 await trio.sleep(delay)
                 try:
-                    await self._load()
+                    await self._scripts.load(ADMIT_LANES + SETTLE_LANES)
+                    await self._reconcile()
                 except Unavailable:
                     delay = min(delay * 2, MAX_PROBE)
                     continue
                 down = trio.current_time() - self._down_since
                 self._down_since = None
                 self._outage = trio.Event()
-                log.warning("rate limits: Redis at %s is back after %.1fs; limits are shared again%s", self.where,
-                            down, f" ({len(self._settles)} queued settle(s) replayed)" if self._settles else "")
-                self._settle_lot.unpark_all()
+                if self._borrowed:   # admitted locally during the last reconcile round: claimed late
+                    try:
+                        await self._claim()
+                    except Unavailable as exc:
+                        self._fault(exc)
+                log.warning("rate limits: Redis at %s is back after %.1fs; limits are shared again (%d call(s) "
+                            "of the local share claimed in it so far)", self.where, down, self.claimed)
+                self._settles.wake()
 
     # --- admin --------------------------------------------------------------------------------
 
@@ -456,75 +421,9 @@ class RedisLimiter:
             raise KeyError(key_id)
         if self.available:
             try:
-                return await self._view(snapshot, key)
+                return await shared_view(self._scripts.op, self._seeder.seed, self._now(), snapshot, key, self._wall())
             except Unavailable as exc:
                 self._fault(exc)
         out = await self.fallback.key_view(key_id)
         out["store"] = "local share (Redis unavailable)"
-        return out
-
-    async def _view(self, snapshot: Snapshot, key: Any) -> dict[str, Any]:
-        wall = self._wall()
-        scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
-        org = snapshot.organizations.get(key.organization_id) if key.organization_id is not None else None
-        owners = [("key", key.id, key.budget), ("organization", key.organization_id, org.budget if org else None)]
-        lines = [(owner, owner_id, budget, core.bucket_of(budget.period, wall))
-                 for owner, owner_id, budget in owners if budget is not None and owner_id is not None]
-        shown = [s for s in (scopes.get("key"), scopes.get("organization")) if s is not None]
-        keys = Keys()
-        tats = [(s, d, keys.add(rate_key(s.kind, s.name, d))) for s in shown for d in RATE_DIMENSIONS
-                if getattr(s.limit, d) is not None]
-        leases = [(s, keys.add(lease_key(s.kind, s.name))) for s in shown if s.limit.max_concurrent is not None]
-        budgets = [(line, keys.add(budget_key(line[0], line[1], line[3].name))) for line in lines]
-        spec = json.dumps({"t": [i for *_, i in tats], "l": [i for _, i in leases], "b": [i for _, i in budgets]})
-        for attempt in range(2):
-            reply = await self._op("view", keys.keys, [self._now(), spec])
-            pos = 1 + len(tats) + len(leases)
-            missing = []
-            for line, _ in budgets:
-                if reply[pos] == "":
-                    missing.append(line)
-                    pos += 1
-                else:
-                    pos += 4
-            if not missing or attempt or not await self._seed(
-                    [(core.BudgetLine(o, i, b, 0.0, 0), bucket) for o, i, b, bucket in missing], wall):
-                break
-        now = float(reply[0])
-        c = core.Counters()
-        pos = 1
-        for s, d, _ in tats:
-            if reply[pos] != "":
-                c.tat[(s.kind, s.name, d)] = float(reply[pos])
-            pos += 1
-        for s, _ in leases:
-            c.leases[(s.kind, s.name)] = {f"held-{j}": math.inf for j in range(int(reply[pos]))}
-            pos += 1
-        seeded: dict[tuple[str, str], bool] = {}
-        for (owner, owner_id, _, bucket), _ in budgets:
-            if reply[pos] == "":
-                seeded[(owner, owner_id)] = False
-                pos += 1
-                continue
-            c.budgets[(owner, owner_id, bucket.name)] = budget_state(reply[pos:pos + 4])
-            seeded[(owner, owner_id)] = True
-            pos += 4
-
-        def scope(kind: str) -> dict[str, Any] | None:
-            s = scopes.get(kind)
-            return None if s is None else core.scope_view(c, s.kind, s.name, s.limit, now)
-
-        def budget(owner: str, owner_id: str, b: Any) -> dict[str, Any] | None:
-            if b is None:
-                return None
-            view = core.budget_view(c, owner, owner_id, b, wall)
-            view["seeded"] = seeded.get((owner, owner_id), False)
-            return view
-
-        out: dict[str, Any] = {"id": key.id, "organization_id": key.organization_id, "share": 1, "store": "redis",
-                               "rate_limit": scope("key"), "budget": budget("key", key.id, key.budget)}
-        if key.organization_id is not None:
-            out["organization"] = {"id": key.organization_id, "rate_limit": scope("organization"),
-                                   "budget": budget("organization", key.organization_id,
-                                                    org.budget if org is not None else None)}
         return out

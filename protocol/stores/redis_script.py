@@ -17,6 +17,8 @@ PREFIX = "sy:{sy}:"            # every key in one hash tag: one cluster slot for
 INFLIGHT = PREFIX + "inflight"
 CALLS = PREFIX + "call:"
 RATE_DIMENSIONS = ("requests_per_second", "requests_per_minute", "tokens_per_minute")
+ORIGIN = "redis"               # on the tickets the Redis limiter admits in Redis
+FALLBACK_ORIGIN = "redis-fallback"   # ... and on those its local share admits while Redis is away
 
 
 def _scripts() -> dict[str, str]:
@@ -50,6 +52,14 @@ def lease_key(kind: str, name: str) -> str:
 
 def budget_key(owner: str, owner_id: str, bucket: str) -> str:
     return f"{PREFIX}bud:{owner}:{quoted(owner_id)}:{bucket}"
+
+
+def member(ticket: Ticket) -> str:
+    """The name a call's lease and record have in Redis. A call of the local share is claimed under a
+    name of its own (':' never appears in a quoted id), so the release of its lost Redis admission,
+    which may arrive in any order, cannot take what its claim holds."""
+    call = quoted(ticket.demand.call_id)
+    return call + ":share" if ticket.origin == FALLBACK_ORIGIN else call
 
 
 class Keys:
@@ -102,6 +112,10 @@ class Plan:
         tokens = any(s.limit.tokens_per_minute is not None for s in demand.scopes)
         self.record = json.dumps(record) if record or tokens else ""
 
+    def part(self) -> tuple[list[str], list[str]]:
+        """This call's KEYS and arguments in an admission batch (without where its keys begin)."""
+        return self.keys.keys, [self.call, self.spec, self.record]
+
     def counters(self, reply: list[Any]) -> core.Counters:
         """The counters the script read (before it decided), for the core to decide on again."""
         c = core.Counters()
@@ -132,9 +146,10 @@ def settles_anything(demand: Demand) -> bool:
                                        for s in demand.scopes)
 
 
-def settle_args(ticket: Ticket, tokens_used: int, cost_usd: float | None, now: str) -> tuple[list[str], list[str]]:
+def settle_part(ticket: Ticket, tokens_used: int, cost_usd: float | None) -> tuple[list[str], list[str]]:
+    """One call's KEYS and arguments in a settle batch (without where its keys begin)."""
     demand = ticket.demand
-    call = quoted(demand.call_id)
+    call = member(ticket)
     keys = Keys(INFLIGHT, CALLS + call)
     leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
     tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), demand.tokens, s.limit.tokens_per_minute]
@@ -142,4 +157,37 @@ def settle_args(ticket: Ticket, tokens_used: int, cost_usd: float | None, now: s
     budgets = [keys.add(budget_key(line.owner, line.owner_id, bucket))
                for line, bucket in zip(demand.budgets, ticket.buckets)]
     spec = json.dumps({"l": leases, "t": tokens, "b": budgets}, separators=(",", ":"))
-    return keys.keys, [now, call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]
+    return keys.keys, [call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]
+
+
+def claim_part(ticket: Ticket, age: float, tokens_used: int | None) -> tuple[list[str], list[str]]:
+    """One call of the local share in a claim batch: ``tokens_used`` None while it is in flight (it
+    then takes its leases and reservations), else what its settle reported (its windows are charged
+    that)."""
+    demand = ticket.demand
+    call = member(ticket)
+    keys = Keys(INFLIGHT, CALLS + call)
+    tokens = demand.tokens if tokens_used is None else tokens_used
+    rates = [[keys.add(rate_key(s.kind, s.name, d)), core.PERIOD_SECONDS[d], getattr(s.limit, d),
+              tokens if d == "tokens_per_minute" else 1]
+             for s in demand.scopes for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
+    leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
+    budgets, record = [], []
+    for line, bucket in zip(demand.budgets, ticket.buckets):
+        key = budget_key(line.owner, line.owner_id, bucket)
+        budgets.append([keys.add(key), line.worst_usd, line.tokens])
+        record.append([key, line.worst_usd, line.tokens])
+    spec = json.dumps({"t": rates, "l": leases, "b": budgets}, separators=(",", ":"))
+    return keys.keys, [call, repr(max(0.0, float(age))), spec, "" if tokens_used is not None else json.dumps(record)]
+
+
+def batch(head: list[str], parts: list[tuple[list[str], list[str]]]) -> tuple[list[str], list[str]]:
+    """One script call's KEYS and ARGV for many calls: each call's keys after the ones before it, and
+    its arguments after where its keys begin."""
+    keys: list[str] = []
+    args = list(head)
+    for part_keys, part_args in parts:
+        args.append(str(len(keys)))
+        args.extend(part_args)
+        keys.extend(part_keys)
+    return keys, args

@@ -590,3 +590,96 @@ async def test_a_cancelled_admission_gives_back_what_it_may_hold(nursery, redis_
     assert await limiter.flush(5.0)
     assert (await limiter.key_view("team-a"))["rate_limit"]["in_flight"] == 0
     assert (await limiter.admit(demand(snap, "next"))).refusal is None
+
+
+# --- batches, a busy worker, and what the local share admitted ----------------------------------
+
+async def test_concurrent_admissions_go_to_redis_together_in_few_script_calls(nursery, redis_url):
+    snap = snapshot("{requests_per_minute: 100}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock())
+    results = await admit_all(limiter, [demand(snap, f"c{i}") for i in range(300)])
+    assert len(admitted(results)) == 100
+    assert limiter.admissions_sent == 300 and limiter.admission_script_calls <= 300 // 64 + 2
+
+
+async def test_a_worker_busy_with_its_own_requests_does_not_take_itself_for_a_slow_redis(nursery, redis_url):
+    snap = snapshot("{requests_per_minute: 100000}")
+    limiter = await start(nursery, redis_url, snap, timeout=0.05)
+
+    async def busy() -> None:   # the worker's own requests: the loop stalls 80 ms at a time
+        while True:
+            end = time.perf_counter() + 0.08
+            while time.perf_counter() < end:
+                pass
+            await trio.sleep(0.02)
+
+    nursery.start_soon(busy)
+    await trio.sleep(0.3)   # the loop's lag is seen
+    results = [await limiter.admit(demand(snap, f"c{i}")) for i in range(40)]
+    assert all(a.ticket is not None and a.ticket.origin == ORIGIN for a in results)
+    assert limiter.outages == 0
+
+
+async def test_the_local_shares_calls_in_flight_take_their_budget_in_redis_when_it_is_back(nursery, redis_server,
+                                                                                          redis_url):
+    snap = snapshot(key_extra="    budget: {limit_usd: 1.0}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock(), timeout=0.05)
+    assert (await limiter.admit(demand(snap, "seed", worst_usd=0.0))).refusal is None   # counter in Redis
+    redis_server.pause()
+    local = await limiter.admit(demand(snap, "c1", worst_usd=0.5))
+    assert local.ticket.origin == FALLBACK_ORIGIN
+    redis_server.resume()
+    await until(lambda: limiter.available)
+    assert limiter.claimed == 1
+    view = (await limiter.key_view("team-a"))["budget"]
+    assert view["reserved_usd"] == pytest.approx(0.5)   # Redis holds what the share admitted
+    assert (await limiter.admit(demand(snap, "c2", worst_usd=0.6))).refusal.dimension == "budget_usd"
+    limiter.settle(local.ticket, 100, 0.4)
+    assert await limiter.flush()
+    view = (await limiter.key_view("team-a"))["budget"]
+    assert (view["spent_usd"], view["reserved_usd"]) == (pytest.approx(0.4), pytest.approx(0.0))
+    assert (await limiter.admit(demand(snap, "c3", worst_usd=0.6))).refusal is None
+
+
+async def test_the_local_shares_admissions_count_in_the_shared_window_when_redis_is_back(nursery, redis_server,
+                                                                                        redis_url):
+    snap = snapshot("{requests_per_minute: 100, max_concurrent: 1000}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock(), timeout=0.2, workers=2)
+    assert (await limiter.admit(demand(snap, "warm"))).refusal is None
+    redis_server.pause()
+    local = admitted([await limiter.admit(demand(snap, f"b{i}")) for i in range(60)])
+    assert len(local) == 49 and limiter.outages == 1   # half of the 99 Redis left
+    for a in local[:20]:
+        limiter.settle(a.ticket, 0, None)   # 20 end during the outage, 29 are still in flight
+    redis_server.resume()
+    await until(lambda: limiter.available)
+    assert limiter.claimed == 49
+    assert (await limiter.key_view("team-a"))["rate_limit"]["in_flight"] == 1 + 29
+    # b0, sent before Redis froze, was run when it woke (its lease given back, its request counted): the
+    # minute has 100 - 1 - 1 - 49 = 49 left in Redis, for every worker
+    assert len(admitted(await admit_all(limiter, [demand(snap, f"c{i}") for i in range(80)]))) == 49
+
+
+async def test_the_shared_limiters_health_is_in_prometheus_at_scrape_time(nursery, redis_server, redis_url):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from switchyard.protocol.serving.store_metrics import LIMITER, CountersCollector, counters_of
+
+    snap = snapshot("{requests_per_minute: 100}")
+    limiter = await start(nursery, redis_url, snap, timeout=0.2)
+    registry = CollectorRegistry()
+    registry.register(CountersCollector(LIMITER, lambda: counters_of(limiter, LIMITER)))
+
+    def scraped() -> dict[str, float]:
+        lines = generate_latest(registry).decode().splitlines()
+        return {n: float(v) for n, v in (line.split(" ") for line in lines if not line.startswith("#"))}
+
+    assert (await limiter.admit(demand(snap, "a"))).refusal is None
+    up = scraped()
+    assert up["rate_limit_store_up"] == 1.0 and up["rate_limit_admission_scripts_total"] == 1.0
+    redis_server.stop()
+    await limiter.admit(demand(snap, "b"))
+    down = scraped()
+    assert (down["rate_limit_store_up"], down["rate_limit_store_outages_total"]) == (0.0, 1.0)
+    assert down["rate_limit_fallback_admissions_total"] == 1.0 and down["rate_limit_store_failures_total"] >= 1
+    assert {"rate_limit_claimed_calls_total", "rate_limit_settles_queued", "rate_limit_settles_dropped_total"} <= set(down)

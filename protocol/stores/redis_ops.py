@@ -1,0 +1,112 @@
+"""How the Redis limiter sends one script call: bounded in time, its failures one exception.
+
+The bound is ``state.operation_timeout`` plus a few times this worker's own loop lag (``LoopLag``):
+time the worker spends on its own requests is not Redis's. ``answering`` says whether Redis answered
+anything within the bound: an admission's wait is extended while it does. Loading the scripts also opens as many
+connections as the limiter's lanes use at once, so a burst after a start or an outage does not spend
+its bound on connection handshakes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import coredis
+import coredis.exceptions
+import trio
+
+from switchyard.protocol.stores.redis_batch import LoopLag
+from switchyard.protocol.stores.redis_script import SCRIPTS
+
+LAG_FACTOR = 3           # an operation's bound grows by this many times the worker's own loop lag
+PROBE_TIMEOUT = 1.0      # loading may take longer than an operation: it may have to connect first
+
+
+class Unavailable(Exception):
+    """Redis did not answer in time, or answered with an error."""
+
+
+def where(url: str) -> str:
+    """host:port/db of a Redis URL: never its credentials."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_script_error(exc: Unavailable) -> bool:
+    """Whether Redis ran the script and it failed (a bug, not an outage: retrying will not help)."""
+    cause = exc.__cause__
+    return isinstance(cause, coredis.exceptions.ResponseError) and str(cause).startswith(("ERR", "WRONGTYPE"))
+
+
+class Scripts:
+    """The limiter's scripts on one client. ``run`` holds the client (its connections live in that
+    task) and watches the loop's lag; ``op`` and ``load`` may be called while it runs."""
+
+    def __init__(self, client: Any, timeout: float) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.lag = LoopLag()
+        self._registered: dict[str, Any] = {}
+        self.answered = -float("inf")   # trio time of the last answer Redis gave this worker
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.client:
+            self._registered = {name: self.client.register_script(text) for name, text in SCRIPTS.items()}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.lag.run)
+                task_status.started()
+                await trio.sleep_forever()
+
+    def bound(self) -> float:
+        """How long one operation may take now: state.operation_timeout, plus LAG_FACTOR times this
+        worker's recent loop lag, so a worker busy with its own requests does not take itself for a
+        slow Redis."""
+        return self.timeout + LAG_FACTOR * self.lag.seconds
+
+    def bound_text(self) -> str:
+        lag = self.lag.seconds
+        extra = f" + {LAG_FACTOR} x {lag * 1000:.1f} ms this worker's own loop lag" if lag else ""
+        return f"{self.timeout * 1000:g} ms (state.operation_timeout{extra})"
+
+    async def op(self, script: str, keys: list[str], args: list[str], *, bound: float | None = None) -> Any:
+        """One script call, bounded (by ``bound``, else ``bound()``): its reply, or Unavailable."""
+        with trio.move_on_after(self.bound() if bound is None else bound):
+            try:
+                reply = await self._registered[script](keys=keys, args=args)
+            except (coredis.exceptions.RedisError, OSError) as exc:
+                raise Unavailable(reason(exc)) from exc
+            self.answered = trio.current_time()
+            return reply
+        raise Unavailable(f"no answer within {self.bound_text() if bound is None else f'{bound:g} s'}")
+
+    def answering(self) -> bool:
+        """Whether Redis gave this worker an answer within the last operation bound: it is there, and a
+        call still waiting is waiting behind others (in Redis or in this worker), not on a dead server."""
+        return trio.current_time() - self.answered <= self.bound()
+
+    async def load(self, connections: int) -> None:
+        """Load every script (a Redis that restarted has none: the first calls then need no NOSCRIPT
+        round trips) and open ``connections`` connections. The probe of a Redis that is away."""
+        limit = max(self.timeout, PROBE_TIMEOUT)
+        with trio.move_on_after(limit):
+            try:
+                for script in self._registered.values():
+                    await self.client.script_load(script.script)
+                async with trio.open_nursery() as nursery:
+                    for _ in range(connections):
+                        nursery.start_soon(self._ping)
+                return
+            except (coredis.exceptions.RedisError, OSError) as exc:
+                raise Unavailable(reason(exc)) from exc
+        raise Unavailable(f"no answer within {limit * 1000:g} ms")
+
+    async def _ping(self) -> None:
+        await self.client.ping()

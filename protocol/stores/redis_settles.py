@@ -1,0 +1,118 @@
+"""The Redis limiter's settles: a tell on the request path, a queue here, and script calls of up to
+SETTLE_BATCH settles each, SETTLE_LANES at once, while Redis is available. While it is away the queue
+keeps them (up to SETTLE_QUEUE; past it the oldest are dropped, and counted) until it is back.
+
+A settle whose first try's answer was lost may be applied twice when it is retried: its spend then
+counts twice (the safe side: a budget is never overspent by it), never its release.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from switchyard.actors.limits.port import Ticket
+from switchyard.protocol.stores.redis_ops import Unavailable, is_script_error
+from switchyard.protocol.stores.redis_script import batch, settle_part
+
+log = logging.getLogger("switchyard.limits")
+
+SETTLE_BATCH = 256       # settles (or claims) one script call applies at most
+SETTLE_LANES = 2         # settle script calls in flight at once
+SETTLE_QUEUE = 100_000   # settles kept while Redis is away; past it the oldest are dropped (and counted)
+
+Settle = tuple[Ticket, int, "float | None"]   # the ticket, tokens used, cost in USD (None: unpriced)
+
+
+class Settles:
+    """``send(script, keys, args)`` runs a script (raising Unavailable); ``now()`` is the scripts' "now"
+    argument; ``available()`` says whether Redis is; ``fault(exc)`` is told when it stops answering."""
+
+    def __init__(self, send: Callable[..., Awaitable[Any]], now: Callable[[], str],
+                 available: Callable[[], bool], fault: Callable[[Unavailable], None]) -> None:
+        self._send = send
+        self._now = now
+        self._available = available
+        self._fault = fault
+        self._queue: deque[Settle] = deque()
+        self._lot = trio.lowlevel.ParkingLot()
+        self._lanes = trio.Semaphore(SETTLE_LANES)
+        self._sending = 0
+        self.settled = 0    # settles Redis applied
+        self.dropped = 0    # settles dropped: the queue was full while Redis was away
+        self.failed = 0     # settles Redis refused (a script error): not retried
+
+    @property
+    def queued(self) -> int:
+        """Settles not yet applied: queued or on their way."""
+        return len(self._queue) + self._sending
+
+    def tell(self, item: Settle) -> None:
+        if len(self._queue) >= SETTLE_QUEUE:
+            self._queue.popleft()
+            self.dropped += 1
+        self._queue.append(item)
+        self._lot.unpark()
+
+    def wake(self) -> None:
+        """Redis is back: send what waited."""
+        self._lot.unpark_all()
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                if not self._queue or not self._available():
+                    await self._lot.park()
+                    continue
+                await self._lanes.acquire()
+                items = self._take()
+                if items:
+                    nursery.start_soon(self._lane, items)
+                else:
+                    self._lanes.release()
+
+    async def drain(self) -> None:
+        """Apply everything queued now, in this task (after an outage, before Redis decides again);
+        Unavailable if Redis fails on the way (what was not applied stays queued)."""
+        while self._queue:
+            await self._apply(self._take())
+
+    def _take(self) -> list[Settle]:
+        items = []
+        while self._queue and len(items) < SETTLE_BATCH:
+            items.append(self._queue.popleft())
+        self._sending += len(items)
+        return items
+
+    async def _lane(self, items: list[Settle]) -> None:
+        try:
+            await self._apply(items)
+        except Unavailable as exc:
+            self._fault(exc)
+        finally:
+            self._lanes.release()
+
+    async def _apply(self, items: list[Settle]) -> None:
+        """One script call for ``items`` (taken with _take); if Redis did not answer they go back to the
+        front of the queue and Unavailable is raised."""
+        try:
+            keys, args = batch([self._now()], [settle_part(*item) for item in items])
+            try:
+                replies = await self._send("settle", keys, args)
+            except Unavailable as exc:
+                if not is_script_error(exc):
+                    self._queue.extendleft(reversed(items))
+                    raise
+                replies = [str(exc)] * len(items)
+            for item, reply in zip(items, replies):
+                if isinstance(reply, str):
+                    self.failed += 1
+                    log.error("rate limits: Redis refused the settle of call %s (%s); dropped",
+                              item[0].demand.call_id, reply)
+                else:
+                    self.settled += 1
+        finally:
+            self._sending -= len(items)

@@ -32,7 +32,8 @@ from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
 from switchyard.actors.ledger.record import LedgerRecord
-from switchyard.protocol.serving.usage_metrics import UsageMetrics, ledger_counters
+from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, CountersCollector, counters_of
+from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -113,7 +114,9 @@ class GatewayMetrics:
             "Redis with state.redis_url)", buckets=ADMISSION_BUCKETS, registry=r)
         # The usage ledger: its client records (observe_record) and its health.
         self.usage = UsageMetrics(r, lambda: runtime.snapshot.usage.metrics_max_label_values)
-        self.usage.read_ledger(lambda: ledger_counters(getattr(runtime, "ledger", None)))
+        self.usage.read_ledger(lambda: counters_of(getattr(runtime, "ledger", None), LEDGER))
+        # the shared limiter's health (with state.redis_url; the local limiter has none of these counters)
+        r.register(CountersCollector(LIMITER, lambda: counters_of(getattr(runtime, "limiter", None), LIMITER)))
         self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)

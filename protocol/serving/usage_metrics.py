@@ -10,38 +10,25 @@ value of their own and keep it; later ones count under ``other``. A record
 without a key counts under ``none`` (and one without a model, refused
 before its model was read, too). The ledger's counters (written, spilled,
 replayed, write failures, queued, store up) are read at scrape time from
-whatever ``read_ledger`` was given (``ledger_counters`` reads a LedgerActor).
+whatever ``read_ledger`` was given (``store_metrics.counters_of`` reads a LedgerActor).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.protocol.serving.store_metrics import LEDGER, CountersCollector
 
 log = logging.getLogger("switchyard.metrics")
 
 OTHER = "other"        # a key id or model past the first N
 NONE = "none"          # no key (keys are off, or the call was refused before one was read); no model
 NAME_MAX = 200         # characters; a longer name is never a label
-
-# The ledger's counter -> (metric, kind, help).
-LEDGER = (
-    ("written", "usage_ledger_written", "counter", "Ledger records written to the store"),
-    ("spilled", "usage_ledger_spilled", "counter",
-     "Ledger records written to the local spill file because the store was away or the queue full"),
-    ("replayed", "usage_ledger_replayed", "counter", "Spilled ledger records written to the store once it answered"),
-    ("write_failures", "usage_ledger_write_failures", "counter", "Batch writes the ledger's store failed"),
-    ("queued", "usage_ledger_queued", "gauge", "Ledger records waiting to be written now"),
-    ("store_up", "usage_ledger_store_up", "gauge", "1 while the ledger's store answers, 0 while it does not"),
-)
-
 
 class BoundedLabels:
     """The first ``limit()`` distinct names keep their own label value; the rest are ``other``."""
@@ -86,7 +73,7 @@ class UsageMetrics:
             "with no known price add nothing), by API key id and requested model", ["key_id", "model"],
             registry=registry)
         self.ledger_source: Callable[[], Mapping[str, Any] | None] | None = None
-        registry.register(LedgerCollector(self))
+        registry.register(CountersCollector(LEDGER, lambda: self.ledger_source() if self.ledger_source else None))
 
     def observe(self, rec: LedgerRecord) -> None:
         """Count one ledger record (a client one; others are ignored)."""
@@ -103,29 +90,3 @@ class UsageMetrics:
         ``LEDGER`` (``written``, ``spilled``, ``replayed``, ``write_failures``, ``queued``, ``store_up``);
         None (or an absent key) exports nothing for it."""
         self.ledger_source = source
-
-
-def ledger_counters(ledger: Any) -> dict[str, Any] | None:
-    """The LedgerActor's counters (attributes of the same names) as ``read_ledger`` takes them;
-    None without a ledger."""
-    if ledger is None:
-        return None
-    return {key: getattr(ledger, key, None) for key, *_ in LEDGER}
-
-
-class LedgerCollector(Collector):
-    def __init__(self, usage: UsageMetrics) -> None:
-        self.usage = usage
-
-    def collect(self) -> Iterator[Metric]:
-        source = self.usage.ledger_source
-        counters = source() if source is not None else None
-        if counters is None:
-            return
-        for key, name, kind, doc in LEDGER:
-            value = counters.get(key)
-            if value is None:
-                continue
-            family = CounterMetricFamily(name, doc) if kind == "counter" else GaugeMetricFamily(name, doc)
-            family.add_metric([], float(value))
-            yield family

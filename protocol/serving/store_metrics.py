@@ -1,0 +1,69 @@
+"""A store's own counters in Prometheus, read at scrape time: the request path pays nothing for them.
+
+A table names each counter (an attribute of the store), its metric, its kind and its help; the
+collector reads whatever its source returns (a mapping, or None: the store is not there) at each
+scrape. The usage ledger's (``LEDGER``) and the shared rate limiter's (``LIMITER``) use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+Table = tuple[tuple[str, str, str, str], ...]   # (attribute, metric, "counter" | "gauge", help)
+
+# The usage ledger's counters (LedgerActor).
+LEDGER: Table = (
+    ("written", "usage_ledger_written", "counter", "Ledger records written to the store"),
+    ("spilled", "usage_ledger_spilled", "counter",
+     "Ledger records written to the local spill file because the store was away or the queue full"),
+    ("replayed", "usage_ledger_replayed", "counter", "Spilled ledger records written to the store once it answered"),
+    ("write_failures", "usage_ledger_write_failures", "counter", "Batch writes the ledger's store failed"),
+    ("queued", "usage_ledger_queued", "gauge", "Ledger records waiting to be written now"),
+    ("store_up", "usage_ledger_store_up", "gauge", "1 while the ledger's store answers, 0 while it does not"),
+)
+
+# The shared rate limiter's counters (RedisLimiter, with state.redis_url).
+LIMITER: Table = (
+    ("available", "rate_limit_store_up", "gauge", "1 while this worker's rate limits are decided in Redis, "
+     "0 while it is away (state.on_unavailable decides)"),
+    ("outages", "rate_limit_store_outages", "counter", "Times Redis became unavailable to this worker"),
+    ("failures", "rate_limit_store_failures", "counter",
+     "Redis operations of the rate limiter that failed or got no answer within their bound"),
+    ("fallback_admissions", "rate_limit_fallback_admissions", "counter",
+     "Admissions decided by this worker's local share while Redis was away (fail_open)"),
+    ("claimed", "rate_limit_claimed_calls", "counter",
+     "Calls of the local share claimed in Redis when it came back"),
+    ("admission_script_calls", "rate_limit_admission_scripts", "counter",
+     "Admission script calls sent to Redis (each decides a batch of admissions)"),
+    ("queued_settles", "rate_limit_settles_queued", "gauge", "Settles waiting to be applied in Redis"),
+    ("settles_dropped", "rate_limit_settles_dropped", "counter",
+     "Settles dropped because the queue was full while Redis was away"),
+)
+
+
+def counters_of(store: Any, table: Table) -> dict[str, Any] | None:
+    """The store's counters (attributes named in ``table``) as a collector reads them; None without a store."""
+    if store is None:
+        return None
+    return {key: getattr(store, key, None) for key, *_ in table}
+
+
+class CountersCollector(Collector):
+    def __init__(self, table: Table, source: Callable[[], Mapping[str, Any] | None]) -> None:
+        self.table = table
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        counters = self.source()
+        if counters is None:
+            return
+        for key, name, kind, doc in self.table:
+            value = counters.get(key)
+            if value is None:
+                continue
+            family = CounterMetricFamily(name, doc) if kind == "counter" else GaugeMetricFamily(name, doc)
+            family.add_metric([], float(value))
+            yield family

@@ -401,7 +401,7 @@ def scrape_limits(server: Server, redis: Redis) -> dict:
     scripts = settled_scripts(redis)
     text = httpx.get(server.base + "/metrics", timeout=10.0).text
     out: dict = {"buckets": {}, "count": 0.0, "sum": 0.0, "refusals": 0.0, "scripts": scripts,
-                 "outages": outages_logged(server)}
+                 "outages": outages_logged(server), "fallback": 0.0, "batches": 0.0}
     for line in text.splitlines():
         name, _, value = line.rpartition(" ")
         if name.startswith(ADMISSION + "_bucket{"):
@@ -413,20 +413,25 @@ def scrape_limits(server: Server, redis: Redis) -> dict:
             out["sum"] = float(value)
         elif name.startswith(REFUSALS):
             out["refusals"] += float(value)
+        elif name == "rate_limit_fallback_admissions_total":
+            out["fallback"] = float(value)
+        elif name == "rate_limit_admission_scripts_total":
+            out["batches"] = float(value)
     if not out["buckets"]:
         raise RuntimeError(f"{server.name}: no {ADMISSION} on /metrics")
     return out
 
 
 def admission_between(before: dict, after: dict) -> dict:
-    """The admissions between two scrapes: their histogram, count, mean, p50/p99 bounds, refusals, and
-    the scripts Redis ran meanwhile (each admitted call is settled by one, so about scripts - count of
-    the admissions were decided in Redis; the rest by the local share while Redis was deemed away)."""
+    """The admissions between two scrapes: their histogram, count, mean, p50/p99 bounds, refusals, the
+    scripts Redis ran meanwhile, the admission script calls among them (each decides a batch), and the
+    admissions the local share decided while Redis was deemed away (rate_limit_fallback_admissions)."""
     buckets = {le: after["buckets"][le] - before["buckets"].get(le, 0.0) for le in sorted(after["buckets"])}
     count, total = after["count"] - before["count"], after["sum"] - before["sum"]
     out = {"buckets": buckets, "count": count, "mean_s": total / count if count else math.nan,
            "refusals": after["refusals"] - before["refusals"], "scripts": after["scripts"] - before["scripts"],
-           "outages": after["outages"] - before["outages"]}
+           "outages": after["outages"] - before["outages"], "fallback": after["fallback"] - before["fallback"],
+           "batches": after["batches"] - before["batches"]}
     for q in (0.5, 0.99):
         lo, hi, est = bucket_quantile(buckets, q)
         out[f"p{round(q * 100)}"] = {"low_s": lo, "high_s": hi, "interpolated_s": est}
@@ -484,13 +489,14 @@ def admission_text(admission: dict) -> str:
         b = admission[q]
         parts.append(f"{q} in the bucket ({_ms(b['low_s'])}, {_ms(b['high_s'])}] ms "
                      f"(interpolated {_ms(b['interpolated_s'])} ms)")
-    if admission["outages"]:
-        in_redis = max(0.0, admission["scripts"] - admission["count"])
-        where = (f"Redis deemed unavailable {admission['outages']} times: Redis ran {admission['scripts']:,.0f} "
-                 f"scripts, one settle per admitted call, so about {in_redis:,.0f} admissions were decided in "
-                 f"Redis and the rest by the local share")
+    in_redis = admission["count"] - admission["fallback"]
+    batched = (f"; {admission['batches']:,.0f} admission script calls decided them, "
+               f"{in_redis / admission['batches']:.1f} per call" if admission["batches"] else "")
+    if admission["outages"] or admission["fallback"]:
+        where = (f"Redis deemed unavailable {admission['outages']} times: {in_redis:,.0f} decided in Redis, "
+                 f"{admission['fallback']:,.0f} by the local share{batched}")
     else:
-        where = f"every one decided in Redis: no outage logged; Redis ran {admission['scripts']:,.0f} scripts"
+        where = f"every one decided in Redis: no outage logged{batched}"
     return (f"{admission['count']:,.0f} admissions ({where}), " + "; ".join(parts)
             + f"; mean {_ms(admission['mean_s'])} ms (histogram sum/count); refusals ({REFUSALS}): "
             f"{admission['refusals']:.0f}; cumulative buckets (ms: calls): "

@@ -81,11 +81,9 @@ def target_checks(results: dict, hold: dict, levels: list[int], admission: dict 
     def line(ok: bool, text: str) -> None:
         out.append(f"- {'met' if ok else '**missed**'}: {text}")
 
-    # With no outage logged every admission was decided in Redis. Otherwise: each admitted call is settled
-    # by one Redis script, so the scripts beyond the admissions were admissions decided in Redis (about:
-    # an admission that timed out ran a script, then one to give back what it reserved).
+    # The admissions the local share decided are counted by the limiter (rate_limit_fallback_admissions).
     outages = admission.get("outages", 0) if admission else 0
-    in_redis = (max(0.0, admission["scripts"] - admission["count"]) / admission["count"]
+    in_redis = ((admission["count"] - admission.get("fallback", 0.0)) / admission["count"]
                 if outages and admission.get("count") else 1.0)
 
     def limits_line(ok: bool, text: str) -> None:

@@ -50,10 +50,12 @@ SLOW = 3.0          # seconds the slow backend takes: a burst's admitted calls a
 START_BOUND = 60    # seconds instances may take to serve on a busy two-core machine
 SLACK = 2.0         # seconds a call may take on a loaded machine beyond its Redis bound
 PRICE = 1000.0      # USD per 1M tokens, input and output: a call of ~13 tokens costs ~0.013 USD
-# Every process of these tests shares two cores: six workers, Redis and the clients. In a burst, Redis's
-# answers wait for a worker's turn well past state.operation_timeout's default of 50 ms; a worker takes that
-# for an outage and decides on its local share (fail_open), which goes on from the shared state it last saw
-# but no longer counts exactly with the others. These tests are about the shared counters: a roomier bound.
+# Every process of these tests shares two cores: six workers, Redis and the clients. At the start of a
+# burst Redis itself waits for a core: measured, the first batch of a burst went 58-77 ms without an
+# answer while nothing else was answered either (no worker-side delay to discount), past
+# state.operation_timeout's default of 50 ms, and that worker rightly took it for an outage and decided
+# on its local share (fail_open), which is not exact across the fleet. These tests are about the shared
+# counters: a roomier bound. (The benchmark measures the default on a machine not oversubscribed.)
 BUSY_TIMEOUT = "1s"
 TLS = ssl.create_default_context()   # one for every client: building one per client costs ~30 ms
 
@@ -414,8 +416,9 @@ def said_per_pid(log: Path, text: str) -> Counter[int]:
 async def test_redis_stopped_mid_load_fails_open_to_each_workers_share_and_no_call_hangs(tmp_path, private_redis):
     """Calls keep coming while Redis is killed: every one is answered (200, or a 429 of the key's window)
     within the bound, each worker logs the outage once and then enforces its share of the limit (1/2: the
-    fleet is two workers) on its own; when Redis is back every worker uses it again by itself, and a
-    burst gets exactly the key's limit through the fresh shared window."""
+    fleet is two workers) on its own; when Redis is back every worker uses it again by itself, having
+    claimed in it what its share admitted, so over the minute the fleet lets exactly the key's limit
+    through: what the shares admitted and what the fresh shared window admits after add up to it."""
     keys = [{"id": "load", "rate_limit": {"requests_per_minute": 120}},
             {"id": "share", "rate_limit": {"requests_per_minute": 40}}]
     async with fleet(tmp_path, fault_config(tmp_path, private_redis.url, keys)) as [instance]:
@@ -442,6 +445,7 @@ async def test_redis_stopped_mid_load_fails_open_to_each_workers_share_and_no_ca
         view = await key_view(url, "load")
         assert (view["store"], view["share"]) == ("local share (Redis unavailable)", WORKERS), view
 
+        began = trio.current_time()
         away = await burst([instance], "share", 60, chat())   # each worker: 20 a minute of its own
         assert {r.status for r in away.replies} == {200, 429}
         assert 20 <= sum(r.status == 200 for r in away.replies) <= 40, Counter(r.status for r in away.replies)
@@ -450,7 +454,12 @@ async def test_redis_stopped_mid_load_fails_open_to_each_workers_share_and_no_ca
         await trio.to_thread.run_sync(private_redis.start)   # empty, as after a crash
         await on_redis(url, "share")
         back = await burst([instance], "share", 60, chat())
-        assert sum(r.status == 200 for r in back.replies) == 40, Counter(r.status for r in back.replies)
+        on_shares = sum(r.status == 200 for r in away.replies)
+        # GCRA: the window frees one call every 60/40 s after the first; the shares' calls are charged as
+        # of their own instants, so what the minute has freed since the away burst began fits too
+        refilled = int((trio.current_time() - began) / 1.5)
+        assert 40 - on_shares <= sum(r.status == 200 for r in back.replies) <= 40 - on_shares + refilled, \
+            (Counter(r.status for r in back.replies), on_shares, refilled)
         assert all(r.headers["x-ratelimit-limit-requests"] == "40" for r in back.replies)
     unavailable = said_per_pid(instance.log, "is unavailable")
     assert unavailable and set(unavailable.values()) == {1}, unavailable   # once per worker and outage

@@ -63,32 +63,50 @@ async def test_a_batch_carries_at_most_most_items(autojump_clock, nursery):
     async with trio.open_nursery() as n:
         for i in range(20):
             n.start_soon(batches.ask, f"c{i}", 1.0, 5.0)
-    assert [len(b) for b in server.sent] == [8, 8, 4]
+    assert [len(b) for b in server.sent] == [1, 8, 8, 3]   # the first found nothing waiting: it went alone
 
 
-async def test_an_unanswered_wait_ends_at_its_bound_when_nothing_else_is_answered(autojump_clock, nursery):
+async def test_a_call_with_nothing_waiting_goes_at_once_alone_and_waits_its_bound(autojump_clock, nursery):
     server = Server(slow=0.3)
     batches = await started(nursery, server.batches())
+    assert await batches.ask("quick", 0.1, 1.0) == ("ok", "quick")
+    assert trio.current_time() == pytest.approx(0.001)
     with pytest.raises(trio.TooSlowError):
-        await batches.ask("slow", 0.1, 1.0)
-    assert trio.current_time() == pytest.approx(0.1)
+        await batches.ask("slow", 0.1, 1.0, alive=lambda: True)
+    assert trio.current_time() == pytest.approx(0.101)
+    assert server.sent == [["quick"], ["slow"]]
+    assert server.lost == [("slow", None)]   # cut off on its way: it may have run, so it is reported lost
+
+
+async def test_a_queued_wait_ends_at_its_bound_when_nothing_else_is_answered(autojump_clock, nursery):
+    server = Server(busy=0.05, slow=0.3)
+    batches = await started(nursery, server.batches(lanes=1))
+    nursery.start_soon(batches.ask, "busy", 1.0, 1.0)
+    await trio.sleep(0.001)                   # "busy" holds the only lane until 0.05
+    with pytest.raises(trio.TooSlowError):
+        await batches.ask("slow", 0.1, 1.0)   # queued behind "busy", sent at 0.05
+    assert trio.current_time() == pytest.approx(0.101)
     await trio.sleep(0.3)
     assert server.lost == [("slow", ("ok", "slow"))]   # it ran after its caller left: reported lost
 
 
-async def test_a_wait_is_extended_while_the_server_answers_others(autojump_clock, nursery):
-    server = Server(slow=0.3)
-    batches = await started(nursery, server.batches())
+async def test_a_queued_wait_is_extended_while_the_server_answers_others(autojump_clock, nursery):
+    server = Server(busy=0.05, slow=0.3)
+    batches = await started(nursery, server.batches(lanes=1))
+    nursery.start_soon(batches.ask, "busy", 1.0, 1.0)
+    await trio.sleep(0.001)
     assert await batches.ask("slow", 0.1, 1.0, alive=lambda: True) == ("ok", "slow")
-    assert trio.current_time() == pytest.approx(0.3) and batches.extended == 2 and server.lost == []
+    assert trio.current_time() == pytest.approx(0.35) and batches.extended == 3 and server.lost == []
 
 
-async def test_no_wait_outlasts_its_cap(autojump_clock, nursery):
-    server = Server(hung=5.0)
-    batches = await started(nursery, server.batches())
+async def test_no_queued_wait_outlasts_its_cap(autojump_clock, nursery):
+    server = Server(busy=0.05, hung=5.0)
+    batches = await started(nursery, server.batches(lanes=1))
+    nursery.start_soon(batches.ask, "busy", 1.0, 1.0)
+    await trio.sleep(0.001)
     with pytest.raises(trio.TooSlowError):
         await batches.ask("hung", 0.1, 1.0, alive=lambda: True)
-    assert trio.current_time() == pytest.approx(1.0)
+    assert trio.current_time() == pytest.approx(1.001)
 
 
 async def test_a_failed_batch_reaches_every_caller_and_each_item_is_reported_lost(autojump_clock, nursery):

@@ -3,7 +3,8 @@ together in the next one, so under load N admissions cost one round trip through
 
 A round trip through coredis costs the worker about 0.3 ms of CPU whatever it carries, and the scripts
 take a list of calls, so one script call decides a whole batch (each call still all-or-nothing, in
-order). With nothing waiting, a call goes at once, alone: at low load a batch adds nothing.
+order). With nothing waiting, a call goes at once, alone: at low load a batch adds nothing but
+the hand-off to the sending task.
 
 Also here: how late this worker's own event loop runs (``LoopLag``), which the limiter adds to its
 operation bound, so that a worker busy with its own requests does not take that wait for a slow Redis.
@@ -62,8 +63,6 @@ class Batches(Generic[Item]):
         all, while the server is ``alive()`` (it answered others lately: this one waits behind them) or
         when the worker itself was late to see the bound pass (its loop behind by more than half the
         bound: the reply may be sitting unread)."""
-        if not self._queue and self._lanes.value:
-            return await self._alone(item, bound)
         slot = Slot(item)
         self._queue.append(slot)
         self._lot.unpark()
@@ -86,26 +85,6 @@ class Batches(Generic[Item]):
         if slot.error is not None:
             raise slot.error
         return slot.reply
-
-    async def _alone(self, item: Item, bound: float) -> Any:
-        """Nothing waits and a lane is free: send ``item`` now, from the caller's own task (no hand-off
-        to the sender task and back), bounded by ``bound`` alone."""
-        self._lanes.acquire_nowait()
-        self.batches += 1
-        self.items += 1
-        self.sending += 1
-        try:
-            with trio.move_on_after(bound):
-                return (await self._send([item]))[0]
-            self._lost(item, None)
-            raise trio.TooSlowError
-        except BaseException as exc:   # failed or cancelled: the script may have run it
-            if not isinstance(exc, trio.TooSlowError):
-                self._lost(item, None)
-            raise
-        finally:
-            self.sending -= 1
-            self._lanes.release()
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -160,26 +139,6 @@ class LoopLag:
         self.tick = tick
         self.decay = decay
         self.seconds = 0.0
-
-    async def _alone(self, item: Item, bound: float) -> Any:
-        """Nothing waits and a lane is free: send ``item`` now, from the caller's own task (no hand-off
-        to the sender task and back), bounded by ``bound`` alone."""
-        self._lanes.acquire_nowait()
-        self.batches += 1
-        self.items += 1
-        self.sending += 1
-        try:
-            with trio.move_on_after(bound):
-                return (await self._send([item]))[0]
-            self._lost(item, None)
-            raise trio.TooSlowError
-        except BaseException as exc:   # failed or cancelled: the script may have run it
-            if not isinstance(exc, trio.TooSlowError):
-                self._lost(item, None)
-            raise
-        finally:
-            self.sending -= 1
-            self._lanes.release()
 
     async def run(self) -> None:
         while True:

@@ -14,12 +14,16 @@ from typing import Any, Callable, Mapping, Sequence
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.listing import ListedModel
 from switchyard.config.metadata import ModelMetadata
+from switchyard.config.names import MAX_NAME_LENGTH
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.http import client_json
 from switchyard.actors.errors import InvalidRequest
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# The longest ``model`` a door takes (the spec's limit, in characters): name resolution stops
+# working on longer names anyway, and nothing a backend serves is that long.
+MAX_MODEL_LENGTH = MAX_NAME_LENGTH
 
 
 def type_name(value: Any) -> str:
@@ -63,14 +67,23 @@ def parse_chat_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
 
 
 def check_model(payload: Mapping[str, Any]) -> str:
-    """``payload["model"]``, a non-empty string; else the 400 naming it."""
+    """``payload["model"]``, a non-empty string of at most ``MAX_MODEL_LENGTH`` characters; else the 400
+    naming it. Every OpenAI-shaped door (and the Messages door's translated call) reads its model here."""
     model = payload.get("model")
     if model is None:
         raise InvalidRequest("Missing required parameter: 'model'", param="model", code="missing_required_parameter")
     if not isinstance(model, str) or not model:
         raise InvalidRequest(f"'model' must be a non-empty string, got {type_name(model)}", param="model",
                              code="invalid_type")
+    check_model_length(model)
     return model
+
+
+def check_model_length(model: str) -> None:
+    """A ``model`` longer than ``MAX_MODEL_LENGTH`` characters is a 400 naming it (the realtime door's query too)."""
+    if len(model) > MAX_MODEL_LENGTH:
+        raise InvalidRequest(f"'model' must be at most {MAX_MODEL_LENGTH} characters, got {len(model)}",
+                             param="model", code="invalid_value")
 
 
 def check_stream(payload: Mapping[str, Any]) -> bool:

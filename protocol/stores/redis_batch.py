@@ -34,6 +34,20 @@ class Slot(Generic[Item]):
         self.abandoned = False   # its caller stopped waiting (timed out or cancelled)
 
 
+class Watch:
+    """A call sent alone from its caller's task: when its bound is due, the watchdog ends it (or gives
+    it the bound again, as a queued call's wait is given)."""
+
+    __slots__ = ("scope", "check", "bound", "alive", "done")
+
+    def __init__(self, scope: trio.CancelScope, check: float, bound: float, alive: Callable[[], bool]) -> None:
+        self.scope = scope
+        self.check = check
+        self.bound = bound
+        self.alive = alive
+        self.done = False
+
+
 class Batches(Generic[Item]):
     """Calls queued for one script; ``run`` sends what is queued as one call (at most ``most`` items),
     with at most ``lanes`` script calls in flight at once.
@@ -56,6 +70,8 @@ class Batches(Generic[Item]):
         self.items = 0     # calls they carried
         self.sending = 0   # calls in script calls not answered yet
         self.extended = 0  # waits given their bound again because the worker was late to see them end
+        self._watched: deque[Watch] = deque()   # calls sent alone, by when their bound is due
+        self._watch_lot = trio.lowlevel.ParkingLot()
 
     async def ask(self, item: Item, bound: float, cap: float, alive: Callable[[], bool] = lambda: False) -> Any:
         """Queue ``item`` and wait for its reply: TooSlowError if none came within ``bound`` seconds,
@@ -63,6 +79,8 @@ class Batches(Generic[Item]):
         all, while the server is ``alive()`` (it answered others lately: this one waits behind them) or
         when the worker itself was late to see the bound pass (its loop behind by more than half the
         bound: the reply may be sitting unread)."""
+        if not self._queue and self._lanes.value:
+            return await self._alone(item, bound, cap, alive)
         slot = Slot(item)
         self._queue.append(slot)
         self._lot.unpark()
@@ -86,8 +104,51 @@ class Batches(Generic[Item]):
             raise slot.error
         return slot.reply
 
+    async def _alone(self, item: Item, bound: float, cap: float, alive: Callable[[], bool]) -> Any:
+        """Nothing waits and a lane is free: send ``item`` from the caller's own task (no hand-off to a
+        sending task and back), under a scope the watchdog cancels when the bound is due, as ``ask``
+        would end a queued wait."""
+        self._lanes.acquire_nowait()
+        now = trio.current_time()
+        watch = Watch(trio.CancelScope(deadline=now + cap), now + bound, bound, alive)
+        self._watched.append(watch)
+        self._watch_lot.unpark()
+        self.batches += 1
+        self.items += 1
+        self.sending += 1
+        try:
+            with watch.scope:
+                return (await self._send([item]))[0]
+            raise trio.TooSlowError
+        except BaseException:   # no answer in time, failed, or its caller left: the script may have run it
+            self._lost(item, None)
+            raise
+        finally:
+            watch.done = True
+            self.sending -= 1
+            self._lanes.release()
+
+    async def _watchdog(self) -> None:
+        while True:
+            while not self._watched:
+                await self._watch_lot.park()
+            watch = self._watched[0]
+            if not watch.done:
+                await trio.sleep_until(watch.check)
+            self._watched.popleft()
+            if watch.done:
+                continue
+            now = trio.current_time()
+            if now - watch.check <= watch.bound / 2 and not watch.alive():
+                watch.scope.cancel()
+            else:
+                self.extended += 1
+                watch.check = now + watch.bound   # later than every other's: the deque stays in order
+                self._watched.append(watch)
+
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watchdog)
             while True:
                 while not self._queue:
                     await self._lot.park()

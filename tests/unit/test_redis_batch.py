@@ -63,7 +63,7 @@ async def test_a_batch_carries_at_most_most_items(autojump_clock, nursery):
     async with trio.open_nursery() as n:
         for i in range(20):
             n.start_soon(batches.ask, f"c{i}", 1.0, 5.0)
-    assert [len(b) for b in server.sent] == [8, 8, 4]
+    assert [len(b) for b in server.sent] == [1, 8, 8, 3]   # the first found nothing waiting: it went alone
 
 
 async def test_a_call_with_nothing_waiting_goes_at_once_alone(autojump_clock, nursery):
@@ -71,6 +71,31 @@ async def test_a_call_with_nothing_waiting_goes_at_once_alone(autojump_clock, nu
     batches = await started(nursery, server.batches())
     assert await batches.ask("quick", 0.1, 1.0) == ("ok", "quick")
     assert trio.current_time() == pytest.approx(0.001) and server.sent == [["quick"]]
+
+
+async def test_a_call_sent_alone_ends_at_its_bound_when_nothing_else_is_answered(autojump_clock, nursery):
+    server = Server(slow=0.3)
+    batches = await started(nursery, server.batches())
+    with pytest.raises(trio.TooSlowError):
+        await batches.ask("slow", 0.1, 1.0)
+    assert trio.current_time() == pytest.approx(0.1)
+    assert server.lost == [("slow", None)]   # cut off on its way: it may have run, so it is reported lost
+
+
+async def test_a_call_sent_alone_is_given_its_bound_again_while_the_server_answers_others(autojump_clock,
+                                                                                        nursery):
+    server = Server(slow=0.3)
+    batches = await started(nursery, server.batches())
+    assert await batches.ask("slow", 0.1, 1.0, alive=lambda: True) == ("ok", "slow")
+    assert trio.current_time() == pytest.approx(0.3) and batches.extended == 2 and server.lost == []
+
+
+async def test_a_call_sent_alone_never_outlasts_its_cap(autojump_clock, nursery):
+    server = Server(hung=5.0)
+    batches = await started(nursery, server.batches())
+    with pytest.raises(trio.TooSlowError):
+        await batches.ask("hung", 0.1, 1.0, alive=lambda: True)
+    assert trio.current_time() == pytest.approx(1.0)
 
 
 async def test_a_queued_wait_ends_at_its_bound_when_nothing_else_is_answered(autojump_clock, nursery):

@@ -599,7 +599,8 @@ async def test_concurrent_admissions_go_to_redis_together_in_few_script_calls(nu
     limiter = await start(nursery, redis_url, snap, clock=Clock())
     results = await admit_all(limiter, [demand(snap, f"c{i}") for i in range(300)])
     assert len(admitted(results)) == 100
-    assert limiter.admissions_sent == 300 and limiter.admission_script_calls <= 300 // 64 + 2
+    # the first in each free lane goes alone; the rest wait for a lane and go 64 at a time
+    assert limiter.admissions_sent == 300 and limiter.admission_script_calls <= 2 + -(-298 // 64)
 
 
 async def test_a_worker_busy_with_its_own_requests_does_not_take_itself_for_a_slow_redis(nursery, redis_url):

@@ -26,6 +26,7 @@ envelope that matches the ingress.
      │    ├── TooManyConcurrentRequests 503  server.max_concurrent_requests reached
      │    ├── NoHealthyBackend          503  known model, every backend down
      │    └── RouteCapabilityUnavailable 503 fallback left only routes lacking what the request needs
+     ├── LoopDetected                   508  the request passed more gateways than server.max_hops
      └── UpstreamFailure                the backend failed us
           ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
           ├── UpstreamConnectError      502  could not reach / connection broke
@@ -237,6 +238,15 @@ class RouteCapabilityUnavailable(Unavailable):
     """Fail closed: better a visible error than a degraded answer from a lesser route."""
 
     code = "route_capability_unavailable"
+
+
+class LoopDetected(GatewayError):
+    """The hop guard's refusal (``actors/hops.py``): gateways that route to each other would pass the
+    request round until every timeout ran out; it ends at the first gateway that counts too many hops."""
+
+    status = 508
+    type = "server_error"
+    code = "loop_detected"
 
 
 class UpstreamFailure(GatewayError):

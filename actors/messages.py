@@ -44,3 +44,4 @@ class Call:
     # What a client of another API asked for that its translation into `endpoint` cannot carry, for the
     # wires that speak that API natively (the Anthropic ingress's anthropic-version and beta headers).
     ingress: "Mapping[str, Any]" = attrs.field(factory=dict, eq=False)
+    hops: int = attrs.field(default=0, eq=False)   # gateways it passed before this one; upstream gets one more

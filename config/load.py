@@ -28,6 +28,7 @@ from switchyard.config import (
     load_responses_tools,
     load_smart_routing,
     load_telemetry,
+    self_address,
 )
 from switchyard.config.fields import load_section, read
 from switchyard.config.operations import Admin, Logging, Tracing
@@ -176,6 +177,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         if b.type is not BackendType.SIMULATED and not b.models and not b.discovery:
             problems.warn(child("backends", backends.index(b)),
                           "no models listed and discovery off: this backend serves nothing")
+    self_address.check(backends, server.bind_address, problems)
     if not problems.errors:  # with errors, backends and chains may be incomplete
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)

@@ -79,6 +79,8 @@ class ServerConfig:
     connection_pool_size: int = field(100, rules.integer(1, 100_000))
     workers: int = field(1, rules.integer(1, 256))
     max_concurrent_requests: int = field(0, rules.integer(0, 1_000_000))         # 0: no cap
+    # gateways a request may have passed before this one (x-continuum-hops); past it: 508 Loop Detected
+    max_hops: int = field(3, rules.integer(0, 100))
     # CIDRs whose X-Forwarded-For is believed
     trusted_proxies: tuple[str, ...] = field((), rules.list_of(values.cidr, "CIDR blocks"))
     shutdown_drain_timeout: float = field(30.0, rules.duration(maximum=3600, allow_zero=True))

@@ -47,6 +47,7 @@ class Arrival:
     headers: Mapping[bytes, bytes] = attrs.field(repr=False)
     in_flight: int = 0                             # calls open, this one included (smart routing's load)
     client_ip: str | None = None                   # set when rate_limiting.per_client_ip is
+    hops: int = 0                                  # gateways passed before this one (actors/hops.py)
 
 
 @frozen
@@ -78,7 +79,8 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         body = json.dumps(shaped).encode()
     headers = arrival.headers
     call = door.parse(shaped, body, snapshot, headers, arrival.request_id)
-    call = attrs.evolve(call, trace=arrival.trace, key=arrival.key, prefs=prefs, endpoint=door.endpoint)
+    call = attrs.evolve(call, trace=arrival.trace, key=arrival.key, prefs=prefs, endpoint=door.endpoint,
+                        hops=arrival.hops)
     if door.shape is not None:
         call = door.shape(call)
     sink = door.sink_for(call)

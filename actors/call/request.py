@@ -78,6 +78,7 @@ from switchyard.actors.errors import (
 )
 from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.trace import new_span_id, outbound_headers
+from switchyard.actors import hops
 from switchyard.actors.addressing import api_url
 
 if TYPE_CHECKING:
@@ -334,6 +335,7 @@ class RequestActor:
         except Exception as exc:   # the wire's own failure: passed over too, and loud
             raise AttemptFailed(Failure(Kind.UNHEALTHY), adapter_failed(backend.name, exc), upstream=False) from None
         headers = wire.headers(backend, call)
+        headers.append(hops.outbound(call.hops))   # the next gateway, if this backend is one, counts it
         if call.trace is not None:
             # Same trace id on every attempt; a new span id for each one.
             span_id = new_span_id()

@@ -24,6 +24,7 @@ from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.actors import log_fields
+from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import endpoints
 from switchyard.protocol.doors import responses as responses_api
@@ -174,6 +175,9 @@ class App:
                 await self._refuse_ambiguous_framing(scope, receive)
             scope["switchyard.trace"] = self.trace_context(scope, request_id, id_headers)
             path = scope["path"]
+            if path.startswith(DATA_PLANE_PREFIXES) and self.runtime is not None:
+                # The hop guard, before the key and the routes: a loop is refused whoever sends it.
+                scope["switchyard.hops"] = inbound_hops(scope["headers"], self.runtime.snapshot.server.max_hops)
             if path.startswith("/admin/"):
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
@@ -284,7 +288,8 @@ class App:
         per_ip = snapshot.rate_limiting.per_client_ip is not None
         arrival = Arrival(snapshot, key, scope.get("switchyard.trace"), scope["switchyard.request_id"],
                           scope["path"], dict(scope["headers"]), self.active_requests,
-                          client_ip(scope, snapshot.server.trusted_proxies) if per_ip else None)
+                          client_ip(scope, snapshot.server.trusted_proxies) if per_ip else None,
+                          scope.get("switchyard.hops", 0))
         await serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                          disconnect_waiter(receive))
 

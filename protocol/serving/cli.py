@@ -176,6 +176,14 @@ def serve_command(args: argparse.Namespace) -> int:
     except Invalid as exc:
         print(f"--bind: {exc}", file=sys.stderr)
         return 2
+    if bind != server.bind_address:   # the config's own address was checked when it loaded
+        from switchyard.config import self_address
+        from switchyard.config.rules import Problems
+
+        found = Problems()
+        self_address.check(loaded.snapshot.backends, bind, found, where="--bind")
+        for warning in found.warnings:
+            logging.getLogger("switchyard.config").warning("%s", warning)
     from switchyard.protocol.http.auth import open_beyond_loopback
 
     if open_beyond_loopback(bind, loaded.snapshot.api_keys):

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from switchyard.actors import hops
 from switchyard.config.schema import BackendConfig, BackendType, Snapshot
 from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.simulated.anthropic import SimulatedAnthropicTransport
@@ -92,7 +93,9 @@ class Upstream:
         self.transport = DispatchTransport(network, self.simulated)
         timeout = httpx.Timeout(connect=snapshot.timeouts.connection, read=None, write=None, pool=None)
         self._timeout = timeout.as_dict()
-        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout, follow_redirects=False)
+        # Health checks, discovery and engine stats are no call's: their hop count starts at 1.
+        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout, follow_redirects=False,
+                                        headers=[hops.FIRST])
 
     def request(self, method: str, url: httpx.URL, headers: list[tuple[str, str]], content: bytes) -> httpx.Request:
         """A request for ``send``, carrying the client's timeouts (and, like the client, the
@@ -103,6 +106,8 @@ class Upstream:
         httpx its content encoding and header preparation (about 12 µs a call).
         """
         basic, host = _addressed(url)
+        if not any(name == hops.HEADER for name, _ in headers):   # a call's attempt sets its own count
+            headers = [*headers, hops.FIRST]
         if basic is not None:
             headers = [h for h in headers if h[0].lower() != "authorization"] + [basic]
         request = httpx.Request(method, url, headers=[host, *headers, USER_AGENT,

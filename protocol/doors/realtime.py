@@ -59,6 +59,7 @@ from switchyard.actors.errors import (
 from switchyard.protocol.doors.openai import check_model_length
 from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
 from switchyard.actors.trace import new_span_id, outbound_headers
+from switchyard.actors import hops
 from switchyard.protocol.wires.upstream import USER_AGENT, basic_auth
 from switchyard.actors.addressing import auth_headers, join_url
 
@@ -102,6 +103,7 @@ class RealtimeSession:
         self.accepted = False
         self.backend: str | None = None
         self.model: str | None = None
+        self.hops = 0                            # gateways the handshake passed before this one
         self._connecting = trio.CancelScope()   # routing and the upstream handshake: cut by an end before the accept
         self._watcher = trio.CancelScope()      # the wait for a client leaving during the upstream handshake
 
@@ -147,6 +149,7 @@ class RealtimeSession:
         path = scope["path"]
         key = None
         if path.startswith(DATA_PLANE_PREFIXES):   # as on HTTP, the key is asked before the path is looked at
+            self.hops = hops.inbound_hops(scope["headers"], runtime.snapshot.server.max_hops)   # the hop guard first
             key = authenticate(self._credential_headers(), runtime.snapshot.api_keys)
             if key is not None:
                 log_fields.bind(key_id=key.id)
@@ -311,6 +314,8 @@ class RealtimeSession:
         assert self.trace is not None
         url = upstream_url(backend, backend.upstream_ids.get(model, model), self._query())
         headers = self._upstream_headers(backend)
+        name, count = hops.outbound(self.hops)   # the next gateway, if this backend is one, counts it
+        headers.append((name.encode(), count.encode()))
         self.trace.attempt += 1
         self.backend = backend.name
         if call.trace is not None:

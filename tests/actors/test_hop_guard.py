@@ -5,6 +5,8 @@ import logging
 import pytest
 
 from switchyard.actors.hops import HEADER
+from tests.actors.test_realtime import CONFIG as RT_CONFIG
+from tests.actors.test_realtime import connect, upstreams  # noqa: F401 (a fixture)
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backend saw
@@ -21,6 +23,12 @@ backends:
 
 H = HEADER.encode()
 ANTHROPIC = {"model": "demo", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def realtime_upstreams(request):
+    """test_realtime's simulated realtime upstreams, by host (and ``dialed``: the URLs opened)."""
+    return request.getfixturevalue("upstreams")
 
 
 def sim(app):
@@ -83,3 +91,16 @@ async def test_the_admin_api_is_not_guarded(autojump_clock):
     async with gateway(CONFIG) as app:
         reply = await request(app, "GET", "/admin/health", None, [(H, b"9")])
         assert reply.status != 508
+
+
+async def test_a_realtime_handshake_past_max_hops_is_refused_508(autojump_clock, realtime_upstreams):
+    async with gateway(RT_CONFIG) as app, connect(app, headers=[(H, b"4")]) as client:
+        status, headers, body = await client.refusal()
+    assert status == 508 and body["error"]["code"] == "loop_detected"
+    assert headers[b"x-continuum-request-id"].startswith(b"req_") and realtime_upstreams["dialed"] == []
+
+
+async def test_a_realtime_upstream_handshake_carries_one_more_hop(autojump_clock, realtime_upstreams):
+    async with gateway(RT_CONFIG) as app, connect(app, headers=[(H, b"1")]):
+        pass
+    assert realtime_upstreams["rt-a.test"].sessions[0].headers[H] == b"2"

@@ -6,7 +6,7 @@ failure). Real calls feed per-(backend, model) circuits: consecutive
 failures take that pair out of rotation at once, and a half-open probe
 brings it back. Requests report synchronously (Trio runs one task at a
 time, so a report is applied before anyone can read a stale view, and a
-half-open circuit admits exactly one probe). The pure state machines in
+half-open circuit admits only the probes it has room for). The pure state machines in
 ``actors.routing.health`` and ``actors.routing.circuit`` decide; this actor
 does the I/O and replaces ``view`` wholesale on every change.
 """
@@ -24,8 +24,10 @@ from attrs import frozen
 from switchyard.actors.routing.circuit import (
     Circuit,
     CircuitState,
+    Policy,
     on_failure,
     on_probe,
+    on_probe_abandoned,
     on_success,
 )
 from switchyard.actors.routing.health import (
@@ -50,11 +52,21 @@ def _check_target(b: BackendConfig, snapshot: Snapshot) -> tuple[Any, ...]:
 CLOSED = Circuit()
 
 
+def circuit_policy(snapshot: Snapshot) -> Policy:
+    """``circuit_breaker`` as the circuits read it (an unset threshold is ``health_checks``')."""
+    cb = snapshot.circuit_breaker
+    return Policy(failure_threshold=cb.failure_threshold or snapshot.health_checks.unhealthy_threshold,
+                  window=cb.window, timeout=cb.timeout, max_timeout=cb.max_timeout,
+                  half_open_max_requests=cb.half_open_max_requests,
+                  half_open_success_threshold=cb.half_open_success_threshold)
+
+
 @frozen
 class HealthView:
     backends: Mapping[str, BackendHealth]
     checks_enabled: bool = True
     circuits: Mapping[tuple[str, str], Circuit] = {}
+    max_probes: int = 1   # circuit_breaker.half_open_max_requests
 
     def routable(self, name: str) -> bool:
         h = self.backends.get(name)
@@ -64,7 +76,7 @@ class HealthView:
         return self.circuits.get((name, model), CLOSED)
 
     def admits(self, name: str, model: str, now: float) -> bool:
-        return self.routable(name) and (not self.circuits or self.circuit(name, model).admits(now))
+        return self.routable(name) and (not self.circuits or self.circuit(name, model).admits(now, self.max_probes))
 
     def count(self, state: HealthState) -> int:
         return sum(1 for h in self.backends.values() if h.state is state)
@@ -78,34 +90,37 @@ class BackendHealthActor:
         self.upstream = upstream
         cfg = snapshot.health_checks
         self.thresholds = Thresholds(unhealthy=cfg.unhealthy_threshold, healthy=cfg.healthy_threshold)
+        self.policy = circuit_policy(snapshot)
         self.view = HealthView({b.name: BackendHealth() for b in snapshot.backends if b.enabled},
-                               checks_enabled=cfg.enabled)
+                               checks_enabled=cfg.enabled, max_probes=self.policy.half_open_max_requests)
 
     # --- passive: called by requests -------------------------------------
 
     def dispatching(self, name: str, model: str, now: float) -> bool:
-        """A call goes to (name, model). True if it is the probe of an open circuit past its cooldown."""
+        """A call goes to (name, model). True if it is a probe: of an open circuit past its cooldown,
+        or one more of a half-open circuit with room for it."""
         c = self.view.circuits.get((name, model))
-        if c is not None and c.state is CircuitState.OPEN and c.admits(now):
+        if c is not None and c.state is not CircuitState.CLOSED and c.admits(now, self.policy.half_open_max_requests):
             self._set_circuit(name, model, on_probe(c), "probing")
             return True
         return False
 
     def call_failed(self, name: str, model: str, error: str) -> None:
+        if not self.snapshot.circuit_breaker.enabled:
+            return
         c = self.view.circuit(name, model)
-        after = on_failure(c, trio.current_time(), self.thresholds.unhealthy)
-        self._set_circuit(name, model, after, error)
+        self._set_circuit(name, model, on_failure(c, trio.current_time(), self.policy), error)
 
     def probe_abandoned(self, name: str, model: str) -> None:
         """A probe that never finished proves nothing: let the next call probe instead."""
         c = self.view.circuits.get((name, model))
         if c is not None and c.state is CircuitState.HALF_OPEN:
-            self._set_circuit(name, model, attrs.evolve(c, state=CircuitState.OPEN), "probe abandoned")
+            self._set_circuit(name, model, on_probe_abandoned(c), "probe abandoned")
 
     def call_succeeded(self, name: str, model: str) -> None:
         c = self.view.circuits.get((name, model))
         if c is not None:  # the common case, a closed circuit with no failures, costs one lookup
-            self._set_circuit(name, model, on_success(c), "ok")
+            self._set_circuit(name, model, on_success(c, self.policy), "ok")
 
     def _set_circuit(self, name: str, model: str, after: Circuit, why: str) -> None:
         before = self.view.circuit(name, model)
@@ -133,7 +148,8 @@ class BackendHealthActor:
 
         A backend whose address, type, key, anthropic-version or check path changed starts over
         as unknown; the others keep their state and circuits. Intervals and
-        thresholds apply from each loop's next check.
+        thresholds apply from each loop's next check; ``circuit_breaker``'s numbers from each
+        circuit's next event (turned off, it forgets every circuit).
         """
         old = {b.name: b for b in self.snapshot.backends if b.enabled}
         new = {b.name: b for b in snapshot.backends if b.enabled}
@@ -142,10 +158,13 @@ class BackendHealthActor:
         self.snapshot = snapshot
         cfg = snapshot.health_checks
         self.thresholds = Thresholds(unhealthy=cfg.unhealthy_threshold, healthy=cfg.healthy_threshold)
+        self.policy = circuit_policy(snapshot)
         backends = {n: (BackendHealth() if n in changed or n not in self.view.backends else self.view.backends[n])
                     for n in new}
-        circuits = {k: c for k, c in self.view.circuits.items() if k[0] in new and k[0] not in changed}
-        self.view = HealthView(backends, checks_enabled=cfg.enabled, circuits=circuits)
+        circuits = {k: c for k, c in self.view.circuits.items()
+                    if k[0] in new and k[0] not in changed and snapshot.circuit_breaker.enabled}
+        self.view = HealthView(backends, checks_enabled=cfg.enabled, circuits=circuits,
+                               max_probes=self.policy.half_open_max_requests)
         self._sync_loops(restart=changed)
 
     def _sync_loops(self, restart: Any) -> None:

@@ -54,10 +54,12 @@ __all__ = ["ConfigError", "Loaded", "build_snapshot", "load_demo", "load_file", 
 
 
 class ConfigError(Exception):
-    def __init__(self, source: str, errors: list[str], warnings: list[str] | None = None) -> None:
+    def __init__(self, source: str, errors: list[str], warnings: list[str] | None = None,
+                 unsupported: list[str] | None = None) -> None:
         self.source = source
         self.errors = errors
         self.warnings = warnings or []
+        self.unsupported = unsupported or []   # the contract keys among the errors (config/contract.py)
         super().__init__(f"{source}: {len(errors)} configuration error(s):\n  " + "\n  ".join(errors))
 
 
@@ -96,7 +98,7 @@ def load_text(text: str, *, source: str = "<string>", env: Mapping[str, str] | N
     raw = interpolate(raw, "", os.environ if env is None else env, problems)
     snapshot = build_snapshot(raw, problems, base_dir=Path(base_dir) if base_dir is not None else Path.cwd())
     if problems.errors:
-        raise ConfigError(source, problems.errors, problems.warnings)
+        raise ConfigError(source, problems.errors, problems.warnings, problems.unsupported)
     revision = content_revision(text + load_metadata.files_digest(snapshot.models.files))
     return Loaded(attrs.evolve(snapshot, revision=revision, source=source), tuple(problems.warnings))
 
@@ -145,6 +147,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     timeouts = load_resilience.timeouts(top.section("timeouts"))
     retry = load_resilience.retry_policy(top.section("retry"))
     fallback = load_resilience.fallback(top.section("fallback"))
+    circuit_breaker = load_resilience.circuit_breaker(top.section("circuit_breaker"))
     streaming = load_section(Streaming, top.section("streaming"))
     tracing = load_section(Tracing, top.section("tracing"))
     logging_ = load_section(Logging, top.section("logging"))
@@ -191,6 +194,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
+                    circuit_breaker=circuit_breaker,
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,

@@ -1,9 +1,10 @@
-"""What is special in loading the resilience sections: ``timeouts``, ``retry``, ``fallback``.
+"""What is special in loading the resilience sections: ``timeouts``, ``retry``, ``fallback``, ``circuit_breaker``.
 
 Each field's rule and default is declared in ``resilience.py`` and read by
 ``fields.load_section``; ``streaming`` needs nothing more. What stays here is
 what a walk cannot say: ``timeouts`` nests its fields differently in YAML
-and checks them against each other, ``retry`` compares its two delays,
+and checks them against each other, ``retry`` compares its two delays
+(``circuit_breaker`` its two cooldowns),
 ``fallback`` has maps keyed by model name, and the chains are checked against
 the backends. Cross-field checks run only on values that were given and
 valid, so one mistake never produces a second, derived error.
@@ -15,6 +16,7 @@ from typing import Any, Iterable
 
 from switchyard.config.fields import load_section, read
 from switchyard.config.resilience import (
+    CircuitBreaker,
     Fallback,
     ModelFallbackSettings,
     ModelTimeouts,
@@ -197,6 +199,20 @@ def _check_delays(out: RetryPolicy, r: Reader) -> None:
             and not {child(r.path, "initial_delay"), child(r.path, "max_delay")} & r.problems.failed_paths:
         r.problems.error(child(r.path, "max_delay"), f"must be at least initial_delay ({seconds(out.initial_delay)}), "
                                                      f"got {seconds(out.max_delay)}")
+
+
+# --- circuit_breaker ---------------------------------------------------------
+
+def circuit_breaker(r: Reader) -> CircuitBreaker:
+    """Special for one check: the cooldown's cap must not be below the first cooldown."""
+    return load_section(CircuitBreaker, r, _check_cooldowns)
+
+
+def _check_cooldowns(out: CircuitBreaker, r: Reader) -> None:
+    if out.max_timeout < out.timeout \
+            and not {child(r.path, "timeout"), child(r.path, "max_timeout")} & r.problems.failed_paths:
+        r.problems.error(child(r.path, "max_timeout"), f"must be at least timeout ({seconds(out.timeout)}), "
+                                                       f"got {seconds(out.max_timeout)}")
 
 
 # --- fallback ----------------------------------------------------------------

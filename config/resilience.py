@@ -1,4 +1,4 @@
-"""Frozen config for what happens when backends misbehave: timeouts, retry, fallback.
+"""Frozen config for what happens when backends misbehave: timeouts, retry, fallback, circuits.
 
 Split from ``schema.py`` because it is one idea of its own: every budget and
 every second chance a call gets. Defaults follow the specification's tuning
@@ -126,6 +126,23 @@ class Fallback:
     fallback_policy: FallbackPolicy = section(FallbackPolicy)
     empty_reply_retry: EmptyReplyRetry = section(EmptyReplyRetry)
     model_settings: Mapping[str, ModelFallbackSettings] = attrs.field(factory=dict)
+
+
+@frozen
+class CircuitBreaker:
+    """``circuit_breaker``: when real calls' failures take a (backend, model) out of rotation and how
+    it comes back. The defaults are the numbers the circuits always had; read by
+    ``load_resilience.circuit_breaker`` (one cross-field check)."""
+
+    enabled: bool = field(True, rules.boolean)     # false: real calls never open a circuit
+    # consecutive failures that open a circuit; None: health_checks.unhealthy_threshold
+    failure_threshold: int | None = field(None, rules.integer(1, 1000))
+    # ... counted only when all fall within this span; None: however far apart
+    window: float | None = field(None, rules.duration(minimum=0.1, maximum=86_400))
+    timeout: float = field(2.0, rules.duration(minimum=0.01, maximum=3600))        # open before the first probe
+    max_timeout: float = field(16.0, rules.duration(minimum=0.01, maximum=86_400))  # cap of the doubling
+    half_open_max_requests: int = field(1, rules.integer(1, 1000))        # probes in flight at once
+    half_open_success_threshold: int = field(1, rules.integer(1, 1000))   # successful probes that close it
 
 
 @frozen

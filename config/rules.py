@@ -14,6 +14,8 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import attrs
 
+from switchyard.config import contract
+
 T = TypeVar("T")
 Rule = Callable[[Any], T]
 
@@ -28,6 +30,7 @@ class Problems:
     warnings: list[str] = attrs.Factory(list)
 
     failed_paths: set[str] = attrs.Factory(set)
+    unsupported: list[str] = attrs.Factory(list)   # contract keys refused (config/contract.py)
 
     def error(self, path: str, rule: str) -> None:
         # One error per path: a value that already failed (say, a missing
@@ -39,6 +42,12 @@ class Problems:
             return
         self.failed_paths.add(path)
         self.errors.append(f"{path}: {rule}")
+
+    def refuse(self, path: str, why: str) -> None:
+        """A key of the contract this gateway does not implement: an error, listed apart too."""
+        if path not in self.failed_paths:
+            self.unsupported.append(path)
+        self.error(path, why)
 
     def warn(self, path: str, rule: str) -> None:
         self.warnings.append(f"{path}: {rule}")
@@ -102,7 +111,12 @@ class Reader:
     def finish(self) -> None:
         for key in self.raw:
             if key not in self._seen:
-                self.problems.error(child(self.path, str(key)), "unknown key")
+                path = child(self.path, str(key))
+                why = contract.refusal(path)
+                if why is None:
+                    self.problems.error(path, "unknown key")
+                else:
+                    self.problems.refuse(path, why)
 
 
 # --- rules ---------------------------------------------------------------

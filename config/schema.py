@@ -28,7 +28,7 @@ from switchyard.config.metadata import (
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.params import ParamPolicy, Preset
 from switchyard.config.prompts import GlobalPrompts
-from switchyard.config.resilience import Fallback, RetryPolicy, Streaming, Timeouts
+from switchyard.config.resilience import CircuitBreaker, Fallback, RetryPolicy, Streaming, Timeouts
 from switchyard.config.responses_tools import ResponsesTools
 from switchyard.config.simulation import SimulatedEngine as SimulatedEngine  # re-exported: read from here
 from switchyard.config.simulation import SimulatedFailure as SimulatedFailure
@@ -255,6 +255,7 @@ class Snapshot:
     discovery: Discovery = Discovery()
     retry: RetryPolicy = RetryPolicy()
     fallback: Fallback = Fallback()
+    circuit_breaker: CircuitBreaker = CircuitBreaker()   # per-(backend, model) circuits of real calls
     streaming: Streaming = Streaming()
     tracing: Tracing = Tracing()
     logging: Logging = Logging()

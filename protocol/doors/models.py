@@ -93,7 +93,7 @@ class ModelRoutes:
             h = view.backends.get(backend)
             circuit = view.circuit(backend, model)
             return {"state": h.state.value if h is not None else "unknown",
-                    "routable": view.routable(backend) and circuit.admits(now),
+                    "routable": view.admits(backend, model, now),
                     "circuit": circuit.state.value}
         return status
 

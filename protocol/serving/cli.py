@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import Any
 
+from switchyard.config.contract import DOC as CONTRACT_DOC
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.rules import Invalid
@@ -61,6 +62,9 @@ def validate_command(path: str) -> int:
             print(f"warning: {warning}")
         for error in exc.errors:
             print(f"error: {error}")
+        if exc.unsupported:
+            print(f"not supported by Switchyard ({len(exc.unsupported)} key(s) of the configuration contract): "
+                  f"{', '.join(exc.unsupported)} (see {CONTRACT_DOC})")
         print(f"{path}: {len(exc.errors)} error(s), {len(exc.warnings)} warning(s)")
         return 1
     for warning in loaded.warnings:

@@ -1,0 +1,96 @@
+"""One test per rule of the contract keys Switchyard does not implement (``config/contract.py``)."""
+
+import pytest
+
+from switchyard.config.contract import DOC, UNSUPPORTED
+from switchyard.config.load import ConfigError, load_text
+from switchyard.protocol.serving.cli import main
+
+MINIMAL = """
+backends:
+  - {name: sim, type: simulated, models: [demo]}
+"""
+
+REFUSED = "part of the configuration contract but not supported by Switchyard"
+
+
+def refused(text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_text(MINIMAL + text, env={})
+    return info.value
+
+
+@pytest.mark.parametrize("key", ["web_search", "kv_cache_index", "control_plane"])
+def test_a_top_level_contract_key_is_refused_by_name_with_the_doc(key):
+    err = refused(f"{key}: {{enabled: true}}\n")
+    assert err.errors == [f"{key}: {REFUSED} (see {DOC})"]
+    assert err.unsupported == [key]
+
+
+@pytest.mark.parametrize("text, path", [
+    ("fallback: {quality_check: {models: [m]}}\n", "fallback.quality_check"),
+    ("prefix_routing: {salt_echo: true}\n", "prefix_routing.salt_echo"),
+    ("prefix_routing: {anthropic_cache_control_injection: true}\n",
+     "prefix_routing.anthropic_cache_control_injection"),
+    ("server: {socket_mode: '0660'}\n", "server.socket_mode"),
+])
+def test_a_nested_contract_key_is_refused_at_its_dotted_path(text, path):
+    assert refused(text).errors == [f"{path}: {REFUSED} (see {DOC})"]
+
+
+@pytest.mark.parametrize("key", ["guardrails", "response_cache"])
+def test_a_planned_key_is_not_supported_yet(key):
+    assert refused(f"{key}: {{enabled: true}}\n").errors == [f"{key}: {REFUSED} yet (see {DOC})"]
+
+
+def test_a_contract_key_is_refused_even_when_it_turns_the_feature_off():
+    assert refused("web_search: {enabled: false}\n").unsupported == ["web_search"]
+
+
+def test_a_truly_unknown_key_keeps_its_error():
+    err = refused("web_serch: {}\nfallback: {quality: 1}\n")
+    assert err.errors == ["fallback.quality: unknown key", "web_serch: unknown key"]
+    assert err.unsupported == []
+
+
+def test_the_same_name_elsewhere_is_an_unknown_key():
+    # only the contract's place for a key is the contract's key
+    assert refused("fallback: {salt_echo: true}\n").errors == ["fallback.salt_echo: unknown key"]
+
+
+def test_every_refused_key_is_reported_in_one_load():
+    err = refused("guardrails: {}\nresponse_cache: {}\nweb_search: {}\n"
+                  "fallback: {quality_check: {}}\nprefix_routing: {salt_echo: true}\nbogus: 1\n")
+    assert sorted(err.unsupported) == ["fallback.quality_check", "guardrails", "prefix_routing.salt_echo",
+                                       "response_cache", "web_search"]
+    assert "bogus: unknown key" in err.errors and len(err.errors) == 6
+
+
+def test_every_table_entry_links_a_doc_page_that_has_the_section():
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    for u in UNSUPPORTED.values():
+        page, anchor = u.doc.split("#")
+        text = (root / page).read_text(encoding="utf-8")
+        assert f"`{u.path}`" in text, u.path
+        assert any(line.startswith("#") and anchor == _slug(line) for line in text.splitlines()), u.doc
+
+
+def _slug(heading: str) -> str:
+    words = heading.lstrip("#").strip().lower()
+    return "".join(ch for ch in words.replace(" ", "-") if ch.isalnum() or ch in "-_")
+
+
+def test_config_validate_lists_every_contract_key_together(tmp_path, capsys):
+    path = tmp_path / "contract.yaml"
+    path.write_text(MINIMAL + "guardrails: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
+                              "retry: {bogus: 1}\n")
+    assert main(["config", "validate", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert f"error: guardrails: {REFUSED} yet (see {DOC})" in out
+    assert f"error: web_search: {REFUSED} (see {DOC})" in out
+    assert f"error: prefix_routing.salt_echo: {REFUSED} (see {DOC})" in out
+    assert "error: retry.bogus: unknown key" in out
+    assert (f"not supported by Switchyard (3 key(s) of the configuration contract): "
+            f"prefix_routing.salt_echo, guardrails, web_search (see {DOC})") in out
+    assert out[-1] == f"{path}: 4 error(s), 0 warning(s)"

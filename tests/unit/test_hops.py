@@ -1,12 +1,14 @@
 """The hop guard's rules (actors/hops.py), the self-addressed backend check (config/self_address.py) and
 ``server.max_hops``."""
 
+import httpx
 import pytest
 
 from switchyard.actors.errors import InvalidRequest, LoopDetected
 from switchyard.actors.hops import HEADER, inbound_hops, outbound
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.self_address import points_at
+from switchyard.protocol.wires.upstream import Upstream
 
 H = HEADER.encode()
 
@@ -107,3 +109,12 @@ def test_max_hops_out_of_range_is_an_error_naming_its_path():
     with pytest.raises(ConfigError) as caught:
         load_text(SELF.replace("bind_address: \"0.0.0.0:8080\"", "bind_address: \"0.0.0.0:8080\", max_hops: -1"))
     assert any(e.startswith("server.max_hops:") for e in caught.value.errors)
+
+
+def test_the_gateways_own_upstream_requests_count_one_hop():
+    snapshot = load_text(SELF).snapshot
+    upstream = Upstream(snapshot)
+    assert upstream.client.headers[HEADER] == "1"   # health checks, discovery, engine stats
+    url = httpx.URL("http://10.0.0.5:8080/v1/chat/completions")
+    assert upstream.request("POST", url, [], b"{}").headers[HEADER] == "1"   # the classifier
+    assert upstream.request("POST", url, [outbound(2)], b"{}").headers.get_list(HEADER) == ["3"]   # a call's

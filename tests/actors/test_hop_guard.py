@@ -5,6 +5,7 @@ import logging
 import pytest
 
 from switchyard.actors.hops import HEADER
+from switchyard.config.load import load_text
 from tests.actors.test_realtime import CONFIG as RT_CONFIG
 from tests.actors.test_realtime import connect, upstreams  # noqa: F401 (a fixture)
 from tests.harness import chat, gateway, request
@@ -104,3 +105,11 @@ async def test_a_realtime_upstream_handshake_carries_one_more_hop(autojump_clock
     async with gateway(RT_CONFIG) as app, connect(app, headers=[(H, b"1")]):
         pass
     assert realtime_upstreams["rt-a.test"].sessions[0].headers[H] == b"2"
+
+
+async def test_max_hops_changes_live_on_reload(autojump_clock):
+    async with gateway(CONFIG) as app:
+        assert (await request(app, "POST", "/v1/chat/completions", chat(), [(H, b"2")])).status == 200
+        applied = app.runtime.apply(load_text(CONFIG.replace("max_hops: 2", "max_hops: 1")).snapshot)
+        assert "server.max_hops" not in applied.pending_restart
+        assert (await request(app, "POST", "/v1/chat/completions", chat(), [(H, b"2")])).status == 508

@@ -13,7 +13,10 @@ and kept in a bounded in-memory log for ``GET /admin/requests/{id}/events``.
 When the answer's first byte goes to the client, the trace notes the
 instant and the backend (``first_byte``; ``FirstByteSink`` does it), and a
 listener on the TraceLog turns each finished trace into metrics: the
-request path itself keeps no counters for them.
+request path itself keeps no counters for them. With ``tracing.otlp`` a
+second listener turns it into spans (``protocol/serving/otlp.py``): the
+trace also keeps the inbound ``traceparent``'s parent span and flags, and
+what the call spent (tokens, cost), so the spans need nothing else.
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ TERMINAL = ("completed", "failed", "client_disconnected")
 
 class CallTrace:
     __slots__ = ("request_id", "revision", "started", "events", "attempt", "terminal", "trace_id", "x_request_id",
-                 "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall")
+                 "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall", "parent_id", "flags",
+                 "spent")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
                  x_request_id: str | None = None, client_ref: str | None = None,
-                 route: str = "/v1/chat/completions") -> None:
+                 route: str = "/v1/chat/completions", parent_id: str | None = None, flags: str | None = None
+                 ) -> None:
         self.request_id = request_id
         self.revision = revision
         self.route = route   # the client-facing route, a metric label
@@ -48,6 +53,10 @@ class CallTrace:
         self.trace_id = trace_id
         self.x_request_id = x_request_id
         self.client_ref = client_ref
+        self.parent_id = parent_id   # the client's traceparent span (None: the call starts the trace)
+        self.flags = flags           # ... and its flags ("01": sampled)
+        # (input tokens, output tokens, cost or None) once the call is over and metered; None: not metered.
+        self.spent: tuple[int, int, float | None] | None = None
         self.started = trio.current_time()
         self.wall = time.time()   # when the call arrived, for the ledger (Unix seconds)
         self.events: list[dict[str, Any]] = []
@@ -159,6 +168,8 @@ class TraceLog:
         self._traces: OrderedDict[str, CallTrace] = OrderedDict()
         # Called with every finished trace (the Runtime's metrics); it must not raise or block.
         self.listener: Callable[[CallTrace], None] | None = None
+        # ... and these after it (the span export), under the same rules.
+        self.listeners: list[Callable[[CallTrace], None]] = []
 
     def store(self, trace: CallTrace) -> None:
         self._traces[trace.request_id] = trace
@@ -168,9 +179,11 @@ class TraceLog:
         level = logging.INFO if trace.eventful else logging.DEBUG
         if log.isEnabledFor(level):
             log.log(level, "%s", json.dumps(trace.as_dict(), separators=(",", ":")), extra=trace.log_fields())
-        if self.listener is not None:
+        for listener in (self.listener, *self.listeners):
+            if listener is None:
+                continue
             try:
-                self.listener(trace)
+                listener(trace)
             except Exception:   # telemetry must never fail a call that is already over
                 log.exception("trace listener failed on request %s", trace.request_id)
 

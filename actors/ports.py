@@ -56,3 +56,19 @@ class CallMetrics(Protocol):
 
 MetricsFor = Callable[[Any], CallMetrics]   # made for one Runtime, once it exists
 
+
+class CallSpans(Protocol):
+    """Told of every finished call (after the metrics), to export it as spans (``tracing.otlp``).
+
+    ``observe`` never waits and never raises; ``close`` may block (it flushes
+    what is queued, bounded by the export timeout) and runs in a worker
+    thread when the Runtime stops.
+    """
+
+    def observe(self, trace: CallTrace) -> None: ...
+
+    def close(self) -> None: ...
+
+
+SpansFor = Callable[[Any], "CallSpans | None"]   # None: no export configured
+

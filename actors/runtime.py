@@ -41,7 +41,7 @@ from switchyard.config.load_limits import workers_refusal
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
-from switchyard.actors.ports import MetricsFor, Upstream
+from switchyard.actors.ports import CallSpans, MetricsFor, SpansFor, Upstream
 from switchyard.actors.wire import Wires
 
 log = logging.getLogger("switchyard.config")
@@ -65,7 +65,8 @@ class ReloadStatus:
 class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
                  spill_name: str = spill.NAME, workers: int = 1, limiter_for: Callable[["Runtime"], Limiter] | None = None,
-                 metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True) -> None:
+                 metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True,
+                 spans_for: SpansFor | None = None) -> None:
         self.snapshot = snapshot
         self.workers = workers   # worker processes of this instance (limits without Redis need exactly one)
         self.config_path = Path(config_path) if config_path else None
@@ -96,6 +97,10 @@ class Runtime:
         if self.metrics is not None:
             self.traces.listener = self.metrics.observe
             self.ledger.listener = self.metrics.observe_record   # tokens and cost by key and model
+        # ... and, with tracing.otlp, becomes spans (restart-only: made once, from the first snapshot).
+        self.spans: CallSpans | None = spans_for(self) if spans_for is not None else None
+        if self.spans is not None:
+            self.traces.listeners.append(self.spans.observe)
         self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
@@ -130,6 +135,8 @@ class Runtime:
                 await self.upstream.aclose()
                 await self.ledger.flush()   # every record written (or spilled) before the process goes
                 await self.ledger.aclose()
+                if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
+                    await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
 
     def _classifier_try(self, rec: UsageRecord) -> None:
         """A classifier try's record reaches the ledger like a call's (purpose ``classifier``)."""

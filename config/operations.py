@@ -10,6 +10,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.fields import field, section
+from switchyard.config.telemetry import OtlpExport, check_otlp
 
 
 @frozen
@@ -25,6 +26,8 @@ class Tracing:
     enabled: bool = field(True, rules.boolean)
     w3c_trace_context: bool = field(True, rules.boolean)
     headers: TracingHeaders = section(TracingHeaders)
+    # The gateway's own spans to an OpenTelemetry collector; None (absent): none are exported.
+    otlp: OtlpExport | None = section(OtlpExport, optional=True, check=check_otlp)
 
 
 @frozen

@@ -6,14 +6,21 @@ router sees itself: ``engine_load`` (queue depth and KV pressure, with an
 admission gate), ``usage_weight`` (the share of a declared provider quota
 not yet spent) and ``quota_aware`` (the provider's own rate-limit headers).
 Every term is off by default: without them selection is unchanged.
+
+``OtlpExport`` is ``tracing.otlp``: where the gateway's own spans go (an
+OpenTelemetry collector over OTLP/HTTP), off unless the section is written.
+Restart-only, like the rest of ``tracing``.
 """
 
 from __future__ import annotations
 
-from attrs import frozen
+from typing import Any, Mapping
+
+from attrs import Factory, frozen
 
 from switchyard.config import rules, values
 from switchyard.config.fields import field, section
+from switchyard.config.rules import Invalid, Reader
 
 HOUR = 3600.0
 
@@ -62,3 +69,79 @@ class RoutingConfig:
     engine_load: EngineLoad = section(EngineLoad)
     usage_weight: UsageWeight = section(UsageWeight)
     quota_aware: QuotaAware = section(QuotaAware)
+
+
+# --- tracing.otlp ---------------------------------------------------------------
+
+OTLP_PROTOCOLS = ("http/protobuf",)   # grpc would need grpcio; the HTTP exporter runs in its own thread
+ATTRIBUTE_KEY = r"[A-Za-z_][A-Za-z0-9_.\-/]{0,127}"
+
+
+def _mapping(value: Any, what: str) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise Invalid(f"must be a mapping of {what}, got {rules.type_name(value)}")
+    return value
+
+
+def otlp_headers(value: Any) -> tuple[tuple[str, str], ...]:
+    """Header name -> string value, sent with every export (a collector's token, say); never shown."""
+    out = []
+    for name, text in _mapping(value, "header names to strings").items():
+        try:
+            key = values.header_name(name)
+        except Invalid as exc:
+            raise Invalid(f"key {name!r}: {exc}") from None
+        if not isinstance(text, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+            raise Invalid(f"{key}: must be a string without control characters (the value is not shown)")
+        out.append((key, text))
+    return tuple(out)
+
+
+def resource_attributes(value: Any) -> tuple[tuple[str, str | bool | int | float], ...]:
+    """Attribute key -> a string, number or boolean: what every span's resource says (deployment, region)."""
+    out: list[tuple[str, str | bool | int | float]] = []
+    key_rule = rules.string(ATTRIBUTE_KEY, "an attribute key like deployment.environment")
+    for key, item in _mapping(value, "attribute keys to values").items():
+        try:
+            key_rule(key)
+        except Invalid as exc:
+            raise Invalid(f"key {key!r}: {exc}") from None
+        if not isinstance(item, (str, bool, int, float)):
+            raise Invalid(f"{key}: must be a string, number or boolean, got {rules.type_name(item)}")
+        out.append((key, item))
+    return tuple(out)
+
+
+def _secret(default: Any, rule: rules.Rule[Any]) -> Any:
+    """A field whose value the admin API masks (``metadata["secret"]``) and repr leaves out."""
+    f = field(default, rule, repr=False)
+    f.metadata["secret"] = True
+    return f
+
+
+@frozen
+class OtlpExport:
+    """``tracing.otlp``: present means on; ``endpoint`` is then required."""
+
+    # The collector's base URL (``/v1/traces`` is added) or the full traces URL.
+    endpoint: str | None = field(None, values.http_url)
+    protocol: str = field("http/protobuf", values.words(*OTLP_PROTOCOLS))
+    headers: tuple[tuple[str, str], ...] = _secret((), otlp_headers)
+    sampling_ratio: float = field(1.0, rules.number(0.0, 1.0))
+    service_name: str = field("switchyard", rules.string(r"[^\x00-\x1f\x7f]{1,128}", "1 to 128 printable characters"))
+    resource_attributes: tuple[tuple[str, str | bool | int | float], ...] = field(Factory(tuple),
+                                                                                 resource_attributes)
+    timeout: float = field(10.0, rules.duration(minimum=0.1, maximum=60))          # one export request
+    export_interval: float = field(5.0, rules.duration(minimum=0.05, maximum=60))  # between two exports
+    max_queue_size: int = field(2048, rules.integer(1, 1_000_000))                # spans waiting; more are dropped
+
+    @property
+    def traces_url(self) -> str:
+        assert self.endpoint is not None
+        return self.endpoint if self.endpoint.endswith("/v1/traces") else self.endpoint + "/v1/traces"
+
+
+def check_otlp(otlp: OtlpExport, r: Reader) -> None:
+    if otlp.endpoint is None:   # an invalid one was reported already (one error per path)
+        r.problems.error(f"{r.path}.endpoint", "is required when tracing.otlp is set (the collector's URL, "
+                         "e.g. http://otel-collector:4318)")

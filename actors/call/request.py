@@ -97,7 +97,8 @@ class RequestActor:
         self.attempts = 0
         tc = call.trace
         self.trace = CallTrace(call.request_id, call.snapshot.revision, trace_id=tc.trace_id if tc else None,
-                               x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None)
+                               x_request_id=tc.x_request_id if tc else None, client_ref=tc.client_ref if tc else None,
+                               parent_id=tc.parent_id if tc else None, flags=tc.flags if tc else None)
         self.trace.route = OTHER_ROUTES.get(call.endpoint, self.trace.route)   # the metrics' route label
         self._shut_down = False                       # the server's drain window ran out (shut_down)
         self._nursery: trio.Nursery | None = None     # the running call's, once it runs
@@ -185,8 +186,10 @@ class RequestActor:
             counts[key] = counts.get(key, 0) + 1
         if self.trace.terminal is None:
             self.trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
-        self.runtime.traces.store(self.trace)
         meter, call = self.meter, self.call
+        cost = float(meter.cost) if meter.cost is not None else None
+        self.trace.spent = (meter.counts.input, meter.counts.output, cost)   # for the spans (tracing.otlp)
+        self.runtime.traces.store(self.trace)
         if self.ticket is not None:
             counts = meter.counts
             self.runtime.limiter.settle(self.ticket, counts.input + counts.output,

@@ -203,7 +203,8 @@ class RealtimeSession:
                     request_id=self.request_id, trace=ctx, key=key, endpoint="realtime")
         self.trace = trace = CallTrace(self.request_id, snapshot.revision, trace_id=ctx.trace_id if ctx else None,
                                        x_request_id=ctx.x_request_id if ctx else None,
-                                       client_ref=ctx.client_ref if ctx else None, route=PATH)
+                                       client_ref=ctx.client_ref if ctx else None, route=PATH,
+                                       parent_id=ctx.parent_id if ctx else None, flags=ctx.flags if ctx else None)
         trace.add("accepted", model=name, stream=True)
         began = trio.current_time()
         refusal: GatewayError | None = None

@@ -33,6 +33,7 @@ from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
 from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, CountersCollector, counters_of
+from switchyard.protocol.serving.otlp import OTLP
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:
@@ -117,6 +118,8 @@ class GatewayMetrics:
         self.usage.read_ledger(lambda: counters_of(getattr(runtime, "ledger", None), LEDGER))
         # the shared limiter's health (with state.redis_url; the local limiter has none of these counters)
         r.register(CountersCollector(LIMITER, lambda: counters_of(getattr(runtime, "limiter", None), LIMITER)))
+        # the span export's queue and its collector (with tracing.otlp)
+        r.register(CountersCollector(OTLP, lambda: counters_of(getattr(runtime, "spans", None), OTLP)))
         self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)

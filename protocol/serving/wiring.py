@@ -1,5 +1,5 @@
 """A Runtime assembled with the protocol layer's parts: the shared upstream client, the translating
-wires, and the Prometheus metrics of its calls (the actors define what they need in ``actors/ports.py``)."""
+wires, the Prometheus metrics of its calls and, with ``tracing.otlp``, their spans (the actors define what they need in ``actors/ports.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
+from switchyard.protocol.serving.otlp import spans_for
 from switchyard.protocol.wires.upstream import Upstream
 
 WORKER_ENV = "SWITCHYARD_WORKER_INDEX"   # set in each worker process of a multi-worker instance (workers.py)
@@ -30,7 +31,7 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                    store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
                    workers=int(os.environ.get(WORKERS_ENV, "1")),
                    limiter_for=shared_limiter if snapshot.state.redis_url else None,
-                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch)
+                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for)
 
 
 def shared_limiter(runtime: Runtime) -> RedisLimiter:

@@ -62,6 +62,7 @@ CAP_TIMES = 20           # ... or this many operation_timeouts, if more
 BORROWED_MOST = 100_000  # calls of the local share kept for their claim; past it the oldest are dropped
 UNAVAILABLE = "rate_limiter_unavailable"   # the refusal's dimension under fail_closed (a 503)
 
+
 class Borrowed:
     """A call the local share admitted while Redis was away: what Redis must be told when it is back."""
 

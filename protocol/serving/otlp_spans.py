@@ -40,7 +40,7 @@ ROOT = "router.request"
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 # gen_ai.operation.name by the call's endpoint (the ledger's names).
 OPERATIONS = {"chat": "chat", "messages": "chat", "responses": "chat", "completions": "text_completion",
-              "embeddings": "embeddings"}
+              "embeddings": "embeddings", "/v1/realtime": "realtime"}
 Address = Callable[[str], "tuple[str, int | None] | None"]   # backend name -> (host, port), if known
 
 
@@ -68,7 +68,7 @@ def call_spans(trace: CallTrace, root_id: int, resource: Resource, scope: Instru
     if trace.parent_id is not None:
         parent = SpanContext(trace_id, int(trace.parent_id, 16), is_remote=True,
                              trace_flags=TraceFlags(int(trace.flags or "01", 16)))
-    operation = OPERATIONS.get(endpoint_of(trace.route), endpoint_of(trace.route))
+    operation = OPERATIONS.get(endpoint_of(trace.route), "chat")
     events = trace.events
     spans = [_attempt(trace, i, root, resource, scope, operation, address) for i, e in enumerate(events)
              if e["event"] == "selected" and (e.get("detail") or {}).get("span_id")]

@@ -54,13 +54,16 @@ def dedup_key(call: Call, key_id: str | None, model: str | None = None) -> bytes
     Config revision, the endpoint (the same bytes mean different things to embeddings and
     responses), API key id, the routed model (``model``, else
     ``call.model``), the ``x-backend`` pin, stream or not, the consistent-hash
-    key, what request_params changed (it shows in the response headers), and
-    the body bytes the call is dispatched with. Each field is length-prefixed,
-    so no two different tuples share an encoding.
+    key, what request_params changed (it shows in the response headers), the
+    hop count (a call that came back round a loop of gateways must not wait on
+    itself: it goes on, and the hop guard ends the loop), and the body bytes
+    the call is dispatched with. Each field is length-prefixed, so no two
+    different tuples share an encoding.
     """
     h = hashlib.blake2b(digest_size=32, person=b"switchyard-dedup")
     for part in (call.snapshot.revision, call.endpoint, key_id, model if model is not None else call.model, call.pin,
-                 "stream" if call.stream else "buffered", call.hash_key, "\x00".join(call.param_tokens)):
+                 "stream" if call.stream else "buffered", call.hash_key, "\x00".join(call.param_tokens),
+                 str(call.hops)):
         _field(h, None if part is None else part.encode())
     # What another API's client asked beyond the body (an Anthropic version or beta header) changes the answer.
     _field(h, json.dumps(call.ingress, sort_keys=True, default=str).encode() if call.ingress else None)

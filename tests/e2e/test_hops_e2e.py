@@ -28,9 +28,9 @@ def peer(name: str, port: int) -> dict[str, Any]:
             "discovery": False}
 
 
-def config(port: int, *backends: dict[str, Any]) -> dict[str, Any]:
+def config(port: int, *backends: dict[str, Any], **top: Any) -> dict[str, Any]:
     return {"server": {"bind_address": f"127.0.0.1:{port}"}, "health_checks": {"enabled": False},
-            "backends": list(backends)}
+            "backends": list(backends), **top}
 
 
 @asynccontextmanager
@@ -67,6 +67,16 @@ async def test_two_gateways_that_list_each_other_answer_508_loop_detected(tmp_pa
     # A -> B -> A -> B -> A: the last arrival counts 4 gateways, past the default max_hops of 3
     assert error["details"] == {"hops": 4, "max_hops": 3}
     assert reply.headers["x-continuum-request-id"].startswith("req_")
+
+
+async def test_with_dedup_on_a_call_that_came_round_the_loop_does_not_wait_on_itself(tmp_path):
+    a, b = free_port(), free_port()
+    dedup = {"dedup": {"enabled": True}}
+    async with gateways(tmp_path, config(a, peer("b", b), **dedup), config(b, peer("a", a), **dedup)) as (url_a, _):
+        async with httpx.AsyncClient(timeout=10) as http:
+            with trio.fail_after(10):
+                reply = await http.post(url_a + "/v1/chat/completions", json=CHAT)
+    assert reply.status_code == 508 and reply.json()["error"]["details"] == {"hops": 4, "max_hops": 3}
 
 
 async def test_the_loop_reaches_an_anthropic_client_in_the_anthropic_shape(tmp_path):

@@ -48,6 +48,11 @@ def ledger_config(tmp_path: Path, ledger: str, *backends: dict[str, Any]) -> dic
 
 
 @asynccontextmanager
+# seconds a gateway may take to serve: an upper bound (a healthy start returns in about a second), roomy
+# because the fleet tests start six workers at once on two cores, with the rest of the suite around them
+START_BOUND = 60
+
+
 async def serve(tmp_path: Path, config: dict[str, Any],
                 workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
     """``switchyard serve`` at INFO (each worker logs its start and, at a drain, its calls in flight, with its
@@ -67,7 +72,7 @@ async def serve(tmp_path: Path, config: dict[str, Any],
     try:
         ready = False
         async with httpx.AsyncClient(base_url=url, timeout=2) as http:
-            with trio.move_on_after(20):
+            with trio.move_on_after(START_BOUND):
                 while not ready:
                     assert proc.poll() is None, log_path.read_text()
                     await trio.sleep(0.05)
@@ -76,7 +81,7 @@ async def serve(tmp_path: Path, config: dict[str, Any],
                                  and (await http.get("/ready")).status_code == 200)
                     except httpx.TransportError:
                         pass
-        assert ready, f"not serving within 20 s:\n{log_path.read_text()}"
+        assert ready, f"not serving within {START_BOUND} s:\n{log_path.read_text()}"
         yield proc, url, log_path
     finally:
         with trio.CancelScope(shield=True):

@@ -47,12 +47,12 @@ def ledger_config(tmp_path: Path, ledger: str, *backends: dict[str, Any]) -> dic
     return config
 
 
-@asynccontextmanager
 # seconds a gateway may take to serve: an upper bound (a healthy start returns in about a second), roomy
 # because the fleet tests start six workers at once on two cores, with the rest of the suite around them
 START_BOUND = 60
 
 
+@asynccontextmanager
 async def serve(tmp_path: Path, config: dict[str, Any],
                 workers: int = 1) -> AsyncIterator[tuple[trio.Process, str, Path]]:
     """``switchyard serve`` at INFO (each worker logs its start and, at a drain, its calls in flight, with its

@@ -32,8 +32,7 @@ from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
 from switchyard.actors.ledger.record import LedgerRecord
-from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, CountersCollector, counters_of
-from switchyard.protocol.serving.otlp import OTLP
+from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, CountersCollector, counters_of
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ based); a call that starts its trace (or came with ``x-trace-id`` only) is
 kept when the trace id's low 64 bits fall under ``sampling_ratio`` of the
 range, as OpenTelemetry's ``TraceIdRatioBased`` does.
 
-Counters (read by ``/metrics`` at scrape time, ``OTLP`` below): spans handed
+Counters (read by ``/metrics`` at scrape time, ``store_metrics.OTLP``): spans handed
 to the processor, dropped (queue full), exported, failed to export.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -35,12 +35,7 @@ from switchyard.actors.events import CallTrace
 from switchyard.actors.trace import new_span_id
 from switchyard.config.schema import Snapshot
 from switchyard.config.telemetry import OtlpExport
-from switchyard.config.values import shown_url
 from switchyard.protocol.serving.otlp_spans import backend_address, call_spans
-from switchyard.protocol.serving.store_metrics import Table
-
-if TYPE_CHECKING:
-    from switchyard.actors.runtime import Runtime
 
 log = logging.getLogger("switchyard.tracing")
 
@@ -48,15 +43,6 @@ SCOPE = InstrumentationScope("switchyard")
 BATCH = 512                   # spans per export request at most
 ID_RANGE = 1 << 64            # the trace id's low 64 bits decide a ratio sample
 
-# The export's counters in Prometheus (protocol/serving/store_metrics.py reads them at scrape time).
-OTLP: Table = (
-    ("queued", "otlp_spans_queued", "counter", "Spans handed to the OTLP exporter's queue (tracing.otlp)"),
-    ("dropped", "otlp_spans_dropped", "counter",
-     "Spans dropped because the OTLP exporter's queue was full (a slow or unreachable collector)"),
-    ("exported", "otlp_spans_exported", "counter", "Spans the collector accepted"),
-    ("failed", "otlp_spans_failed", "counter", "Spans whose export failed (the collector refused or was unreachable)"),
-    ("unsampled", "otlp_calls_unsampled", "counter", "Calls not exported: sampled out by ratio or parent flag"),
-)
 
 
 class _Counted(SpanExporter):
@@ -160,16 +146,3 @@ class SpanExport:
         if self._addresses is None or self._addresses[0] is not snapshot:
             self._addresses = (snapshot, {b.name: backend_address(b.url) for b in snapshot.backends})
         return self._addresses[1].get(backend)
-
-
-def spans_for(runtime: "Runtime") -> SpanExport | None:
-    """The Runtime's span export, from its first snapshot (``tracing`` waits for a restart); None when off."""
-    tracing = runtime.snapshot.tracing
-    if tracing.otlp is None:
-        return None
-    if not tracing.enabled:
-        log.warning("tracing.otlp is set while tracing.enabled is false: calls carry no trace, no span is exported")
-        return None
-    log.info("exporting spans to %s (sampling ratio %g)", shown_url(tracing.otlp.traces_url),
-             tracing.otlp.sampling_ratio)
-    return SpanExport(tracing.otlp, lambda: runtime.snapshot)

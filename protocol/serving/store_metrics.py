@@ -2,7 +2,8 @@
 
 A table names each counter (an attribute of the store), its metric, its kind and its help; the
 collector reads whatever its source returns (a mapping, or None: the store is not there) at each
-scrape. The usage ledger's (``LEDGER``) and the shared rate limiter's (``LIMITER``) use it.
+scrape. The usage ledger's (``LEDGER``), the shared rate limiter's (``LIMITER``) and the span
+export's (``OTLP``) use it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ LIMITER: Table = (
     ("queued_settles", "rate_limit_settles_queued", "gauge", "Settles waiting to be applied in Redis"),
     ("settles_dropped", "rate_limit_settles_dropped", "counter",
      "Settles dropped because the queue was full while Redis was away"),
+)
+
+
+# The export's counters in Prometheus (tracing.otlp; SpanExport in otlp.py).
+OTLP: Table = (
+    ("queued", "otlp_spans_queued", "counter", "Spans handed to the OTLP exporter's queue (tracing.otlp)"),
+    ("dropped", "otlp_spans_dropped", "counter",
+     "Spans dropped because the OTLP exporter's queue was full (a slow or unreachable collector)"),
+    ("exported", "otlp_spans_exported", "counter", "Spans the collector accepted"),
+    ("failed", "otlp_spans_failed", "counter", "Spans whose export failed (the collector refused or was unreachable)"),
+    ("unsampled", "otlp_calls_unsampled", "counter", "Calls not exported: sampled out by ratio or parent flag"),
 )
 
 

@@ -3,19 +3,26 @@ wires, the Prometheus metrics of its calls and, with ``tracing.otlp``, their spa
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import TYPE_CHECKING
 
 from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
 from switchyard.config.schema import BackendType, Snapshot
+from switchyard.config.values import shown_url
 from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
-from switchyard.protocol.serving.otlp import spans_for
 from switchyard.protocol.wires.upstream import Upstream
+
+if TYPE_CHECKING:
+    from switchyard.protocol.serving.otlp import SpanExport
+
+log = logging.getLogger("switchyard.tracing")
 
 WORKER_ENV = "SWITCHYARD_WORKER_INDEX"   # set in each worker process of a multi-worker instance (workers.py)
 WORKERS_ENV = "SWITCHYARD_WORKERS"       # ... with how many workers the instance has
@@ -44,3 +51,20 @@ def spill_name() -> str:
     ``server.data_dir``), so one worker's replay never removes records another is appending."""
     index = os.environ.get(WORKER_ENV, "0")
     return spill.NAME if index == "0" else spill.NAME.replace(".jsonl", f"-{index}.jsonl")
+
+
+def spans_for(runtime: Runtime) -> SpanExport | None:
+    """The Runtime's span export, from its first snapshot (``tracing`` waits for a restart); None when off.
+    The OpenTelemetry SDK is imported here, only when spans are exported: a worker without
+    ``tracing.otlp`` does not pay its import at start."""
+    tracing = runtime.snapshot.tracing
+    if tracing.otlp is None:
+        return None
+    if not tracing.enabled:
+        log.warning("tracing.otlp is set while tracing.enabled is false: calls carry no trace, no span is exported")
+        return None
+    from switchyard.protocol.serving.otlp import SpanExport
+
+    log.info("exporting spans to %s (sampling ratio %g)", shown_url(tracing.otlp.traces_url),
+             tracing.otlp.sampling_ratio)
+    return SpanExport(tracing.otlp, lambda: runtime.snapshot)

@@ -73,3 +73,13 @@ def test_otlp_waits_for_a_restart():
     new = load("{otlp: {endpoint: 'http://c:4318'}}").snapshot
     applied = apply_live(running, new)
     assert applied.snapshot.tracing.otlp is None and "tracing" in applied.pending_restart
+
+
+def test_a_gateway_without_tracing_otlp_never_imports_the_opentelemetry_sdk():
+    import subprocess
+    import sys
+
+    code = ("import sys, switchyard.protocol.serving.cli, switchyard.protocol.serving.wiring; "
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -2,7 +2,7 @@
 
 No trio, no clock, no I/O: ``now`` (monotonic seconds: windows and leases)
 and ``wall`` (Unix seconds: budget periods, which are UTC calendar buckets)
-come in as arguments. ``LocalLimiter`` (actors/limits/local.py) owns one
+come in as arguments (the budget periods' buckets are in budget_periods.py). ``LocalLimiter`` (actors/limits/local.py) owns one
 ``Counters`` and decides with ``decide``/``settle``; the Redis script
 implements the same rules (docs/limits.md).
 
@@ -29,16 +29,16 @@ this order: the budgets (key, then organization), then the scopes in
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from typing import Any, Mapping
 
 import attrs
 from attrs import frozen
 
+from switchyard.actors.routing.budget_periods import Bucket, bucket_expiry, bucket_of
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.config.access import ApiKey
-from switchyard.config.limits import Budget, Organization, Period, RateLimit, RateLimiting
+from switchyard.config.limits import Budget, Organization, RateLimit, RateLimiting
 
 SCOPE_KINDS = ("global", "client_ip", "key", "organization", "model")   # refusal order of the rate scopes
 OWNER_KINDS = ("key", "organization")                                   # refusal order of the budgets
@@ -162,44 +162,6 @@ def budgets_for(organizations: Mapping[str, Organization], key: ApiKey | None, w
     if org is not None and org.budget is not None:
         out.append(BudgetLine("organization", org.id, org.budget, worst_usd, tokens))
     return tuple(out)
-
-
-# --- budget periods (UTC) ---------------------------------------------------------------------
-
-@frozen
-class Bucket:
-    name: str               # 2026-03-05 | 2026-W10 | 2026-03 | total
-    start: float | None     # Unix seconds (None: total)
-    end: float | None
-
-
-def bucket_of(period: Period, wall: float) -> Bucket:
-    """The UTC period bucket holding Unix time ``wall``."""
-    if period is Period.TOTAL:
-        return Bucket("total", None, None)
-    day = dt.datetime.fromtimestamp(wall, dt.timezone.utc).date()
-    if period is Period.DAY:
-        start, end, name = day, day + dt.timedelta(days=1), day.isoformat()
-    elif period is Period.WEEK:
-        start = day - dt.timedelta(days=day.weekday())
-        year, week, _ = day.isocalendar()
-        end, name = start + dt.timedelta(days=7), f"{year}-W{week:02d}"
-    else:
-        start = day.replace(day=1)
-        end = (start + dt.timedelta(days=32)).replace(day=1)
-        name = f"{start.year:04d}-{start.month:02d}"
-    return Bucket(name, _midnight(start), _midnight(end))
-
-
-def _midnight(day: dt.date) -> float:
-    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
-
-
-def bucket_expiry(bucket: Bucket) -> float | None:
-    """When a bucket's counters may go: two periods after it ended (total: never)."""
-    if bucket.start is None or bucket.end is None:
-        return None
-    return bucket.end + 2 * (bucket.end - bucket.start)
 
 
 # --- the counters -----------------------------------------------------------------------------

@@ -70,7 +70,7 @@ class Batches(Generic[Item]):
         self.items = 0     # calls they carried
         self.sending = 0   # calls in script calls not answered yet
         self.extended = 0  # waits given their bound again because the worker was late to see them end
-        self._watched: deque[Watch] = deque()   # calls sent alone, by when their bound is due
+        self._watched: list[Watch] = []   # calls sent alone and not yet ended
         self._watch_lot = trio.lowlevel.ParkingLot()
 
     async def ask(self, item: Item, bound: float, cap: float, alive: Callable[[], bool] = lambda: False) -> Any:
@@ -129,22 +129,26 @@ class Batches(Generic[Item]):
             self._lanes.release()
 
     async def _watchdog(self) -> None:
+        """Wakes at the earliest bound due among the calls sent alone (at most one per lane), or when
+        one more is sent (its bound may be due sooner: bounds grow with the loop's lag)."""
         while True:
-            while not self._watched:
+            self._watched = [w for w in self._watched if not w.done]
+            if not self._watched:
                 await self._watch_lot.park()
-            watch = self._watched[0]
-            if not watch.done:
-                await trio.sleep_until(watch.check)
-            self._watched.popleft()
-            if watch.done:
+                continue
+            with trio.move_on_at(min(w.check for w in self._watched)):
+                await self._watch_lot.park()
                 continue
             now = trio.current_time()
-            if now - watch.check <= watch.bound / 2 and not watch.alive():
-                watch.scope.cancel()
-            else:
-                self.extended += 1
-                watch.check = now + watch.bound   # later than every other's: the deque stays in order
-                self._watched.append(watch)
+            for watch in self._watched:
+                if watch.done or watch.check > now:
+                    continue
+                if now - watch.check <= watch.bound / 2 and not watch.alive():
+                    watch.scope.cancel()
+                    watch.done = True
+                else:
+                    self.extended += 1
+                    watch.check = now + watch.bound
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -98,6 +98,21 @@ async def test_a_call_sent_alone_never_outlasts_its_cap(autojump_clock, nursery)
     assert trio.current_time() == pytest.approx(1.0)
 
 
+async def test_each_call_sent_alone_ends_at_its_own_bound_whatever_the_others(autojump_clock, nursery):
+    server = Server(first=5.0, second=5.0)
+    batches = await started(nursery, server.batches(lanes=2))
+
+    async def first() -> None:   # sent while the loop lagged: a long bound
+        with pytest.raises(trio.TooSlowError):
+            await batches.ask("first", 1.0, 5.0)
+
+    nursery.start_soon(first)
+    await trio.sleep(0.01)
+    with pytest.raises(trio.TooSlowError):
+        await batches.ask("second", 0.1, 5.0)
+    assert trio.current_time() == pytest.approx(0.11)
+
+
 async def test_a_queued_wait_ends_at_its_bound_when_nothing_else_is_answered(autojump_clock, nursery):
     server = Server(busy=0.05, slow=0.3)
     batches = await started(nursery, server.batches(lanes=1))

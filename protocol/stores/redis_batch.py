@@ -12,6 +12,7 @@ operation bound, so that a worker busy with its own requests does not take that 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
@@ -71,6 +72,7 @@ class Batches(Generic[Item]):
         self.sending = 0   # calls in script calls not answered yet
         self.extended = 0  # waits given their bound again because the worker was late to see them end
         self._watched: list[Watch] = []   # calls sent alone and not yet ended
+        self._watch_until = math.inf      # when the watchdog wakes next
         self._watch_lot = trio.lowlevel.ParkingLot()
 
     async def ask(self, item: Item, bound: float, cap: float, alive: Callable[[], bool] = lambda: False) -> Any:
@@ -112,7 +114,8 @@ class Batches(Generic[Item]):
         now = trio.current_time()
         watch = Watch(trio.CancelScope(deadline=now + cap), now + bound, bound, alive)
         self._watched.append(watch)
-        self._watch_lot.unpark()
+        if watch.check < self._watch_until:   # due before the watchdog would wake
+            self._watch_lot.unpark()
         self.batches += 1
         self.items += 1
         self.sending += 1
@@ -130,13 +133,11 @@ class Batches(Generic[Item]):
 
     async def _watchdog(self) -> None:
         """Wakes at the earliest bound due among the calls sent alone (at most one per lane), or when
-        one more is sent (its bound may be due sooner: bounds grow with the loop's lag)."""
+        one is sent whose bound is due sooner (bounds grow with the loop's lag)."""
         while True:
             self._watched = [w for w in self._watched if not w.done]
-            if not self._watched:
-                await self._watch_lot.park()
-                continue
-            with trio.move_on_at(min(w.check for w in self._watched)):
+            self._watch_until = min((w.check for w in self._watched), default=math.inf)
+            with trio.move_on_at(self._watch_until):
                 await self._watch_lot.park()
                 continue
             now = trio.current_time()

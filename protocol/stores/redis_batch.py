@@ -24,15 +24,20 @@ Item = TypeVar("Item")
 class Slot(Generic[Item]):
     """One call's place in a batch: its part, then its reply or the failure of its batch."""
 
-    __slots__ = ("item", "reply", "error", "done", "taken", "abandoned")
+    __slots__ = ("item", "reply", "error", "done", "abandoned")
 
     def __init__(self, item: Item) -> None:
         self.item = item
         self.reply: Any = None
         self.error: BaseException | None = None
         self.done = trio.Event()
-        self.taken = False       # sent in a batch (it may have run in Redis)
         self.abandoned = False   # its caller stopped waiting (timed out or cancelled)
+
+
+def gives_up(now: float, due: float, bound: float, alive: Callable[[], bool]) -> bool:
+    """Whether a wait whose bound was ``due`` ends now: the worker saw it on time (not later than half a
+    bound: a reply is not sitting unread) and the server has answered nothing lately."""
+    return now - due <= bound / 2 and not alive()
 
 
 class Watch:
@@ -95,7 +100,7 @@ class Batches(Generic[Item]):
                 if slot.done.is_set():
                     break
                 now = trio.current_time()
-                if deadline >= last or (now - deadline <= bound / 2 and not alive()):
+                if deadline >= last or gives_up(now, deadline, bound, alive):
                     raise trio.TooSlowError
                 self.extended += 1
                 deadline = min(now + bound, last)
@@ -144,7 +149,7 @@ class Batches(Generic[Item]):
             for watch in self._watched:
                 if watch.done or watch.check > now:
                     continue
-                if now - watch.check <= watch.bound / 2 and not watch.alive():
+                if gives_up(now, watch.check, watch.bound, watch.alive):
                     watch.scope.cancel()
                     watch.done = True
                 else:
@@ -162,7 +167,6 @@ class Batches(Generic[Item]):
                 while self._queue and len(batch) < self._most:
                     slot = self._queue.popleft()
                     if not slot.abandoned:
-                        slot.taken = True
                         batch.append(slot)
                 if batch:
                     nursery.start_soon(self._one, batch)

@@ -26,6 +26,7 @@ from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.pool import BackendPool
 from switchyard.actors.prompts import PromptStore
 from switchyard.actors.quota import QuotaObserver
+from switchyard.actors.response_owners import ResponseOwners
 from switchyard.actors.routing.variants import ThroughputView
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.supervisor import Supervisor
@@ -82,6 +83,7 @@ class Runtime:
         self.pool = BackendPool(snapshot)
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
+        self.response_owners = ResponseOwners(snapshot.stored_responses)   # stored response id -> its backend
         self.usage = UsageLedger()         # what the gateway's own calls (the LLM classifier's) and clients used
         # Every call's record, with its cost, kept in the store usage.ledger names (written off the request path).
         self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
@@ -208,6 +210,7 @@ class Runtime:
         self.pool.reconfigure(snapshot)
         self.prompts.reconfigure(snapshot.global_prompts)
         self.dedup.reconfigure(snapshot.dedup)
+        self.response_owners.reconfigure(snapshot.stored_responses)
         self.snapshot = snapshot
         self.smart.reconfigure(snapshot)
         self.reload_status.revision = snapshot.revision

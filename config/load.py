@@ -34,6 +34,7 @@ from switchyard.config.fields import load_section, read
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
+from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.usage import UsageConfig
 from switchyard.config.schema import (
     BackendType,
@@ -162,6 +163,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     routing = load_section(RoutingConfig, top.section("routing"))
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
+    stored_responses = load_section(StoredResponses, top.section("stored_responses"))
     discovery = load_section(Discovery, top.section("discovery"))
     usage = load_section(UsageConfig, top.section("usage"))
     rate_limiting = load_limits.rate_limiting(top.section("rate_limiting"))
@@ -198,7 +200,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
-                    smart_routing=smart, responses_tools=responses_tools,
+                    smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state)
 

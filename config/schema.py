@@ -30,6 +30,7 @@ from switchyard.config.params import ParamPolicy, Preset
 from switchyard.config.prompts import GlobalPrompts
 from switchyard.config.resilience import CircuitBreaker, Fallback, RetryPolicy, Streaming, Timeouts
 from switchyard.config.responses_tools import ResponsesTools
+from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.simulation import SimulatedEngine as SimulatedEngine  # re-exported: read from here
 from switchyard.config.simulation import SimulatedFailure as SimulatedFailure
 from switchyard.config.simulation import Simulation
@@ -270,6 +271,7 @@ class Snapshot:
     routing: RoutingConfig = RoutingConfig()
     smart_routing: SmartRouting = SmartRouting()
     responses_tools: ResponsesTools = ResponsesTools()   # POST /v1/responses hosted tools and resource ids
+    stored_responses: StoredResponses = StoredResponses()   # which backend holds which stored response
     model_metadata_file: str | None = field(None, rules.string())
     model_metadata_dirs: tuple[str, ...] = field((), rules.string_list(rules.string()))
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged

@@ -6,6 +6,7 @@ import functools
 
 import httpx
 
+from switchyard.config import unix_socket
 from switchyard.config.schema import BackendConfig, BackendType
 
 
@@ -20,8 +21,12 @@ def join_url(base: str, path: str) -> str:
 
     ``http://h:8000`` and ``http://h:8000/v1`` are the same backend: with
     ``/v1/models`` both give ``http://h:8000/v1/models``, and with a root
-    route such as ``/health`` both give ``http://h:8000/health``.
+    route such as ``/health`` both give ``http://h:8000/health``. A ``unix://``
+    socket's routes are ``http+unix://`` URLs our pooled transport dials
+    (``config/unix_socket.py``), with its path prefix read the same way.
     """
+    if unix_socket.is_unix(base):
+        base = unix_socket.request_base(base)
     base = base.rstrip("/")
     if base.endswith("/v1"):
         if path.startswith("/v1/"):

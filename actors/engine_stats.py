@@ -76,7 +76,7 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 def stats_headers(backend: BackendConfig, url: str) -> list[tuple[str, str]]:
     """The backend's key goes only to its own origin: an ``engine_stats_url`` elsewhere gets none."""
-    return auth_headers(backend) if _origin(url) == _origin(backend.url) else []
+    return auth_headers(backend) if _origin(url) == _origin(join_url(backend.url, "/")) else []
 
 
 def _target(backend: BackendConfig, cfg: EngineStatsConfig) -> tuple[Any, ...]:

@@ -25,10 +25,14 @@ from switchyard.config.fields import load_section, read
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.config.simulation import Simulation
-from switchyard.config.values import http_url, shown_url
+from switchyard.config.unix_socket import backend_url, is_unix
+from switchyard.config.values import shown_url
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 ANTHROPIC_URL = "https://api.anthropic.com"   # an anthropic backend's url when none is given
+# The types a `unix://` url may name: the OpenAI-compatible ones (config/unix_socket.py).
+UNIX_SOCKET_TYPES = (BackendType.OPENAI, BackendType.VLLM, BackendType.SGLANG, BackendType.OLLAMA,
+                     BackendType.GENERIC)
 
 
 def backends(top: Reader, problems: Problems) -> tuple[BackendConfig, ...]:
@@ -52,7 +56,7 @@ def _backend(r: Reader) -> BackendConfig | None:
         r.problems.error(child(r.path, "name"), "is required")
     name = r.get("name", rules.string(_NAME, "1-64 letters, digits, '.', '_' or '-'"), "")
     btype = r.get("type", rules.one_of({t.value: t for t in BackendType}), BackendType.GENERIC)
-    url = r.get("url", http_url, "")
+    url = r.get("url", backend_url, "")
     if not url:
         if btype is BackendType.SIMULATED:
             url = f"http://{name or 'backend'}.simulated"
@@ -95,10 +99,13 @@ def _backend(r: Reader) -> BackendConfig | None:
                          f"only applies to backends of type anthropic, not {btype.value}")
     betas = load_anthropic.anthropic_betas(r, btype)
     r.finish()
-    if btype is BackendType.AZURE and url and not urlsplit(url).path.rstrip("/").endswith("/openai/v1"):
+    if is_unix(url) and btype not in UNIX_SOCKET_TYPES:
+        r.problems.error(child(r.path, "url"), f"is a unix:// socket, which only the OpenAI-compatible types "
+                         f"take ({', '.join(t.value for t in UNIX_SOCKET_TYPES)}), not {btype.value}")
+    elif btype is BackendType.AZURE and url and not urlsplit(url).path.rstrip("/").endswith("/openai/v1"):
         r.problems.error(child(r.path, "url"), "of an azure backend is its resource's v1 API root, "
                          f"https://NAME.openai.azure.com/openai/v1, got {shown_url(url)!r}")
-    if btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
+    elif btype is BackendType.SIMULATED and not (urlsplit(url).hostname or "").endswith(".simulated"):
         r.problems.error(child(r.path, "url"),
                          f"of a simulated backend must have a host ending in .simulated, got {shown_url(url)!r}")
     parts = urlsplit(url)

@@ -27,6 +27,7 @@ from switchyard.actors.routing.resume import (
     ResumeMode,
     choose_mode,
     resume_payload,
+    takes_resume,
 )
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
@@ -99,9 +100,10 @@ class Recovery:
         for model in models:
             tried = {b for b, m in used if m == model}
             # After output has started only the OpenAI wire is used: a backend spoken to through a
-            # translation (Anthropic Messages, the Responses bridge) is skipped, not half converted.
+            # translation (Anthropic Messages, the Responses bridge) is skipped, not half converted,
+            # and so is a Unix-socket backend (the specification's rule: takes_resume).
             tried |= {b.name for b in rt.pool.serving(model, rt.discovery.view, call.snapshot)
-                      if rt.wires.translates(call, b, model)}
+                      if rt.wires.translates(call, b, model) or not takes_resume(b)}
             try:
                 return self.route.pick(call, model, tried, fallback=True), model
             except (ModelNotFound, NoHealthyBackend):

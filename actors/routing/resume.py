@@ -14,6 +14,10 @@ Three ways to continue an answer the client has partly received:
 Restart is forced when little was said (``min_accumulated_tokens``), when
 the accumulator passed its cap, when tool calls were under way (a prefill
 cannot carry half a tool call), or when continuation is off.
+
+A stream never continues on a Unix-socket backend (``takes_resume``): the
+specification keeps mid-stream hops to the OpenAI wire over the network;
+such backends still serve a call's first attempt and pre-stream fallback.
 """
 
 from __future__ import annotations
@@ -24,9 +28,15 @@ from typing import Any
 
 from switchyard.actors.routing.stream_state import Aligner, StreamAccumulator
 from switchyard.config.resilience import MidStreamFallback
-from switchyard.config.schema import BackendType
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.unix_socket import is_unix
 
 PREFILL_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
+
+
+def takes_resume(backend: BackendConfig) -> bool:
+    """Whether a broken stream may continue on ``backend``: never on a Unix-socket one."""
+    return not is_unix(backend.url)
 
 
 class ResumeMode(str, Enum):

@@ -38,6 +38,7 @@ from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.unix_socket import is_unix
 from switchyard.actors import log_fields
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, credential
@@ -303,11 +304,12 @@ class RealtimeSession:
             if not serving:
                 raise PermissionDenied(f"The API key '{key.id}' may not use any backend that serves the model "
                                        f"'{name}'", param="model", code="backend_not_allowed")
-        speaking = [b for b in serving if b.type in REALTIME_TYPES]
+        # A Unix-socket backend takes HTTP calls only: its websocket is not relayed.
+        speaking = [b for b in serving if b.type in REALTIME_TYPES and not is_unix(b.url)]
         if not speaking:
             raise InvalidRequest(f"No backend serving the model '{name}' speaks the realtime API (backend types "
-                                 f"{', '.join(sorted(t.value for t in REALTIME_TYPES))})", param="model",
-                                 code="realtime_unsupported")
+                                 f"{', '.join(sorted(t.value for t in REALTIME_TYPES))}, over the network)",
+                                 param="model", code="realtime_unsupported")
         return frozenset(b.name for b in speaking)
 
     async def _attempt(self, rt: "Runtime", call: Call, backend: BackendConfig, model: str) -> None:

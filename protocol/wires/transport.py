@@ -15,6 +15,8 @@ Limits follow ``httpx.Limits``: ``max_connections`` caps all connections
 idle one to replace waits FIFO for ``timeout["pool"]`` (None: no limit) and
 then raises ``httpx.PoolTimeout``. At most ``max_keepalive_connections`` stay
 idle, each at most ``keepalive_expiry`` seconds. HTTP/1.1 only, no proxies.
+An ``http+unix://`` URL (a Unix-socket backend, ``config/unix_socket.py``)
+connects to the socket its host names; its connections pool per socket.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import httpcore
 import httpx
 import trio
 
-Key = tuple[bytes, bytes, int]   # scheme, host, port
+from switchyard.config import unix_socket
+
+Key = tuple[bytes, bytes, int]   # scheme, host, port (a Unix socket: http+unix, its encoded path, 0)
 
 # A request body up to this size goes out in the same write as the head.
 COALESCE_MAX = 64 * 1024
@@ -84,6 +88,7 @@ class Conn(httpcore.AsyncHTTP11Connection):
             await self._network_stream.write(data, timeout=timeout)
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+_UNIX = unix_socket.SCHEME.encode()   # config/unix_socket.py: the host is the socket path, hex-encoded
 
 # httpcore -> httpx, most specific first (what httpx's own transport maps).
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -174,13 +179,18 @@ class PooledTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         scheme = url.raw_scheme
-        if scheme not in _DEFAULT_PORTS:
+        headers = request.headers.raw
+        if scheme == _UNIX:   # a Unix-socket backend: pooled per socket, spoken to as http://localhost
+            key: Key = (scheme, url.raw_host, 0)
+            target = httpcore.URL(scheme=b"http", host=unix_socket.LOCAL_HOST, port=None, target=url.raw_path)
+            headers = [(k, unix_socket.LOCAL_HOST) if k.lower() == b"host" else (k, v) for k, v in headers]
+        elif scheme in _DEFAULT_PORTS:
+            key = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
+            target = httpcore.URL(scheme=scheme, host=url.raw_host, port=url.port, target=url.raw_path)
+        else:
             raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
-        key = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
-        req = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+        req = httpcore.Request(method=request.method, url=target, headers=headers, content=request.stream,
+                               extensions=request.extensions)
         conn = await self._acquire(key, request.extensions.get("timeout", {}).get("pool"))
         try:
             with _mapped:
@@ -336,7 +346,12 @@ class PooledTransport(httpx.AsyncBaseTransport):
     async def _connect(self, key: Key, request: httpcore.Request) -> Conn:
         scheme, host, port = key
         timeout = request.extensions.get("timeout", {}).get("connect")
-        stream = await self._backend.connect_tcp(host.decode("ascii"), port, timeout=timeout)
+        if scheme == _UNIX:
+            stream = await self._backend.connect_unix_socket(unix_socket.socket_path(host), timeout=timeout)
+            origin = httpcore.Origin(b"http", unix_socket.LOCAL_HOST, 80)
+        else:
+            stream = await self._backend.connect_tcp(host.decode("ascii"), port, timeout=timeout)
+            origin = httpcore.Origin(scheme, host, port)
         if scheme == b"https":
             try:
                 server_name = request.extensions.get("sni_hostname") or host.decode("ascii")
@@ -345,7 +360,7 @@ class PooledTransport(httpx.AsyncBaseTransport):
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
                 raise
-        conn = Conn(origin=httpcore.Origin(scheme, host, port), stream=stream)
+        conn = Conn(origin=origin, stream=stream)
         self.connects += 1
         self._conns.add(conn)
         return conn

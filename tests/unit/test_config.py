@@ -96,7 +96,7 @@ backends:
         "server.bind_address: must be HOST:PORT with a port in 1-65535, got 'nohost'",
         "server.max_body_bytes: must be at least 1024, got 10",
         "server.workers: must be at least 1, got 0",
-        "backends[0].url: must be an http:// or https:// URL with a host, got 'ftp://x'",
+        "backends[0].url: must be an http:// or https:// URL with a host, or unix:///path/to.sock, got 'ftp://x'",
         "backends[1].name: must be 1-64 letters, digits, '.', '_' or '-', got 'bad name'",
         "selection_strategy: must be one of RoundRobin, WeightedRoundRobin, LeastLatency, Random, "
         "ConsistentHash, PrefixAwareHash, got 'Fastest'",
@@ -294,7 +294,8 @@ def test_missing_env_in_list_item_is_one_error():
 def test_duplicate_name_reported_alongside_other_errors():
     errors = errors_of("backends:\n  - {name: a, url: 'http://x'}\n  - {name: a, url: 'ftp://y'}\n")
     assert errors == ["backends[1].name: duplicate backend name 'a' (also backends[0])",
-                      "backends[1].url: must be an http:// or https:// URL with a host, got 'ftp://y'"]
+                      "backends[1].url: must be an http:// or https:// URL with a host, or unix:///path/to.sock, "
+                      "got 'ftp://y'"]
 
 
 def test_no_public_backend_warning_not_given_when_backends_had_errors():

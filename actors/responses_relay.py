@@ -41,12 +41,19 @@ LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.que
 
 
 async def relay_responses(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                          headers: list[tuple[bytes, bytes]], stream: bool) -> None:
+                          headers: list[tuple[bytes, bytes]], stream: bool) -> str | None:
+    """Relay the answer; returns the Response object's id when it had one (what the backend may have stored)."""
     relay.acc = None   # nothing to continue from: a Responses stream is not resumed elsewhere
     if stream:
-        await _stream(relay, backend, response, attempt, headers)
-    else:
-        await _buffered(relay, backend, response, attempt, headers)
+        return await _stream(relay, backend, response, attempt, headers)
+    return await _buffered(relay, backend, response, attempt, headers)
+
+
+def _response_id(obj: Any) -> str | None:
+    """``obj.id`` of a Response object (``object: response``), else None."""
+    if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
+        return obj["id"]
+    return None
 
 
 def _usage(relay: Relay, usage: Any) -> None:
@@ -55,7 +62,7 @@ def _usage(relay: Relay, usage: Any) -> None:
 
 
 async def _buffered(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                    headers: list[tuple[bytes, bytes]]) -> None:
+                    headers: list[tuple[bytes, bytes]]) -> str | None:
     body, payload = await read_json_answer(backend, response, attempt, relay.answer_limit)
     if not isinstance(payload, dict) or (payload.get("object") != "response" and payload.get("error") is not None):
         # An error with a success status (or no object at all): failed, with a status that says so.
@@ -63,11 +70,13 @@ async def _buffered(relay: Relay, backend: str, response: httpx.Response, attemp
     _usage(relay, payload.get("usage"))
     relay.output_seen = 0
     await relay.send_whole(body, payload, relay.cost_headers(headers))
+    return _response_id(payload)
 
 
 async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                  headers: list[tuple[bytes, bytes]]) -> None:
+                  headers: list[tuple[bytes, bytes]]) -> str | None:
     decoder = SSEDecoder()
+    ids: list[str] = []         # the Response id the lifecycle events carry
     held: list[bytes] = []      # the opening lifecycle events, until something follows them
     ended = False
     async for chunk in body_chunks(response):
@@ -77,7 +86,7 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
         out: list[bytes] = []
         try:
             for event in events:
-                kind = _judge(relay, backend, event, attempt)
+                kind = _judge(relay, backend, event, attempt, ids)
                 if kind is None:    # a comment, or nothing that counts
                     if relay.sink.started and not event.is_done:
                         out.append(event.raw)
@@ -102,7 +111,7 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
             await relay.sink.finish()
             attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
     tail = decoder.close()
-    if not ended and tail is not None and tail.complete and _judge(relay, backend, tail, attempt) in TERMINAL_EVENTS:
+    if not ended and tail is not None and tail.complete and _judge(relay, backend, tail, attempt, ids) in TERMINAL_EVENTS:
         if not relay.sink.started:   # ended by a lone CR at the very end: a whole event
             await relay.sink.start(200, headers)
         await relay.sink.send(b"".join([*held, _renamed(relay.rename, tail)]))
@@ -112,9 +121,10 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
             f"Backend '{backend}' ended the stream before the response was complete",
             code="upstream_stream_truncated"))
+    return ids[0] if ids else None
 
 
-def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> str | None:
+def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget, ids: list[str]) -> str | None:
     """The event's type, once it is known to be a sound event of a stream still going; raises when it fails."""
     if not event.has_data or event.is_done:
         return None
@@ -129,6 +139,10 @@ def _judge(relay: Relay, backend: str, event: Event, attempt: AttemptBudget) -> 
         message = detail.get("message") if isinstance(detail, dict) else None
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
             f"Backend '{backend}' sent an error event: {message or 'no message'}", code="upstream_stream_error"))
+    if not ids and (kind in LIFECYCLE or kind in TERMINAL_EVENTS):
+        found = _response_id(obj.get("response"))
+        if found is not None:
+            ids.append(found)
     if kind in TERMINAL_EVENTS:
         response = obj.get("response")
         _usage(relay, response.get("usage") if isinstance(response, dict) else None)

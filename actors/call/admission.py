@@ -70,6 +70,8 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
     if refused is not None:
         raise refused
     reach.of(routed, primary=True)
+    if call.endpoint == "compact":   # compaction takes no generation settings: the policy has nothing to set
+        return call
     if call.endpoint == "embeddings":   # the policy's parameters are generation settings: none apply here
         return call
     view = _policy_view(call)

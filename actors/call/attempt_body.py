@@ -129,7 +129,10 @@ ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
                    "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
                                            "include", "previous_response_id", "store", "parallel_tool_calls",
                                            "conversation", "prompt", "truncation"})}
+# POST /v1/responses/compact: what it compacts (a fallback hop keeps it).
+ENDPOINT_FIELDS["compact"] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
+                                        "prompt_cache_retention", "service_tier"})
 # Endpoints whose streams take stream_options.include_usage.
 USAGE_ENDPOINTS = frozenset({"chat", "completions"})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
-NO_MESSAGES = frozenset({"completions", "embeddings", "responses"})
+NO_MESSAGES = frozenset({"completions", "embeddings", "responses", "compact"})

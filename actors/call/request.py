@@ -41,6 +41,8 @@ from switchyard.actors.limits.port import Ticket
 from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
+from switchyard.actors.call import stored_responses
+from switchyard.actors.call.stored_responses import RESPONSES_ENDPOINTS
 from switchyard.actors.call.verdicts import adapter_failed, backend_fault
 from switchyard.actors.relay import (
     AttemptFailed,
@@ -125,6 +127,7 @@ class RequestActor:
         self.call = admission.admit(self.runtime, self.call, self.model, self.variant,
                                     lambda: variant_refusal(self.runtime, self.call, self.variant, self.model),
                                     self.reach, self.trace)
+        self.route.holder = stored_responses.holder(self.runtime, self.call)   # previous_response_id's backend
 
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
         self.sink = sink
@@ -459,8 +462,9 @@ class RequestActor:
                    *attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
                    *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers, *passed]
-        if self.call.endpoint == "responses":   # a Responses answer is no chat answer: relayed unchanged, by its rules
-            await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
+        if self.call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
+            stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
+            stored_responses.remember(self.runtime, self.call, backend.name, stored)
         elif self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:

@@ -131,6 +131,7 @@ class RouteChoice:
         self._skipped: list[dict[str, Any]] = []       # routes ruled out for a missing capability
         self._variant_applied: bool | None = None      # :nitro/:floor: did the last ranking have data
         self.variant_reported = False                  # what the response headers said (for the metric)
+        self.holder: str | None = None                 # the backend holding the call's previous_response_id
 
     def _prefer(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The ranking of a :nitro or :floor call, for its own model only (chain hops get none)."""
@@ -236,9 +237,20 @@ class RouteChoice:
     def _ranking(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The client's provider ranking, then a variant's narrowing inside its best group."""
         client, variant = provider_ranking(self.runtime, call, model, self.trace), self._prefer(call, model)
-        if client is None or variant is None:
-            return client or variant
-        return lambda candidates: variant(client(candidates))
+        ranking = client or variant if client is None or variant is None else \
+            (lambda candidates: variant(client(candidates)))
+        holder = self.holder
+        if holder is None or model != self.routed:
+            return ranking
+
+        def stored_first(candidates: list[BackendConfig]) -> list[BackendConfig]:
+            """The backend holding ``previous_response_id`` when it can take the call; else the usual ranking."""
+            own = [b for b in candidates if b.name == holder]
+            if own:
+                self.trace.add("stored_response_backend", backend=holder, model=model)
+                return own
+            return ranking(candidates) if ranking is not None else candidates
+        return stored_first
 
     def fail_closed(self, cause: GatewayError) -> GatewayError:
         """The error when nothing is left: typed as a capability gap if routes were skipped for one."""

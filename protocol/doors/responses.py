@@ -40,6 +40,15 @@ async def responses(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: 
                          endpoint="responses", parse=parse_responses_payload)
 
 
+async def compact(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+                  body: bytes) -> None:
+    """``POST /v1/responses/compact``: routed like ``/v1/responses`` (aliases, keys, selection, failover),
+    answered with the backend's ``response.compaction`` object; it has no stream."""
+    payload = parse_json_object(body)
+    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: ResponsesSink(send, False),
+                         endpoint="compact", parse=parse_compact_payload)
+
+
 def _check(payload: Mapping[str, Any], key: str, *kinds: str) -> Any:
     """``payload[key]`` when absent, null or one of ``kinds``; else the 400 naming it."""
     value = payload.get(key)
@@ -69,6 +78,24 @@ def parse_responses_payload(payload: dict[str, Any], body: bytes, snapshot: Snap
                                  code="invalid_type")
     enforce(payload, snapshot.responses_tools)
     call = build_call(model, stream, payload, body, snapshot, headers, request_id)
+    _check_pin(call.pin, snapshot)
+    return call
+
+
+def parse_compact_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
+                          request_id: str = "") -> Call:
+    """The Call for a compaction body (``model``; ``input``, ``instructions``, ``previous_response_id``)."""
+    model = check_model(payload)
+    items = _check(payload, "input", "string", "array")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        _check_item(item, f"input[{i}]")
+    _check(payload, "instructions", "string")
+    _check(payload, "previous_response_id", "string")
+    if payload.get("stream") is not None:
+        raise InvalidRequest("'stream' is not a parameter of /v1/responses/compact; a compaction is answered whole",
+                             param="stream", code="unknown_parameter")
+    enforce(payload, snapshot.responses_tools)
+    call = build_call(model, False, payload, body, snapshot, headers, request_id)
     _check_pin(call.pin, snapshot)
     return call
 

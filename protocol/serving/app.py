@@ -28,6 +28,7 @@ from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import endpoints
 from switchyard.protocol.doors import responses as responses_api
+from switchyard.protocol.doors import responses_stored
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors.anthropic_sink import respond_error
 from switchyard.protocol.http.asgi import (
@@ -97,6 +98,7 @@ class App:
             "/v1/completions": {"POST": self._door(endpoints.completions)},
             "/v1/embeddings": {"POST": self._door(endpoints.embeddings)},
             "/v1/responses": {"POST": self._door(responses_api.responses)},
+            "/v1/responses/compact": {"POST": self._door(responses_api.compact)},
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
             "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
             "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models, body=False)},
@@ -111,6 +113,9 @@ class App:
         self.model_route: dict[str, Callable[..., Awaitable[None]]] = {"GET": self._capped(self.model_routes.model)}
         self.anthropic_model_route: dict[str, Callable[..., Awaitable[None]]] = {
             "GET": self._door(anthropic_ingress.model, body=False)}
+        # Every other path under /v1/responses/ names a stored response (protocol/doors/responses_stored.py).
+        stored = self._door(responses_stored.stored_response, body=False)
+        self.stored_response_route = {"GET": stored, "POST": stored, "DELETE": stored}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -193,6 +198,8 @@ class App:
                 methods = self.model_route
             elif methods is None and path.startswith(ANTHROPIC_MODEL_PREFIX) and path != ANTHROPIC_MODEL_PREFIX:
                 methods = self.anthropic_model_route
+            elif methods is None and path.startswith(responses_stored.PREFIX):
+                methods = self.stored_response_route
             if methods is None:
                 raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])

@@ -47,6 +47,7 @@ MODEL_LABEL_LIMIT = 100    # distinct model label values per process; later name
 MODEL_NAME_MAX = 200       # characters; a longer name is never a label
 MODEL_ROUTE = "/v1/models/"   # GET /v1/models/{model} (as App routes it)
 ANTHROPIC_MODEL_ROUTE = "/anthropic/v1/models/"   # GET /anthropic/v1/models/{model}
+STORED_RESPONSE_ROUTE = "/v1/responses/"   # /v1/responses/{id}[/cancel|/input_items] (stored responses)
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # attempt_failed detail.timeout values: the gateway's limits, and httpx's own (connect, read, write, pool).
 TIMEOUT_KINDS = frozenset({"first_byte", "chunk_interval", "total", "fallback_budget",
@@ -251,4 +252,6 @@ def http_route(path: str, routes: Mapping[str, Any]) -> str:
         return ANTHROPIC_MODEL_ROUTE + "{model}"
     if path.startswith("/admin/"):
         return "/admin/*"
+    if path.startswith(STORED_RESPONSE_ROUTE) and len(path) > len(STORED_RESPONSE_ROUTE):
+        return STORED_RESPONSE_ROUTE + "{id}"   # and its /cancel, /input_items
     return OTHER

@@ -58,6 +58,7 @@ from switchyard.protocol.simulated.parts import (
     split_words,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
+from switchyard.protocol.simulated import responses_store
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):
@@ -108,6 +109,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if "/responses/" in path:   # stored responses and compaction (protocol/simulated/responses_store.py)
+            return await responses_store.serve(self, request)
         if request.method == "GET" and path.endswith("/models"):
             self.record("models")
             return httpx.Response(200, json={"object": "list", "data": [

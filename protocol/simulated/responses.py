@@ -11,6 +11,9 @@ reply) in the Responses shapes: ``response.created``, ``response.in_progress``,
 ``response.content_part.done``, ``response.output_item.done``,
 ``response.completed``, with ``sequence_number`` counting from 0.
 
+Each Response object answered is stored (``protocol/simulated/responses_store.py``,
+which also serves retrieve, cancel, delete, input items and compaction).
+
 What only the Responses API has is scripted per request with
 ``script_responses(transport, ResponsesTurn(...))``: a reasoning item with a
 summary, a refusal instead of text, an incomplete or a failed response.
@@ -29,6 +32,7 @@ import trio
 from attrs import frozen
 
 from switchyard.config.schema import Simulation
+from switchyard.protocol.simulated import responses_store as stored
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
 
 
@@ -50,9 +54,19 @@ def script_responses(owner: "Simulator", *turns: ResponsesTurn) -> None:
 
 
 def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
+    refused = stored.unknown_previous(owner, body)
+    if refused is not None:
+        owner.record("invalid")
+        return refused
     queue = getattr(owner, "responses_script", None)
     turn = queue.popleft() if queue else ResponsesTurn()
-    reply = _Reply(owner, sim, turn, body, f"resp_sim_{owner.served}")
+    reply = _Reply(owner, sim, turn, body, stored.response_id(owner))
+    if body.get("background") is True and body.get("stream") is not True:   # answered at once, left running
+        owner.record("background")
+        response = reply.response("in_progress")
+        stored.keep(owner, response, body)
+        return httpx.Response(200, headers={**sim.response_headers, "content-type": "application/json"},
+                              json=response)
     if body.get("stream") is True:
         return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
                               stream=SimulatedStream(owner, reply.events()))
@@ -138,7 +152,9 @@ class _Reply:
         reasoning = self._reasoning_item()
         self.output = ([reasoning] if reasoning else []) + [self._main_item(pieces)[0]]
         owner.record("completed")
-        yield json.dumps(self.response(self._status(), self.usage(sum(1 for p in pieces if p)))).encode()
+        final = self.response(self._status(), self.usage(sum(1 for p in pieces if p)))
+        stored.keep(owner, final, self.body)
+        yield json.dumps(final).encode()
 
     async def events(self) -> AsyncIterator[bytes]:
         owner, fail = self.owner, self.sim.failure
@@ -181,7 +197,9 @@ class _Reply:
             yield event
         owner.record("completed")
         kind = "response.incomplete" if self.turn.incomplete else "response.completed"
-        yield self.event(kind, response=self.response(self._status(), self.usage(sum(1 for p in sent if p))))
+        final = self.response(self._status(), self.usage(sum(1 for p in sent if p)))
+        stored.keep(owner, final, self.body)
+        yield self.event(kind, response=final)
 
     def _delta(self, ids: dict[str, Any], part: dict[str, Any] | None, token: str) -> bytes:
         if part is None:

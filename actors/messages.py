@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from switchyard.config.access import ApiKey
     from switchyard.actors.routing.provider_prefs import ProviderPrefs
     from switchyard.actors.trace import TraceContext
+    from switchyard.actors.uploads import Uploads
 
 
 @frozen
@@ -45,3 +46,5 @@ class Call:
     # wires that speak that API natively (the Anthropic ingress's anthropic-version and beta headers).
     ingress: "Mapping[str, Any]" = attrs.field(factory=dict, eq=False)
     hops: int = attrs.field(default=0, eq=False)   # gateways it passed before this one; upstream gets one more
+    # A multipart call's files (the images edits and variations doors); its text fields are `payload`.
+    uploads: "Uploads | None" = attrs.field(default=None, eq=False, repr=False)

@@ -224,6 +224,7 @@ class Relay:
         self.usage_tokens: int | None = None          # this attempt's reported usage.total_tokens
         self.usage: Any = None                        # this attempt's usage object, as the backend sent it
         self.output_seen: int | None = None           # this attempt's answer tokens as seen (None: no answer)
+        self.images: tuple[tuple[str | None, str | None, int], ...] = ()   # an images answer's (size, quality, n)
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
@@ -245,11 +246,11 @@ class Relay:
         read; unchanged when no priced model was involved."""
         if self.meter is None:
             return headers
-        cost = self.meter.total_with(self.usage, self.output_seen)
+        cost = self.meter.total_with(self.usage, self.output_seen, self.images)
         if cost is None:
             return headers
         headers = [*headers, (COST_HEADER, decimal_text(cost).encode())]
-        if self.meter.estimated or not isinstance(self.usage, dict):
+        if self.meter.estimated or not isinstance(self.usage, dict) and not self.images:   # images: counted
             headers.append((COST_ESTIMATED_HEADER, b"true"))
         return headers
 

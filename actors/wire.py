@@ -10,6 +10,7 @@ speaks the OpenAI format natively uses the plain wire of the endpoint.
 
 from __future__ import annotations
 
+import json
 from typing import Callable, Iterable, Mapping
 
 import attrs
@@ -20,6 +21,7 @@ from switchyard.actors.messages import Call
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.addressing import auth_headers
+from switchyard.actors.uploads import encode_form
 
 JSON = ("content-type", "application/json")
 
@@ -51,6 +53,29 @@ ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(Backend
 # POST /v1/responses/compact (protocol/doors/responses.py): spoken where /v1/responses is.
 ENDPOINTS["compact"] = Wire("/v1/responses/compact")
 ENDPOINT_TYPES["compact"] = ENDPOINT_TYPES["responses"]
+# The images API (protocol/doors/images.py): JSON generations; edits and variations as multipart forms,
+# written anew for each attempt (actors/uploads.py). Spoken by OpenAI's API and the servers that copy it.
+IMAGE_ENDPOINTS = frozenset({"images_generations", "images_edits", "images_variations"})
+IMAGE_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.GENERIC, BackendType.SIMULATED})
+
+
+def form_headers(backend: BackendConfig, call: Call) -> list[tuple[str, str]]:
+    """An upload attempt's headers: the form's content type (its boundary) and the backend's credentials."""
+    assert call.uploads is not None
+    return [("content-type", call.uploads.content_type), *auth_headers(backend)]
+
+
+def form_body(body: bytes, backend: BackendConfig, call: Call) -> bytes:
+    """An upload attempt's form: the attempt's fields (``body``, as JSON, when the attempt changed any:
+    its model's wire id, a hop's trimming) or the client's own, and the call's files."""
+    assert call.uploads is not None
+    return encode_form(call.payload if body is call.body else json.loads(body), call.uploads)
+
+
+ENDPOINTS["images_generations"] = Wire("/v1/images/generations")
+ENDPOINTS["images_edits"] = Wire("/v1/images/edits", headers=form_headers, body=form_body)
+ENDPOINTS["images_variations"] = Wire("/v1/images/variations", headers=form_headers, body=form_body)
+ENDPOINT_TYPES.update(dict.fromkeys(IMAGE_ENDPOINTS, IMAGE_TYPES))
 
 
 @frozen

@@ -77,6 +77,8 @@ class Strategy(str, Enum):
 class ServerConfig:
     bind_address: str = field("0.0.0.0:8080", values.bind_address)
     max_body_bytes: int = field(10 * 1024 * 1024, rules.size(minimum=1024, maximum=1024**3))
+    # a file upload's whole form (/v1/images/edits and /variations): images are larger than JSON calls
+    max_upload_bytes: int = field(50 * 1024 * 1024, rules.size(minimum=1024, maximum=1024**3))
     connection_pool_size: int = field(100, rules.integer(1, 100_000))
     workers: int = field(1, rules.integer(1, 256))
     max_concurrent_requests: int = field(0, rules.integer(0, 1_000_000))         # 0: no cap

@@ -72,7 +72,8 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
     reach.of(routed, primary=True)
     if call.endpoint == "compact":   # compaction takes no generation settings: the policy has nothing to set
         return call
-    if call.endpoint == "embeddings":   # the policy's parameters are generation settings: none apply here
+    if call.endpoint == "embeddings" or call.endpoint.startswith("images_"):
+        # the policy's parameters are text generation settings: none apply here
         return call
     view = _policy_view(call)
     applied = apply_policy(view, call.snapshot.request_params, routed)

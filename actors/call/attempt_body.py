@@ -129,10 +129,15 @@ ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
                    "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
                                            "include", "previous_response_id", "store", "parallel_tool_calls",
                                            "conversation", "prompt", "truncation"})}
+# The images API's own fields (protocol/doors/images.py): all of them shape the answer.
+ENDPOINT_FIELDS["images_generations"] = ENDPOINT_FIELDS["images_edits"] = ENDPOINT_FIELDS["images_variations"] = \
+    frozenset({"prompt", "n", "size", "quality", "style", "response_format", "background", "moderation",
+               "output_format", "output_compression", "input_fidelity", "partial_images"})
 # POST /v1/responses/compact: what it compacts (a fallback hop keeps it).
 ENDPOINT_FIELDS["compact"] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
                                         "prompt_cache_retention", "service_tier"})
 # Endpoints whose streams take stream_options.include_usage.
 USAGE_ENDPOINTS = frozenset({"chat", "completions"})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
-NO_MESSAGES = frozenset({"completions", "embeddings", "responses", "compact"})
+NO_MESSAGES = frozenset({"completions", "embeddings", "responses", "compact", "images_generations", "images_edits",
+                         "images_variations"})

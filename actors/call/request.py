@@ -79,6 +79,8 @@ from switchyard.actors.errors import (
     UpstreamTimeout,
 )
 from switchyard.actors.responses_relay import relay_responses
+from switchyard.actors.images_relay import relay_images
+from switchyard.actors.wire import IMAGE_ENDPOINTS
 from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.actors import hops
 from switchyard.actors.addressing import api_url
@@ -89,7 +91,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.route")
 
 # The client-facing route of another OpenAI endpoint's call (chat's is CallTrace's default).
-OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings"}
+OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings",
+                "images_generations": "/v1/images/generations", "images_edits": "/v1/images/edits",
+                "images_variations": "/v1/images/variations"}
 
 
 class RequestActor:
@@ -137,7 +141,8 @@ class RequestActor:
         # What the client has been sent is kept only when a broken stream may be continued (chat messages only).
         call = self.call
         resumable = call.stream and call.endpoint not in NO_MESSAGES and can_resume(call, self.model)
-        empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings"
+        empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings" \
+            and call.endpoint not in IMAGE_ENDPOINTS   # (an images answer without images: images_relay.py)
         self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
                                          call.snapshot.server.max_upstream_response_bytes)
         self.relay.meter = self.meter
@@ -376,6 +381,8 @@ class RequestActor:
                 with attempt.scope:
                     with rt.upstream.errors(backend.name):
                         try:
+                            if wire.sign is not None:   # over the final bytes, within the attempt's budget
+                                await wire.sign(request, backend)
                             response = wire.answer(await rt.upstream.send(request), call)
                         finally:
                             if permit is not None:
@@ -415,7 +422,7 @@ class RequestActor:
                 rt.health.call_failed(backend.name, model, err.message)
                 raise AttemptFailed(Failure(Kind.PROTOCOL), err) from None
             finally:
-                self.meter.settle(self.relay.usage, self.relay.output_seen)
+                self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images)
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left) before the probe proved anything either way
                     rt.health.probe_abandoned(backend.name, model)
@@ -465,6 +472,8 @@ class RequestActor:
         if self.call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
             stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
             stored_responses.remember(self.runtime, self.call, backend.name, stored)
+        elif self.call.endpoint in IMAGE_ENDPOINTS:
+            await relay_images(self.relay, backend.name, response, attempt, headers, self.call.payload)
         elif self.call.stream:
             await self.relay.stream(backend.name, response, attempt, headers)
         else:

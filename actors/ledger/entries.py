@@ -19,7 +19,9 @@ from switchyard.actors.ledger.record import LedgerRecord
 CLIENT_LEFT = 499
 # The client-facing route of a call, as the record's endpoint.
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings",
-             "/v1/responses": "responses", "/v1/responses/compact": "compact", "/anthropic/v1/messages": "messages"}
+             "/v1/responses": "responses", "/v1/responses/compact": "compact", "/anthropic/v1/messages": "messages",
+             "/v1/images/generations": "images_generations", "/v1/images/edits": "images_edits",
+             "/v1/images/variations": "images_variations"}
 
 
 def endpoint_of(route: str) -> str:

@@ -15,11 +15,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import attrs
+
 from switchyard.actors.ledger.counts import TokenCounts, counts_of
 from switchyard.actors.ledger.pricing import cost_of, priced
 from switchyard.actors.routing.token_estimate import estimate_tokens, text_tokens
 from switchyard.config.metadata import Pricing
 
+Images = tuple[tuple[str | None, str | None, int], ...]   # an images answer's (size, quality, n)
 IMAGE_TOKENS = 1000   # an image part of a prompt, estimated as fallback's context check counts it
 
 
@@ -45,27 +48,30 @@ class CallMeter:
                 if isinstance(self.payload, dict) else 0
         return TokenCounts(input=self._prompt_estimate, output=output)
 
-    def _counts(self, usage: Any, output_estimate: int | None) -> tuple[TokenCounts, bool] | None:
+    def _counts(self, usage: Any, output_estimate: int | None, images: Images = ()) -> tuple[TokenCounts, bool] | None:
         counts = counts_of(usage)
+        if images:   # an images answer: its images, and the tokens it reported (gpt-image-1) or none
+            return attrs.evolve(counts or TokenCounts(), images=images), False
         if counts is not None:
             return counts, False
         if output_estimate is None:
             return None
         return self._estimate(output_estimate), True
 
-    def total_with(self, usage: Any, output_estimate: int | None = None) -> Decimal | None:
+    def total_with(self, usage: Any, output_estimate: int | None = None, images: Images = ()) -> Decimal | None:
         """The call's cost if the attempt in progress ends with ``usage`` (for the client's header or
-        usage chunk); None when nothing priced is involved."""
-        found = self._counts(usage, output_estimate)
+        usage chunk) and ``images`` (an images answer's (size, quality, n)); None when nothing priced is involved."""
+        found = self._counts(usage, output_estimate, images)
         this = cost_of(self._pricing, found[0]) if found is not None else None
         if this is None:
             return self.cost
         return this if self.cost is None else self.cost + this
 
-    def settle(self, usage: Any, output_estimate: int | None) -> None:
+    def settle(self, usage: Any, output_estimate: int | None, images: Images = ()) -> None:
         """The attempt in progress is over: ``usage`` as its backend reported it (None: none came),
-        ``output_estimate`` its answer's tokens as seen (None: no answer came, nothing consumed)."""
-        found = self._counts(usage, output_estimate)
+        ``output_estimate`` its answer's tokens as seen (None: no answer came, nothing consumed),
+        ``images`` what an images answer generated."""
+        found = self._counts(usage, output_estimate, images)
         pricing, self._pricing = self._pricing, None
         if found is None:
             return

@@ -27,6 +27,7 @@ from switchyard.actors import log_fields
 from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import endpoints
+from switchyard.protocol.doors import images
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors import responses_stored
 from switchyard.protocol.admin.api import AdminApi
@@ -43,6 +44,7 @@ from switchyard.protocol.http.asgi import (
     respond,
 )
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
+from switchyard.protocol.http.multipart import read_upload
 from switchyard.protocol.http.limits import client_ip
 from switchyard.actors.errors import (
     GatewayError,
@@ -97,6 +99,9 @@ class App:
             "/v1/chat/completions": {"POST": self._with_body(self.chat_completions)},
             "/v1/completions": {"POST": self._door(endpoints.completions)},
             "/v1/embeddings": {"POST": self._door(endpoints.embeddings)},
+            "/v1/images/generations": {"POST": self._door(images.generations)},
+            "/v1/images/edits": {"POST": self._door(images.edits, upload=True)},
+            "/v1/images/variations": {"POST": self._door(images.variations, upload=True)},
             "/v1/responses": {"POST": self._door(responses_api.responses)},
             "/v1/responses/compact": {"POST": self._door(responses_api.compact)},
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
@@ -300,10 +305,11 @@ class App:
         await serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                          disconnect_waiter(receive))
 
-    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True
+    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True, upload: bool = False
               ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
         """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send[, body])``,
-        counted against ``server.max_concurrent_requests`` like every call."""
+        counted against ``server.max_concurrent_requests`` like every call (``upload``: a file upload's
+        body, bounded by ``server.max_upload_bytes``)."""
         if not body:
             async def serve(scope: Scope, receive: Receive, send: Send) -> None:
                 await handler(self, self._runtime(), scope, receive, send)
@@ -311,7 +317,7 @@ class App:
 
         async def serve_body(scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
             await handler(self, self._runtime(), scope, receive, send, raw)
-        return self._with_body(serve_body)
+        return self._with_body(serve_body, upload=upload)
 
     def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
                 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
@@ -325,7 +331,7 @@ class App:
                 self.active_requests -= 1
         return capped
 
-    def _with_body(self, handler: Callable[[Scope, Receive, Send, bytes], Awaitable[None]]
+    def _with_body(self, handler: Callable[[Scope, Receive, Send, bytes], Awaitable[None]], upload: bool = False
                    ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
         """``handler(scope, receive, send, body)``, the body read first, under its deadlines
         (``protocol/http/asgi.py``), and only then counted against ``server.max_concurrent_requests``:
@@ -333,7 +339,8 @@ class App:
         async def capped(scope: Scope, receive: Receive, send: Send) -> None:
             self._refuse_if_draining()
             server = self._runtime().snapshot.server
-            body = await read_body(scope, receive, server.max_body_bytes, server)
+            body = await (read_upload(scope, receive, server) if upload else
+                          read_body(scope, receive, server.max_body_bytes, server))
             self._refuse_if_draining()   # the drain may have begun while the body came
             self._take_slot()
             try:

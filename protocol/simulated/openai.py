@@ -45,6 +45,8 @@ from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulati
 from switchyard.protocol.simulated.checks import refusal
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
 from switchyard.protocol.simulated.engine import MetricsReply, render_page
+from switchyard.protocol.simulated.images import IMAGE_PATHS, form_of
+from switchyard.protocol.simulated.images import answer as images_answer
 from switchyard.protocol.simulated.parts import (
     _WORDS,
     IN_BAND_ERROR,
@@ -121,7 +123,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             status = self.health_script.popleft() if self.health_script else self.simulation.health_status
             self.record(f"health:{status}")
             return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
-        if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses")):
+        if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses", *IMAGE_PATHS)):
             return await self._chat(request)
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",
                                                    "param": None, "code": None}})
@@ -168,7 +170,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self._requests.append(request)
         self.record("request")
         try:
-            body = json.loads(await request.aread())
+            raw = await request.aread()
+            form = form_of(request)   # an images edit or variation (protocol/simulated/images.py)
+            body = json.loads(raw) if form is None else form[0]
         except (ValueError, RecursionError):
             body = None   # refused once it has "arrived" (simulated_checks)
         stream = isinstance(body, dict) and body.get("stream") is True
@@ -197,6 +201,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         sim, body, stream, failed = await self._arrive(request)
         if failed is not None:
             return failed
+        if request.url.path.endswith(IMAGE_PATHS) and isinstance(body, dict):
+            return images_answer(self, sim, request.url.path, body, (form_of(request) or ({}, ()))[1])
         refused = refusal(request.url.path, body)
         if refused is not None:
             self.record("invalid")

@@ -30,6 +30,7 @@ from switchyard.protocol.doors import endpoints
 from switchyard.protocol.doors import images
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors import responses_stored
+from switchyard.protocol.doors import responses_ws
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors.anthropic_sink import respond_error
 from switchyard.protocol.http.asgi import (
@@ -125,6 +126,8 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self.http(scope, receive, send)
+        elif scope["type"] == "websocket" and scope["path"] == responses_ws.PATH:   # the Responses websocket mode
+            await responses_ws.serve_responses_socket(self, scope, receive, send)
         elif scope["type"] == "websocket":
             await serve_websocket(self, scope, receive, send)
         elif scope["type"] == "lifespan":

@@ -1,0 +1,279 @@
+"""The Responses API over a websocket: ``GET /v1/responses`` upgraded, as OpenAI serves it.
+
+The client sends ``response.create`` events (the body of ``POST
+/v1/responses``, without ``stream``, which is implicit) and gets each
+response's stream events back, one JSON message per event; an error is an
+``error`` event (``{"type": "error", "status", "error": {...}}``) and the
+socket stays open for the next turn. A ``stream_id`` on ``response.create``
+is echoed on every event of that response.
+
+Each turn is bridged to the HTTP pipeline, as a streamed ``/v1/responses``
+call: the API key (checked at the handshake, like HTTP: Bearer or
+``x-api-key``), aliases, selection, budgets, retries and failover before the
+first event, the ledger and the stored-response map all apply per turn, and
+any backend that has the Responses API serves it, whether or not it speaks
+the websocket mode itself. Turns run one after another (``stream_id``
+multiplexing is not run in parallel), and the backend keeps no state on a
+socket of ours: ``previous_response_id`` must name a stored response
+(``store: false`` chaining, which OpenAI keeps in memory on its own socket,
+is not available), and ``response.steer`` and ``background`` are refused.
+
+The session takes one of ``server.max_concurrent_requests`` while open, is
+closed after ``server.realtime_idle_timeout`` without a turn, and with 1001
+when the server drains.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from switchyard.actors import hops, log_fields
+from switchyard.actors.call.pipeline import Arrival, Door, serve_call
+from switchyard.actors.errors import (
+    BodyTooLarge,
+    GatewayError,
+    InvalidRequest,
+    ShuttingDown,
+    TooManyConcurrentRequests,
+    Unavailable,
+)
+from switchyard.actors.sse import SSEDecoder
+from switchyard.config.access import ApiKey
+from switchyard.protocol.doors.realtime_relay import clip
+from switchyard.protocol.doors.responses import parse_responses_payload
+from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
+from switchyard.protocol.http.auth import authenticate
+from switchyard.protocol.http.limits import client_ip
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.doors.host import DoorHost
+
+log = logging.getLogger("switchyard.responses")
+
+PATH = "/v1/responses"
+INBOX = 16   # client messages read ahead of the turn in progress
+_SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
+
+
+async def serve_responses_socket(app: "DoorHost", scope: Scope, receive: Receive, send: Send) -> None:
+    """One websocket connection on ``/v1/responses``."""
+    await ResponsesSocket(app, scope, receive, send).serve()
+
+
+def error_event(error: GatewayError, **extra: Any) -> dict[str, Any]:
+    """The ``error`` event for ``error``: the backend's own error object when it sent one."""
+    try:
+        detail = json.loads(error.body()).get("error")
+    except (ValueError, AttributeError):
+        detail = None
+    if not isinstance(detail, dict):
+        detail = error.envelope()["error"]
+    return {"type": "error", "status": error.status, **extra,
+            "error": {"type": detail.get("type", error.type), "code": detail.get("code", error.code),
+                      "message": detail.get("message", error.message), "param": detail.get("param", error.param)}}
+
+
+class SocketSink:
+    """A turn's answer: the relayed Responses event stream, one websocket message per event."""
+
+    streaming = True
+
+    def __init__(self, socket: "ResponsesSocket", stream_id: str | None) -> None:
+        self.socket, self.stream_id = socket, stream_id
+        self.started = self.finished = False
+        self._decoder = SSEDecoder()
+        self._next_sequence = 0
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.started = True
+
+    async def send(self, chunk: bytes) -> None:
+        for event in self._decoder.feed(chunk):
+            await self._event(event.data if event.has_data and not event.is_done else None)
+
+    async def finish(self) -> None:
+        tail = self._decoder.close()
+        if tail is not None and tail.complete and tail.has_data:
+            await self._event(tail.data)
+        self.finished = True
+
+    async def fail(self, error: GatewayError) -> None:
+        extra = {"sequence_number": self._next_sequence} if self.started else {}
+        if self.stream_id is not None:
+            extra["stream_id"] = self.stream_id
+        await self.socket.emit(json.dumps(error_event(error, **extra)))
+        self.finished = True
+
+    async def _event(self, data: bytes | None) -> None:
+        if data is None:
+            return
+        found = _SEQUENCE.findall(data)
+        if found:
+            self._next_sequence = int(found[-1]) + 1
+        if self.stream_id is not None:
+            obj = json.loads(data)
+            if isinstance(obj, dict):
+                data = json.dumps({**obj, "stream_id": self.stream_id}).encode()
+        await self.socket.emit(data.decode())
+
+
+class ResponsesSocket:
+    def __init__(self, app: "DoorHost", scope: Scope, receive: Receive, send: Send) -> None:
+        self.app, self.scope, self.receive, self._send = app, scope, receive, send
+        self.request_id = new_request_id()
+        self.id_headers = [(b"x-continuum-request-id", self.request_id.encode())]
+        self.closed = trio.Event()           # the client left
+        self.hops = 0
+        self._scope: trio.CancelScope | None = None
+        self._end: tuple[int, str] | None = None   # how the server closes it (code, reason)
+
+    async def serve(self) -> None:
+        if (await self.receive())["type"] != "websocket.connect":
+            return
+        fields = log_fields.bind(request_id=self.request_id)
+        try:
+            try:
+                runtime, key = self._admit()
+            except GatewayError as err:
+                await self._refuse(err)
+                return
+            self.app.active_requests += 1
+            runtime.calls.add(self)   # the drain waits for the session, then ends it
+            try:
+                await self._session(runtime, key)
+            finally:
+                runtime.calls.discard(self)
+                self.app.active_requests -= 1
+        finally:
+            log_fields.unbind(fields)
+
+    def _admit(self) -> tuple["Runtime", ApiKey | None]:
+        runtime = self.app.runtime
+        if runtime is None:
+            raise Unavailable("The gateway is starting or stopping; retry shortly")
+        self.hops = hops.inbound_hops(self.scope["headers"], runtime.snapshot.server.max_hops)
+        key = authenticate(self.scope["headers"], runtime.snapshot.api_keys)
+        if runtime.draining:
+            raise ShuttingDown("The server is shutting down; open this socket on another instance")
+        cap = runtime.snapshot.server.max_concurrent_requests
+        if cap and self.app.active_requests >= cap:
+            raise TooManyConcurrentRequests(f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
+        return runtime, key
+
+    async def _refuse(self, err: GatewayError) -> None:
+        """An HTTP answer in our envelope where the server offers one, else a 1008 close."""
+        if "websocket.http.response" in (self.scope.get("extensions") or {}):
+            body = err.body()
+            headers = [*err.headers(), *self.id_headers, (b"content-length", str(len(body)).encode())]
+            await self._send({"type": "websocket.http.response.start", "status": err.status, "headers": headers})
+            await self._send({"type": "websocket.http.response.body", "body": body, "more_body": False})
+        else:
+            await self._send({"type": "websocket.close", "code": 1008,
+                              "reason": clip(f"{err.status} {err.code}: {err.message}")})
+
+    def shut_down(self) -> None:
+        """The drain window ran out: the turn in progress ends, the socket closes with 1001."""
+        self._end = (1001, "server shutting down")
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def emit(self, text: str) -> None:
+        if not self.closed.is_set():
+            await self._send({"type": "websocket.send", "text": text})
+
+    async def _session(self, runtime: "Runtime", key: ApiKey | None) -> None:
+        await self._send({"type": "websocket.accept", "headers": self.id_headers})
+        inbox_send, inbox = trio.open_memory_channel[str](INBOX)
+        idle = runtime.snapshot.server.realtime_idle_timeout
+        turns = 0
+        async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
+            if self._end is not None:
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(self._read, inbox_send)
+            while True:
+                with trio.move_on_after(idle):
+                    try:
+                        text = await inbox.receive()
+                    except trio.EndOfChannel:
+                        break   # the client left
+                    turns += 1
+                    await self._turn(runtime, key, text)
+                    continue
+                self._end = (1000, f"idle for {idle:g}s")
+                break
+            nursery.cancel_scope.cancel()
+        if self._end is not None and not self.closed.is_set():
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                await self._send({"type": "websocket.close", "code": self._end[0], "reason": self._end[1]})
+        log.info("responses websocket ended after %d turn(s): %s", turns,
+                 self._end[1] if self._end is not None else "client closed")
+
+    async def _read(self, inbox: trio.MemorySendChannel[str]) -> None:
+        async with inbox:
+            while True:
+                message = await self.receive()
+                if message["type"] == "websocket.disconnect":
+                    self.closed.set()
+                    return
+                text = message.get("text")
+                if text is None:
+                    raw = message.get("bytes") or b""
+                    text = raw.decode("utf-8", "replace")
+                await inbox.send(text)
+
+    async def _turn(self, runtime: "Runtime", key: ApiKey | None, text: str) -> None:
+        """One client event: a ``response.create`` run as a streamed ``/v1/responses`` call, or an error event."""
+        stream_id = None
+        try:
+            event = json.loads(text)
+            if not isinstance(event, dict):
+                raise InvalidRequest("A websocket message must be a JSON object (a client event)", param="type")
+            stream_id = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
+            payload, body = self._create_body(event, runtime)
+            snapshot = runtime.snapshot
+            if self.scope.get("switchyard.key_revision") is not snapshot:   # keys are judged by the current revision
+                key = authenticate(self.scope["headers"], snapshot.api_keys)
+            request_id = new_request_id()
+            per_ip = snapshot.rate_limiting.per_client_ip is not None
+            arrival = Arrival(snapshot, key, None, request_id, PATH, dict(self.scope["headers"]),
+                              self.app.active_requests,
+                              client_ip(self.scope, snapshot.server.trusted_proxies) if per_ip else None, self.hops)
+            door = Door(parse_responses_payload, lambda call: SocketSink(self, stream_id), "responses")
+            fields = log_fields.bind(request_id=request_id)
+            try:
+                await serve_call(runtime, arrival, payload, body, door, self.closed.wait)
+            finally:
+                log_fields.unbind(fields)
+        except ValueError:
+            await self.emit(json.dumps(error_event(InvalidRequest("A websocket message must be JSON",
+                                                                  code="invalid_json"))))
+        except GatewayError as err:
+            extra = {"stream_id": stream_id} if stream_id is not None else {}
+            await self.emit(json.dumps(error_event(err, **extra)))
+
+    def _create_body(self, event: dict[str, Any], runtime: "Runtime") -> tuple[dict[str, Any], bytes]:
+        kind = event.get("type")
+        if kind != "response.create":
+            raise InvalidRequest(f"Unsupported client event type {kind!r}: this gateway takes 'response.create'",
+                                 param="type", code="unsupported_event_type")
+        if event.get("background") is not None:
+            raise InvalidRequest("'background' is not supported over a websocket", param="background",
+                                 code="unsupported_parameter")
+        stream = event.get("stream")
+        if stream is not None and stream is not True:
+            raise InvalidRequest("'stream' is implicit over a websocket: leave it out", param="stream",
+                                 code="unsupported_parameter")
+        payload = {k: v for k, v in event.items() if k not in ("type", "stream_id")}
+        payload["stream"] = True
+        body = json.dumps(payload).encode()
+        limit = runtime.snapshot.server.max_body_bytes
+        if len(body) > limit:
+            raise BodyTooLarge(f"The response.create event is larger than server.max_body_bytes ({limit} bytes)")
+        return payload, body

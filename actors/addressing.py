@@ -43,6 +43,8 @@ def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
     if backend.type is BackendType.ANTHROPIC:
         key = [("x-api-key", backend.api_key)] if backend.api_key else []
         return [*key, ("anthropic-version", backend.anthropic_version)]
+    if backend.type is BackendType.GEMINI:  # Google takes its key as x-goog-api-key
+        return [("x-goog-api-key", backend.api_key)] if backend.api_key else []
     if backend.type is BackendType.AZURE:   # Azure OpenAI takes its key as api-key
         return [("api-key", backend.api_key)] if backend.api_key else []
     if backend.api_key:

@@ -31,6 +31,30 @@ from switchyard.actors.addressing import auth_headers, join_url
 log = logging.getLogger("switchyard.discovery")
 
 
+GEMINI_PAGES = 20   # pages of 1,000 read of a gemini backend's list, at most
+
+
+async def gemini_ids(upstream: Upstream, backend: BackendConfig) -> list[str]:
+    """A gemini backend's ``GET /v1beta/models`` (``{"models": [{"name": "models/ID"}], "nextPageToken"}``),
+    every page, the ids without their ``models/`` prefix."""
+    ids: list[str] = []
+    params = {"pageSize": "1000"}
+    for _ in range(GEMINI_PAGES):
+        response = await upstream.client.get(join_url(backend.url, "/v1beta/models"), params=params,
+                                             headers=auth_headers(backend))
+        response.raise_for_status()
+        body = response.json()
+        for m in body.get("models") or []:
+            name = m.get("name") if isinstance(m, dict) else None
+            if isinstance(name, str) and name:
+                ids.append(name.removeprefix("models/"))
+        token = body.get("nextPageToken")
+        if not isinstance(token, str) or not token:
+            return ids
+        params = {"pageSize": "1000", "pageToken": token}
+    raise ValueError(f"the model list has more than {GEMINI_PAGES} pages")
+
+
 def public_ids(backend: BackendConfig, ids: Iterable[str]) -> frozenset[str]:
     """Discovered ids as routing names: each upstream id of ``backend`` becomes its public id."""
     if not backend.upstream_ids:
@@ -109,12 +133,16 @@ class ModelDiscoveryActor:
         ids: frozenset[str] | None = None
         with trio.move_on_after(timeout):
             try:
-                # Anthropic pages its list (20 by default); one page of 1,000 covers any real catalogue.
-                path = "/v1/models?limit=1000" if backend.type is BackendType.ANTHROPIC else "/v1/models"
-                response = await self.upstream.client.get(join_url(backend.url, path), headers=auth_headers(backend))
-                response.raise_for_status()
-                data = response.json().get("data", [])
-                ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))
+                if backend.type is BackendType.GEMINI:   # Google's own list shape, in pages
+                    ids = public_ids(backend, await gemini_ids(self.upstream, backend))
+                else:
+                    # Anthropic pages its list (20 by default); one page of 1,000 covers any real catalogue.
+                    path = "/v1/models?limit=1000" if backend.type is BackendType.ANTHROPIC else "/v1/models"
+                    response = await self.upstream.client.get(join_url(backend.url, path),
+                                                              headers=auth_headers(backend))
+                    response.raise_for_status()
+                    data = response.json().get("data", [])
+                    ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))
             except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
                 log.warning("model discovery on %s failed: %s", backend.name, exc)
         if ids is None:

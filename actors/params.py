@@ -41,6 +41,7 @@ CARRIES: Mapping[BackendType, frozenset[str]] = {
     BackendType.SGLANG: _ALL,
     BackendType.GENERIC: _ALL,
     BackendType.SIMULATED: _ALL,
+    BackendType.GEMINI: _ALL - {"min_p"},   # generationConfig: maxOutputTokens, temperature, topP, topK, penalties
 }
 
 

@@ -40,7 +40,7 @@ import trio
 from attrs import frozen
 
 from switchyard.actors.budgets import AttemptBudget
-from switchyard.actors.routing.failover import Failure, Kind
+from switchyard.actors.routing.failover import POLICY_CODES, Failure, Kind
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
@@ -230,6 +230,7 @@ class Relay:
                        headers: list[tuple[bytes, bytes]]) -> None:
         body, payload = await read_json_answer(backend, response, attempt, self.answer_limit)
         if isinstance(payload, dict) and payload.get("error") is not None:
+            refused_by_policy(backend, payload, body)
             # An error with a success status: the backend's error object, with a status that says so.
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(
                 backend, 502, body, b"application/json"))
@@ -352,6 +353,8 @@ class Relay:
             return
         obj = self.event_json(backend, event)
         if isinstance(obj, dict) and "error" in obj:
+            if not self.sink.started:
+                refused_by_policy(backend, obj, event.data)
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
                 f"Backend '{backend}' sent an error event: {_error_message(obj)}",
                 code="upstream_stream_error"))
@@ -467,6 +470,16 @@ def _empty_reply(payload: Any) -> bool:
     if choice.get("finish_reason") == "length":
         return False  # cut by the client's own max_tokens: not empty by fault
     return not (message.get("content") or message.get("tool_calls") or choice.get("text"))   # text: completions
+
+
+def refused_by_policy(backend: str, obj: dict, body: bytes) -> None:
+    """An in-band error whose code says content policy (a native wire's refusal: Gemini's blocked prompt),
+    before anything reached the client, is the backend's 400 content-policy refusal: failover treats it as
+    one (never the same model again), and the client gets it as a 400, not a 502."""
+    err = obj.get("error")
+    if isinstance(err, dict) and err.get("code") in POLICY_CODES:
+        raise AttemptFailed(Failure(Kind.CONTENT_POLICY, status=400),
+                            UpstreamStatusError(backend, 400, body, b"application/json"))
 
 
 def _error_message(obj: dict) -> str:

@@ -50,6 +50,7 @@ ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
 }
 # Text completions and embeddings: every OpenAI-compatible type (the native Anthropic API has neither).
 ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(BackendType) - {BackendType.ANTHROPIC}
+ENDPOINT_TYPES["completions"] -= {BackendType.GEMINI}   # Gemini embeds (protocol/wires/gemini.py), never completes text
 # POST /v1/responses/compact (protocol/doors/responses.py): spoken where /v1/responses is.
 ENDPOINTS["compact"] = Wire("/v1/responses/compact")
 ENDPOINT_TYPES["compact"] = ENDPOINT_TYPES["responses"]

@@ -30,6 +30,7 @@ from switchyard.config.values import shown_url
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 ANTHROPIC_URL = "https://api.anthropic.com"   # an anthropic backend's url when none is given
+GEMINI_URL = "https://generativelanguage.googleapis.com"   # a gemini backend's (its paths carry /v1beta)
 # The types a `unix://` url may name: the OpenAI-compatible ones (config/unix_socket.py).
 UNIX_SOCKET_TYPES = (BackendType.OPENAI, BackendType.VLLM, BackendType.SGLANG, BackendType.OLLAMA,
                      BackendType.GENERIC)
@@ -62,6 +63,8 @@ def _backend(r: Reader) -> BackendConfig | None:
             url = f"http://{name or 'backend'}.simulated"
         elif btype is BackendType.ANTHROPIC and not r.has("url"):
             url = ANTHROPIC_URL
+        elif btype is BackendType.GEMINI and not r.has("url"):
+            url = GEMINI_URL
         elif not r.has("url"):
             r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
     # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
@@ -99,6 +102,8 @@ def _backend(r: Reader) -> BackendConfig | None:
                          f"only applies to backends of type anthropic, not {btype.value}")
     betas = load_anthropic.anthropic_betas(r, btype)
     r.finish()
+    if btype is BackendType.GEMINI and url.rstrip("/").endswith("/v1beta"):
+        url = url.rstrip("/")[:-len("/v1beta")]   # the wire adds the version to every path
     if is_unix(url) and btype not in UNIX_SOCKET_TYPES:
         r.problems.error(child(r.path, "url"), f"is a unix:// socket, which only the OpenAI-compatible types "
                          f"take ({', '.join(t.value for t in UNIX_SOCKET_TYPES)}), not {btype.value}")
@@ -109,7 +114,8 @@ def _backend(r: Reader) -> BackendConfig | None:
         r.problems.error(child(r.path, "url"),
                          f"of a simulated backend must have a host ending in .simulated, got {shown_url(url)!r}")
     parts = urlsplit(url)
-    if api_key and (parts.username or parts.password) and btype not in (BackendType.ANTHROPIC, BackendType.AZURE):
+    if api_key and (parts.username or parts.password) and btype not in (BackendType.ANTHROPIC, BackendType.AZURE,
+                                                                       BackendType.GEMINI):
         # protocol/wires/upstream.py sends a user:password@ URL's credentials as Authorization: Basic, which
         # replaces the key's Authorization: Bearer (anthropic and azure send their key in another header).
         r.problems.error(child(r.path, "url"), f"carries credentials (user:password@) and {child(r.path, 'api_key')} "

@@ -48,6 +48,7 @@ class BackendType(str, Enum):
     SIMULATED = "simulated"
     ANTHROPIC = "anthropic"       # the native Messages API (protocol/wires/anthropic.py)
     AZURE = "azure"               # Azure OpenAI's v1 API: OpenAI's wire, the key in an api-key header
+    GEMINI = "gemini"             # the native Gemini API, generateContent (protocol/wires/gemini.py)
 
 
 # Health-check path used when `health_checks.path` is not set: engines with a
@@ -61,6 +62,7 @@ DEFAULT_HEALTH_PATHS = {
     BackendType.SIMULATED: "/health",
     BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/wires/upstream.py)
     BackendType.AZURE: "/v1/models",        # under the resource's /openai/v1 root
+    BackendType.GEMINI: "/v1beta/models",   # with x-goog-api-key
 }
 
 

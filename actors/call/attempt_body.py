@@ -119,7 +119,8 @@ def fallback_headers(call: Call, routed: str, plan: RoutePlan, attempts: int) ->
 
 # Backend types whose streaming API takes stream_options.include_usage.
 USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.VLLM, BackendType.SGLANG,
-                                   BackendType.SIMULATED})
+                                   BackendType.SIMULATED,
+                                   BackendType.GEMINI})   # its wire reads the option (protocol/wires/gemini.py)
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})

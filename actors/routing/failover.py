@@ -74,7 +74,7 @@ PERSISTENT_MAX_TRIES = 2
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded", "string_above_max_length"})
 _CONTEXT_PHRASES = ("maximum context length", "context length", "context window", "prompt is too long",
                     "too many tokens", "reduce the length")
-_POLICY_CODES = frozenset({"content_filter", "content_policy_violation", "content_policy"})
+_POLICY_CODES = POLICY_CODES = frozenset({"content_filter", "content_policy_violation", "content_policy"})
 _POLICY_PHRASES = ("content management policy", "content filter", "content policy")
 
 

@@ -1,0 +1,273 @@
+"""A Gemini ``GenerateContentResponse``, buffered or streamed (``alt=sse``), as Chat Completions.
+
+The answer side of the gemini wire (``protocol/wires/gemini.py``); the
+body is translated as it is read (``TranslatedStream``, shared with the
+anthropic wire), so a stream stays a stream under the same relay and budgets.
+
+Text parts become ``content``, parts marked ``thought: true``
+``reasoning_content``, ``functionCall`` parts tool calls (whole: Gemini
+sends a call's arguments in one piece), ``usageMetadata`` the usage
+(thought tokens are completion tokens, as OpenAI counts reasoning), and
+``finishReason`` the finish reason. A prompt Gemini blocked
+(``promptFeedback.blockReason``), or a candidate stopped for safety before
+any output, is a content-policy refusal: the body becomes an error object
+with code ``content_policy_violation``, which the relay turns into a 400
+before anything reached the client (failover treats it as a content-policy
+rejection). Output already sent and then stopped for safety ends with
+``finish_reason: content_filter``. A stream that ends without a finish
+reason gets no ``[DONE]``: the relay judges it truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+import httpx
+
+from switchyard.actors.messages import Call
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
+from switchyard.protocol.wires.anthropic_answer import _HOP_HEADERS, TranslatedStream, Translator
+from switchyard.protocol.wires.gemini_contents import signed_id
+from switchyard.protocol.wires.gemini_errors import openai_error
+
+DONE = b"data: [DONE]\n\n"
+SAFETY = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
+FINISH = {"STOP": "stop", "MAX_TOKENS": "length", **{r: "content_filter" for r in SAFETY}}
+
+
+def finish_reason(reason: Any, called: bool) -> str:
+    """Chat's finish reason for Gemini's; a turn that ends in function calls is ``tool_calls``."""
+    mapped = FINISH.get(reason, "stop") if isinstance(reason, str) else "stop"
+    return "tool_calls" if called and mapped == "stop" else mapped
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def chat_usage(meta: dict[str, Any]) -> dict[str, Any]:
+    """usageMetadata as chat usage: tool-use prompt tokens are prompt tokens, thoughts completion tokens."""
+    prompt = _count(meta.get("promptTokenCount")) + _count(meta.get("toolUsePromptTokenCount"))
+    thoughts = _count(meta.get("thoughtsTokenCount"))
+    completion = _count(meta.get("candidatesTokenCount")) + thoughts
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": _count(meta.get("totalTokenCount")) or prompt + completion}
+    cached = _count(meta.get("cachedContentTokenCount"))
+    if cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    if thoughts:
+        out["completion_tokens_details"] = {"reasoning_tokens": thoughts}
+    return out
+
+
+def refusal(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The content-policy error object for a blocked prompt or a candidate stopped for safety with no
+    output at all; None when the answer is not a refusal."""
+    feedback = _obj(obj.get("promptFeedback"))
+    reason = feedback.get("blockReason")
+    where = "prompt"
+    if not reason:
+        candidates = obj.get("candidates")
+        first = _obj(candidates[0]) if isinstance(candidates, list) and candidates else {}
+        if first.get("finishReason") not in SAFETY or _parts(first):
+            return None
+        reason, where = first["finishReason"], "answer"
+    return {"error": {"message": f"Gemini blocked the {where} ({reason}): the request was refused by the "
+                                 f"backend's content policy", "type": "invalid_request_error", "param": None,
+                      "code": "content_policy_violation", "details": {"block_reason": reason}}}
+
+
+def _parts(candidate: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = _obj(candidate.get("content")).get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+class Pieces:
+    """What one candidate's parts say, in chat terms (tool call ids made here, signatures inside them)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+
+    def read(self, parts: list[dict[str, Any]]) -> "Pieces":
+        for part in parts:
+            if isinstance(part.get("text"), str):
+                (self.reasoning if part.get("thought") is True else self.text).append(part["text"])
+            elif isinstance(part.get("functionCall"), dict):
+                call = part["functionCall"]
+                given = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
+                base = given or f"call_{secrets.token_hex(12)}"
+                self.calls.append({"id": signed_id(base, part.get("thoughtSignature")), "type": "function",
+                                   "function": {"name": call.get("name"),
+                                                "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False)}})
+        return self
+
+
+def chat_completion(obj: dict[str, Any], model: str, created: int) -> dict[str, Any]:
+    """A GenerateContentResponse as a ``chat.completion`` (one choice per candidate)."""
+    choices = []
+    candidates = obj.get("candidates")
+    for i, candidate in enumerate(candidates if isinstance(candidates, list) else ()):
+        candidate = _obj(candidate)
+        pieces = Pieces().read(_parts(candidate))
+        reply: dict[str, Any] = {"role": "assistant",
+                                 "content": "".join(pieces.text) if pieces.text or not pieces.calls else None}
+        if pieces.reasoning:
+            reply["reasoning_content"] = "".join(pieces.reasoning)
+        if pieces.calls:
+            reply["tool_calls"] = pieces.calls
+        index = candidate.get("index") if isinstance(candidate.get("index"), int) else i
+        choices.append({"index": index, "message": reply, "logprobs": None,
+                        "finish_reason": finish_reason(candidate.get("finishReason"), bool(pieces.calls))})
+    return {"id": _id(obj), "object": "chat.completion", "created": created, "model": model, "choices": choices,
+            "usage": chat_usage(_obj(obj.get("usageMetadata")))}
+
+
+def _id(obj: dict[str, Any]) -> str:
+    given = obj.get("responseId")
+    return f"chatcmpl-{given}" if isinstance(given, str) and given else f"chatcmpl-{secrets.token_hex(12)}"
+
+
+class BufferedTranslator:
+    """The whole body, then one chat.completion (or the refusal); anything else goes as it came."""
+
+    def __init__(self, model: str, created: int) -> None:
+        self.model, self.created = model, created
+        self.parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self.parts.append(chunk)
+        return []
+
+    def close(self) -> list[bytes]:
+        raw = b"".join(self.parts)
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return [raw]       # not JSON: the relay says so
+        if not isinstance(obj, dict) or "error" in obj:
+            return [raw]       # an error object on a 200: judged as it came
+        refused = refusal(obj)
+        if refused is not None:
+            return [json.dumps(refused).encode()]
+        return [json.dumps(chat_completion(obj, self.model, self.created)).encode()]
+
+
+class StreamTranslator:
+    """Gemini SSE events (each a partial GenerateContentResponse) in, chat chunks out (pure: no I/O)."""
+
+    def __init__(self, model: str, include_usage: bool, created: int) -> None:
+        self.decoder = SSEDecoder()
+        self.model, self.include_usage, self.created = model, include_usage, created
+        self.id = ""
+        self.role_sent = False
+        self.calls = 0                # tool calls sent so far (their indexes)
+        self.output = False           # any content, thought or call went out
+        self.finish: str | None = None
+        self.over = False             # an error went out: nothing follows
+        self.usage: dict[str, Any] = {}
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        try:
+            events = self.decoder.feed(chunk)
+        except SSEEventTooLarge as exc:
+            return self._fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+        out: list[bytes] = []
+        for event in events:
+            out.extend(self._event(event))
+        return out
+
+    def close(self) -> list[bytes]:
+        tail = self.decoder.close()
+        out = self._event(tail) if tail is not None and tail.complete else []
+        if self.over or self.finish is None:
+            return out        # no finish reason: the relay calls the stream truncated
+        if self.include_usage:
+            out.append(_data({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                              "model": self.model, "choices": [], "usage": chat_usage(self.usage)}))
+        return [*out, DONE]
+
+    def _event(self, event: Event) -> list[bytes]:
+        if self.over:
+            return []
+        if not event.has_data:
+            return [event.raw]      # comments: keep-alives once committed
+        try:
+            obj = json.loads(event.data)
+        except ValueError:
+            return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
+        if not isinstance(obj, dict):
+            return self._fail("an event that is not a JSON object", "upstream_malformed_event")
+        if isinstance(obj.get("error"), dict):
+            error = obj["error"]
+            self.over = True
+            return [_data({"error": {"message": error.get("message") or "error", "type": "upstream_error",
+                                     "code": str(error.get("status") or "upstream_error").lower()}})]
+        self.id = self.id or _id(obj)
+        if isinstance(obj.get("usageMetadata"), dict):
+            self.usage = obj["usageMetadata"]   # cumulative: the last one counts
+        refused = refusal(obj)
+        if refused is not None and not self.output:
+            self.over = True
+            return [_data(refused)]
+        candidates = obj.get("candidates")
+        first = _obj(candidates[0]) if isinstance(candidates, list) and candidates else {}
+        pieces = Pieces().read(_parts(first))
+        out: list[bytes] = []
+        if pieces.reasoning:
+            out.append(self._chunk({"reasoning_content": "".join(pieces.reasoning)}))
+        if pieces.text:
+            out.append(self._chunk({"content": "".join(pieces.text)}))
+        if pieces.calls:
+            deltas = [{"index": self.calls + k, **c} for k, c in enumerate(pieces.calls)]
+            self.calls += len(pieces.calls)
+            out.append(self._chunk({"tool_calls": deltas}))
+        self.output = self.output or bool(out)
+        reason = first.get("finishReason")
+        if isinstance(reason, str) and reason and reason != "FINISH_REASON_UNSPECIFIED" and self.finish is None:
+            self.finish = finish_reason(reason, self.calls > 0)
+            out.append(self._chunk({}, self.finish))
+        return out
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        if not self.role_sent:
+            self.role_sent = True
+            delta = {"role": "assistant", **delta}
+        return _data({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+
+    def _fail(self, what: str, code: str) -> list[bytes]:
+        self.over = True
+        return [_data({"error": {"message": f"the gemini stream carried {what}", "type": "upstream_error",
+                                 "code": code}})]
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _data(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def chat_answer(model: str, include_usage: bool):
+    """The answer side for one attempt on ``model`` (its wire id): a success translated as it is read;
+    an error status goes to ``gemini_errors.openai_error``."""
+    def answer(response: httpx.Response, call: Call) -> httpx.Response:
+        if response.status_code >= 300:
+            return openai_error(response)
+        created = int(time.time())
+        translator: Translator
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            translator, content_type = StreamTranslator(model, include_usage, created), "text/event-stream"
+        else:
+            translator, content_type = BufferedTranslator(model, created), "application/json"
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
+        return httpx.Response(response.status_code, headers=[*headers, ("content-type", content_type)],
+                              stream=TranslatedStream(response, translator))
+    return answer

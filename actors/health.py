@@ -2,7 +2,8 @@
 
 Each enabled backend gets a check loop (``GET {url}{path}`` under the check
 timeout; 2xx is up, 503 is warming, anything else or no answer is a
-failure). Real calls feed per-(backend, model) circuits: consecutive
+failure), except a type whose every route needs a signed model call
+(``PASSIVE_HEALTH_TYPES``: bedrock), which its calls alone judge. Real calls feed per-(backend, model) circuits: consecutive
 failures take that pair out of rotation at once, and a half-open probe
 brings it back. Requests report synchronously (Trio runs one task at a
 time, so a report is applied before anyone can read a stale view, and a
@@ -38,7 +39,7 @@ from switchyard.actors.routing.health import (
     next_check_delay,
     observe,
 )
-from switchyard.config.schema import BackendConfig, Snapshot
+from switchyard.config.schema import PASSIVE_HEALTH_TYPES, BackendConfig, Snapshot
 from switchyard.actors.ports import Upstream
 from switchyard.actors.addressing import auth_headers, join_url
 
@@ -171,7 +172,9 @@ class BackendHealthActor:
         nursery = getattr(self, "_nursery", None)
         if nursery is None:
             return  # not running yet: run() starts the loops
-        wanted = {b.name: b for b in self.snapshot.backends if b.enabled} if self.view.checks_enabled else {}
+        # A type with no route to check unsigned (bedrock) is judged by its calls alone (its circuits).
+        wanted = {b.name: b for b in self.snapshot.backends
+                  if b.enabled and b.type not in PASSIVE_HEALTH_TYPES} if self.view.checks_enabled else {}
         for name in list(self._loops):
             if name not in wanted or name in restart:
                 self._loops.pop(name).cancel()

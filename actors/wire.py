@@ -11,7 +11,7 @@ speaks the OpenAI format natively uses the plain wire of the endpoint.
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Mapping
+from typing import Awaitable, Callable, Iterable, Mapping
 
 import attrs
 import httpx
@@ -35,6 +35,9 @@ class Wire:
     body: Callable[[bytes, BackendConfig, Call], bytes] = lambda body, b, call: body
     # The backend's answer in the endpoint's OpenAI format (a new response, or the same one).
     answer: Callable[[httpx.Response, Call], httpx.Response] = lambda response, call: response
+    # Run last before the request is sent (its body and every header final): adds what signs it (a bedrock
+    # backend's SigV4, with credentials it may have to fetch). Its failure is that backend's.
+    sign: Callable[[httpx.Request, BackendConfig], Awaitable[None]] | None = None
 
 
 # endpoint -> its plain wire; (endpoint, backend type) -> a translating one
@@ -48,8 +51,9 @@ ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
     # simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API
     "responses": frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED}),
 }
-# Text completions and embeddings: every OpenAI-compatible type (the native Anthropic API has neither).
-ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = frozenset(BackendType) - {BackendType.ANTHROPIC}
+# Text completions and embeddings: every OpenAI-compatible type (the native Anthropic and Bedrock APIs have neither).
+ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = \
+    frozenset(BackendType) - {BackendType.ANTHROPIC, BackendType.BEDROCK}
 ENDPOINT_TYPES["completions"] -= {BackendType.GEMINI}   # Gemini embeds (protocol/wires/gemini.py), never completes text
 # POST /v1/responses/compact (protocol/doors/responses.py): spoken where /v1/responses is.
 ENDPOINTS["compact"] = Wire("/v1/responses/compact")

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from switchyard.config import (
     load_anthropic,
+    load_bedrock,
     load_extensions,
     load_metadata,
     load_resilience,
@@ -65,6 +66,8 @@ def _backend(r: Reader) -> BackendConfig | None:
             url = ANTHROPIC_URL
         elif btype is BackendType.GEMINI and not r.has("url"):
             url = GEMINI_URL
+        elif btype is BackendType.BEDROCK and not r.has("url"):
+            pass   # its region's runtime (load_bedrock.py)
         elif not r.has("url"):
             r.problems.error(child(r.path, "url"), f"is required for type {btype.value}")
     # An empty key means none, so `${OPENAI_API_KEY:-}` makes the key optional.
@@ -73,7 +76,8 @@ def _backend(r: Reader) -> BackendConfig | None:
     weight = read(r, BackendConfig, "weight")
     enabled = read(r, BackendConfig, "enabled")
     internal = read(r, BackendConfig, "internal")
-    discovery = read(r, BackendConfig, "discovery")
+    url, region, aws_profile = load_bedrock.bedrock_fields(r, btype, url, models, api_key)
+    discovery = read(r, BackendConfig, "discovery") and btype is not BackendType.BEDROCK   # never asked
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = read(r, BackendConfig, "replay")
@@ -128,4 +132,5 @@ def _backend(r: Reader) -> BackendConfig | None:
                          retry_override=retry_override, replay=replay, model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
                          request_extensions=extensions, anthropic_version=version, anthropic_betas=betas,
+                         region=region, aws_profile=aws_profile,
                          **declared)

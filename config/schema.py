@@ -49,6 +49,7 @@ class BackendType(str, Enum):
     ANTHROPIC = "anthropic"       # the native Messages API (protocol/wires/anthropic.py)
     AZURE = "azure"               # Azure OpenAI's v1 API: OpenAI's wire, the key in an api-key header
     GEMINI = "gemini"             # the native Gemini API, generateContent (protocol/wires/gemini.py)
+    BEDROCK = "bedrock"           # Amazon Bedrock's Converse API, SigV4-signed (protocol/wires/bedrock.py)
 
 
 # Health-check path used when `health_checks.path` is not set: engines with a
@@ -63,7 +64,10 @@ DEFAULT_HEALTH_PATHS = {
     BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/wires/upstream.py)
     BackendType.AZURE: "/v1/models",        # under the resource's /openai/v1 root
     BackendType.GEMINI: "/v1beta/models",   # with x-goog-api-key
+    BackendType.BEDROCK: "/",               # never requested: checked by its calls only (PASSIVE_HEALTH_TYPES)
 }
+# Backend types with no route a check may ask without signing a model call: their health is their calls'.
+PASSIVE_HEALTH_TYPES = frozenset({BackendType.BEDROCK})
 
 
 class Strategy(str, Enum):
@@ -157,6 +161,10 @@ class BackendConfig:
     anthropic_version: str = field("2023-06-01", values.anthropic_version)
     # type anthropic: the anthropic-beta names a client may turn on (None: all it sends; (): none)
     anthropic_betas: tuple[str, ...] | None = None
+    # type bedrock: its AWS region (the runtime's url and the signature's scope) and the profile of the
+    # shared config/credentials files its credentials come from (None: the environment's, then the default)
+    region: str | None = field(None, rules.string(r"[a-z]{2}(-[a-z]+)+-\d{1,2}", "an AWS region such as us-east-1"))
+    aws_profile: str | None = field(None, rules.string(r"[A-Za-z0-9_.+=,@-]{1,128}", "a profile name"))
 
     @property
     def exact_models(self) -> tuple[str, ...]:

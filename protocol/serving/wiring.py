@@ -13,6 +13,7 @@ from switchyard.actors.wire import Wires
 from switchyard.config.schema import BackendType, Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.wires import anthropic as anthropic_wire
+from switchyard.protocol.wires import bedrock as bedrock_wire
 from switchyard.protocol.wires import gemini as gemini_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.stores import open_store
@@ -31,7 +32,8 @@ WORKERS_ENV = "SWITCHYARD_WORKERS"       # ... with how many workers the instanc
 # Consulted in this order: a Messages call's uncarried content first, then the Responses bridge.
 WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
               special=(anthropic_wire.UNCARRIED_WIRE, responses_wire.BRIDGE_WIRE,
-                       gemini_wire.WIRE))   # a native gemini backend: its model in the URL
+                       gemini_wire.WIRE,    # a native gemini backend: its model in the URL
+                       bedrock_wire.WIRE))  # a bedrock backend: Converse, its model in the URL
 
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,

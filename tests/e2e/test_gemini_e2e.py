@@ -367,3 +367,11 @@ async def test_health_checks_ask_the_model_list_with_the_key(start_gateway, fake
     async with httpx.AsyncClient(base_url=gw.url, timeout=10) as http:
         assert (await http.get("/ready")).status_code == 200
     assert any(s.method == "GET" and s.path == "/v1beta/models" for s in fake.seen)
+
+
+async def test_an_alias_dispatched_as_its_canonical_id_rewrites_the_models_segment(start_gateway, fake):
+    gw = await start_gateway(config(gemini(fake, model_configs=[{"id": MODEL, "aliases": ["flash-latest"]}])))
+    async with clients(gw) as client:
+        reply = await in_thread(client.chat.completions.create, model="flash-latest", messages=PROMPT)
+    assert reply.choices[0].message.content == "Hello from gemini."
+    assert fake.last.path == f"/v1beta/models/{MODEL}:generateContent"

@@ -121,12 +121,20 @@ class OnUnavailable(str, Enum):
 
 
 def redis_url(value: Any) -> str:
-    """A ``redis://`` or ``rediss://`` (TLS) URL with a host."""
+    """A ``redis://`` or ``rediss://`` (TLS) URL with a host, and a database number as its path if any.
+    No query options: the limiter speaks to Redis itself (protocol/stores/redis_wire.py) and reads
+    only these."""
     if isinstance(value, str):
         text = value.strip()
         scheme, sep, rest = text.partition("://")
-        if sep and scheme in ("redis", "rediss") and rest.rpartition("@")[2].split("/", 1)[0]:
+        host, _, path = rest.rpartition("@")[2].partition("/")
+        if sep and scheme in ("redis", "rediss") and host and not any(c in rest for c in "?#"):
+            if path.strip("/") and not path.strip("/").isdigit():
+                raise Invalid(f"the path is the database number (/0, /1 ...), got {values.quoted_url(value)}")
             return text
+        if sep and scheme in ("redis", "rediss") and host:
+            raise Invalid(f"takes no query options (TLS is rediss://, the database is the path: /0), "
+                          f"got {values.quoted_url(value)}")
     raise Invalid(f"must be a redis:// or rediss:// URL with a host, got {values.quoted_url(value)}")
 
 

@@ -46,21 +46,63 @@ local function release(record)
   end
 end
 
+-- one call's settle (the settle script's, below; the admit script applies the settles riding with it)
+local function settle(now, base, call, used, cost, spec)
+  local function K(i) return KEYS[base + i] end
+  for _, k in ipairs(spec.l) do redis.call('ZREM', K(k), call) end
+  local record = redis.call('GET', K(2))
+  if record then
+    -- from max(TAT, now), as an admission charges: a TAT in the past (or gone) is a full window, so
+    -- nothing is given back, and tokens used past the reservation are charged from now
+    for _, t in ipairs(spec.t) do
+      local tat = math.max(tonumber(redis.call('GET', K(t[1])) or '0') or 0, now)
+      keep_tat(K(t[1]), math.max(tat - (t[2] - used) * 60.0 / t[3], now), now)
+    end
+    release(record)
+    redis.call('DEL', K(2))
+    redis.call('ZREM', K(1), call)
+  end
+  for _, k in ipairs(spec.b) do
+    local key = K(k)
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('HSET', key, 'spent_usd', num(hnum(key, 'spent_usd') + cost),
+                 'spent_tokens', num(hnum(key, 'spent_tokens') + used))
+    end
+  end
+  return record and 1 or 0
+end
+
+-- settles riding with a script call: ARGV[from] their count, then five arguments per settle as the settle
+-- script takes them; returns the replies as settle's and where the next arguments begin
+local function settle_all(now, from)
+  local replies, last = {}, from + 5 * tonumber(ARGV[from])
+  for c = from + 1, last, 5 do
+    local ok, reply = pcall(settle, now, tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]),
+                            tonumber(ARGV[c + 3]) or 0, cjson.decode(ARGV[c + 4]))
+    replies[#replies + 1] = ok and reply or tostring(reply.err or reply)
+  end
+  return replies, last + 1
+end
+
 -- @script admit
 -- A batch of admissions, each all-or-nothing and decided in order, as if each were its own script.
 -- KEYS: every call's keys, one call's after another's; a call's spec indexes its own from 1
 -- (its KEYS[1] the in-flight set, KEYS[2] its record).
--- ARGV: now, lease seconds, the record keys' prefix (for the sweep), then four per call: where its
---       keys begin (0-based), call id, spec (JSON), record (JSON: [[budget key, usd, tokens]...], '' for none).
+-- Settles may ride with it: they are applied first, in order, as the settle script applies them (their
+-- keys come first in KEYS).
+-- ARGV: now, lease seconds, the record keys' prefix (for the sweep), the number of settles riding and
+--       five arguments per settle (as the settle script's), then four per call: where its keys begin
+--       (0-based), call id, spec (JSON), record (JSON: [[budget key, usd, tokens]...], '' for none).
 -- spec: {"b": [[key, limit_usd|-1, limit_tokens|-1, worst_usd, tokens]...],      budgets, in refusal order
 --        "s": [[lease key|0, max_concurrent|0, [[key, period, limit, cost]...]]...]}   scopes, likewise
 -- Returns one reply per call: {'seed', i...} (budget counters missing: seed them from the ledger, then
 -- ask again; nothing changed), {'error', text} (the script failed on this call; nothing of it changed
 -- after the failure), or {'ok'|'refused', now, the state read before deciding: per budget spent_usd
 -- reserved_usd spent_tokens reserved_tokens, per scope its live lease count (or '') and each
--- dimension's TAT (or '')}.
+-- dimension's TAT (or '')}. Returns {those replies, the settles' replies (as the settle script's)}.
 local now = clock(ARGV[1])
 local lease, prefix = tonumber(ARGV[2]), ARGV[3]
+local settled, first = settle_all(now, 4)
 
 -- a crashed instance's reservations: give them back once their lease time has passed
 local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 8)
@@ -154,57 +196,24 @@ local function admit(base, call, spec, record)
 end
 
 local replies = {}
-for c = 4, #ARGV, 4 do
+for c = first, #ARGV, 4 do
   local ok, reply = pcall(admit, tonumber(ARGV[c]), ARGV[c + 1], cjson.decode(ARGV[c + 2]), ARGV[c + 3])
   replies[#replies + 1] = ok and reply or {'error', tostring(reply.err or reply)}
 end
-return replies
+return {replies, settled}
 
 -- @script settle
 -- A batch of settles, each applied as if it were its own script.
 -- KEYS: every call's keys, one call's after another's (a call's KEYS[1] the in-flight set, KEYS[2] its
--- record, the rest as its spec indexes them). ARGV: now, then five per call: where its keys begin
--- (0-based), call id, tokens used, cost in USD ('' : unpriced), spec (JSON):
+-- record, the rest as its spec indexes them). ARGV: now, the number of calls, then five per call: where
+-- its keys begin (0-based), call id, tokens used, cost in USD ('' : unpriced), spec (JSON):
 -- {"l": [lease key...], "t": [[tokens_per_minute key, reserved tokens, limit]...], "b": [budget key...]}
 -- Leases end (idempotent). Only while the call's record is there (it was admitted here and has not
 -- settled or been swept): unused tokens go back and its budget reservations are released. Always:
 -- the cost and tokens are added to the budgets' spend where their counters exist (a counter that is
 -- gone is seeded again from the ledger, which has this call).
 -- Returns per call 1 (its record was there), 0 (it was not), or the text of the error it met.
-local now = clock(ARGV[1])
-
-local function settle(base, call, used, cost, spec)
-  local function K(i) return KEYS[base + i] end
-  for _, k in ipairs(spec.l) do redis.call('ZREM', K(k), call) end
-  local record = redis.call('GET', K(2))
-  if record then
-    -- from max(TAT, now), as an admission charges: a TAT in the past (or gone) is a full window, so
-    -- nothing is given back, and tokens used past the reservation are charged from now
-    for _, t in ipairs(spec.t) do
-      local tat = math.max(tonumber(redis.call('GET', K(t[1])) or '0') or 0, now)
-      keep_tat(K(t[1]), math.max(tat - (t[2] - used) * 60.0 / t[3], now), now)
-    end
-    release(record)
-    redis.call('DEL', K(2))
-    redis.call('ZREM', K(1), call)
-  end
-  for _, k in ipairs(spec.b) do
-    local key = K(k)
-    if redis.call('EXISTS', key) == 1 then
-      redis.call('HSET', key, 'spent_usd', num(hnum(key, 'spent_usd') + cost),
-                 'spent_tokens', num(hnum(key, 'spent_tokens') + used))
-    end
-  end
-  return record and 1 or 0
-end
-
-local replies = {}
-for c = 2, #ARGV, 5 do
-  local ok, reply = pcall(settle, tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]),
-                          tonumber(ARGV[c + 3]) or 0, cjson.decode(ARGV[c + 4]))
-  replies[#replies + 1] = ok and reply or tostring(reply.err or reply)
-end
-return replies
+return (settle_all(clock(ARGV[1]), 2))
 
 -- @script claim
 -- What a worker's local share admitted while Redis was away, put into the shared counters when it is

@@ -1,7 +1,7 @@
 """Group commit for the Redis limiter: calls that arrive while a script call is on its way wait and go
-together in the next one, so under load N admissions cost one round trip through the client, not N.
+together in the next one, so under load N admissions cost one round trip, not N.
 
-A round trip through coredis costs the worker about 0.3 ms of CPU whatever it carries, and the scripts
+A round trip costs the worker CPU whatever it carries (reading, parsing, waking the caller), and the scripts
 take a list of calls, so one script call decides a whole batch (each call still all-or-nothing, in
 order). With nothing waiting, a call goes at once, alone: at low load a batch adds nothing but
 the hand-off to the sending task.

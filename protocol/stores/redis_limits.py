@@ -26,7 +26,6 @@ import math
 import time
 from typing import Any, Callable
 
-import coredis
 import trio
 
 from switchyard.actors.limits.local import LocalLimiter, Summary
@@ -48,6 +47,7 @@ from switchyard.protocol.stores.redis_script import (
 from switchyard.protocol.stores.redis_seed import SEED_TIMEOUT, Seeder
 from switchyard.protocol.stores.redis_settles import SETTLE_BATCH, SETTLE_LANES, Settles
 from switchyard.protocol.stores.redis_view import shared_view
+from switchyard.protocol.stores.redis_wire import Address, Wire
 
 log = logging.getLogger("switchyard.limits")
 
@@ -79,24 +79,20 @@ class RedisLimiter:
 
     ``config`` returns the running Snapshot (``key_view`` reads it; a call's
     limits come in its Demand). ``ledger`` is ``LedgerActor.summary`` (None:
-    budgets start at 0). ``client`` replaces the client built from
-    ``state.redis_url`` (a ``coredis.RedisCluster``, say: every key is in one
-    slot). ``clock``: None uses Redis ``TIME``; a function's value is passed
-    as the script's "now" instead (tests, at exact instants). ``wall`` is
-    Unix seconds for the budget periods.
+    budgets start at 0). ``clock``: None uses Redis ``TIME``; a function's
+    value is passed as the script's "now" instead (tests, at exact instants).
+    ``wall`` is Unix seconds for the budget periods.
     """
 
     name = "limits"
 
     def __init__(self, state: State, config: Callable[[], Snapshot], *, ledger: Summary | None = None,
-                 client: Any = None, clock: Callable[[], float] | None = None,
+                 clock: Callable[[], float] | None = None,
                  wall: Callable[[], float] = time.time, seed_timeout: float = SEED_TIMEOUT) -> None:
-        if client is None:
-            if not state.redis_url:
-                raise ValueError("RedisLimiter needs state.redis_url (a redis:// or rediss:// URL)")
-            client = coredis.Redis.from_url(state.redis_url, decode_responses=True)
+        if not state.redis_url:
+            raise ValueError("RedisLimiter needs state.redis_url (a redis:// or rediss:// URL)")
         self.state = state
-        self.where = where(state.redis_url) if state.redis_url else repr(client)
+        self.where = where(state.redis_url)
         self.timeout = state.operation_timeout
         # the most one operation may take however late this worker runs (its callers' waits are extended
         # only while the worker itself is behind); a batch in flight is given that long
@@ -107,7 +103,7 @@ class RedisLimiter:
         self._config = config
         self._clock = clock
         self._wall = wall
-        self._scripts = Scripts(client, state.operation_timeout)
+        self._scripts = Scripts(Wire(Address(state.redis_url)), state.operation_timeout)
         self._seeder = Seeder(self._scripts.op, ledger, seed_timeout)
         self._running = False
         self._down_since: float | None = None   # trio time the current outage began
@@ -167,7 +163,7 @@ class RedisLimiter:
     # --- the actor --------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold the client (its connections live in this task's nursery), the settle workers and
+        """Hold the connections (closed when it ends), the settle workers and
         the probe. A Redis that cannot be reached at start is an outage like any other."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self._scripts.run)
@@ -230,10 +226,17 @@ class RedisLimiter:
         return await self._unavailable(demand)
 
     async def _send_admissions(self, plans: list[Plan]) -> list[Any]:
-        """One script call for ``plans``; each reply with its place in the batch (the script ran them in
-        that order at one "now")."""
-        keys, args = batch([self._now(), str(core.LEASE_SECONDS), CALLS], [plan.part() for plan in plans])
-        return list(enumerate(await self._scripts.op("admit", keys, args, bound=self._cap)))
+        """One script call for ``plans``, with the queued settles riding along (applied first); each
+        reply with its place in the batch (the script ran them in that order at one "now")."""
+        settles, count, parts = self._settles.ride()
+        replies = None
+        try:
+            keys, args = batch([self._now(), str(core.LEASE_SECONDS), CALLS, *count],
+                               parts + [plan.part() for plan in plans])
+            admitted, replies = await self._scripts.op("admit", keys, args, bound=self._cap)
+        finally:   # not answered (failed, timed out or cancelled): the settles go back to the queue
+            self._settles.rode(settles, replies)
+        return list(enumerate(admitted))
 
     def _lost(self, plan: Plan, answer: tuple[int, Any] | None) -> None:
         """An admission the script may have made though its caller does not hold it (its batch failed,

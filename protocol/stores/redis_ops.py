@@ -1,5 +1,8 @@
 """How the Redis limiter sends one script call: bounded in time, its failures one exception.
 
+Scripts go by EVALSHA on the limiter's own connections (``redis_wire``); a Redis that lost them (it
+restarted) is sent the script again on NOSCRIPT.
+
 The bound is ``state.operation_timeout`` plus a few times this worker's own loop lag (``LoopLag``):
 time the worker spends on its own requests is not Redis's. ``answering`` says whether Redis answered
 anything within the bound: an admission's wait is extended while it does. Loading the scripts also opens as many
@@ -9,15 +12,19 @@ its bound on connection handshakes.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import urlsplit
 
-import coredis
 import coredis.exceptions
 import trio
 
 from switchyard.protocol.stores.redis_batch import LoopLag
 from switchyard.protocol.stores.redis_script import SCRIPTS
+from switchyard.protocol.stores.redis_wire import Wire
+
+# what a lost connection raises: the socket's error, or a TLS stream's
+FAILURES = (coredis.exceptions.RedisError, OSError, trio.BrokenResourceError, trio.ClosedResourceError)
 
 LAG_FACTOR = 3           # an operation's bound grows by this many times the worker's own loop lag
 PROBE_TIMEOUT = 1.0      # loading may take longer than an operation: it may have to connect first
@@ -41,29 +48,30 @@ def reason(exc: BaseException) -> str:
 
 
 def is_script_error(exc: Unavailable) -> bool:
-    """Whether Redis ran the script and it failed (a bug, not an outage: retrying will not help)."""
-    cause = exc.__cause__
-    return isinstance(cause, coredis.exceptions.ResponseError) and str(cause).startswith(("ERR", "WRONGTYPE"))
+    """Whether Redis ran the script and it failed (a bug, not an outage: retrying will not help). A
+    server that is loading, read-only or in a cluster's failover answers with errors of other classes."""
+    return type(exc.__cause__) in (coredis.exceptions.ResponseError, coredis.exceptions.WrongTypeError)
 
 
 class Scripts:
-    """The limiter's scripts on one client. ``run`` holds the client (its connections live in that
-    task) and watches the loop's lag; ``op`` and ``load`` may be called while it runs."""
+    """The limiter's scripts on its connections. ``run`` holds the connections (closed when it ends)
+    and watches the loop's lag; ``op`` and ``load`` may be called while it runs."""
 
-    def __init__(self, client: Any, timeout: float) -> None:
-        self.client = client
+    def __init__(self, wire: Wire, timeout: float) -> None:
+        self.wire = wire
         self.timeout = timeout
         self.lag = LoopLag()
-        self._registered: dict[str, Any] = {}
+        self._sha = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in SCRIPTS.items()}
         self.answered = -float("inf")   # trio time of the last answer Redis gave this worker
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.client:
-            self._registered = {name: self.client.register_script(text) for name, text in SCRIPTS.items()}
+        try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.lag.run)
                 task_status.started()
                 await trio.sleep_forever()
+        finally:
+            await self.wire.aclose()
 
     def bound(self) -> float:
         """How long one operation may take now: state.operation_timeout, plus LAG_FACTOR times this
@@ -80,8 +88,12 @@ class Scripts:
         """One script call, bounded (by ``bound``, else ``bound()``): its reply, or Unavailable."""
         with trio.move_on_after(self.bound() if bound is None else bound):
             try:
-                reply = await self._registered[script](keys=keys, args=args)
-            except (coredis.exceptions.RedisError, OSError) as exc:
+                try:
+                    reply = await self.wire.call("EVALSHA", self._sha[script], len(keys), *keys, *args)
+                except coredis.exceptions.NoScriptError:
+                    await self.wire.call("SCRIPT", "LOAD", SCRIPTS[script])
+                    reply = await self.wire.call("EVALSHA", self._sha[script], len(keys), *keys, *args)
+            except FAILURES as exc:
                 raise Unavailable(reason(exc)) from exc
             self.answered = trio.current_time()
             return reply
@@ -98,15 +110,10 @@ class Scripts:
         limit = max(self.timeout, PROBE_TIMEOUT)
         with trio.move_on_after(limit):
             try:
-                for script in self._registered.values():
-                    await self.client.script_load(script.script)
-                async with trio.open_nursery() as nursery:
-                    for _ in range(connections):
-                        nursery.start_soon(self._ping)
+                for text in SCRIPTS.values():
+                    await self.wire.call("SCRIPT", "LOAD", text)
+                await self.wire.warm(connections)
                 return
-            except (coredis.exceptions.RedisError, OSError) as exc:
+            except FAILURES as exc:
                 raise Unavailable(reason(exc)) from exc
         raise Unavailable(f"no answer within {limit * 1000:g} ms")
-
-    async def _ping(self) -> None:
-        await self.client.ping()

@@ -2,6 +2,10 @@
 SETTLE_BATCH settles each, SETTLE_LANES at once, while Redis is available. While it is away the queue
 keeps them (up to SETTLE_QUEUE; past it the oldest are dropped, and counted) until it is back.
 
+Settles ride with admissions: the next admission script call takes what is queued and applies it
+first (``ride``), so a call's settle costs no script call of its own while admissions keep coming. A
+settle waits RIDE_WAIT for one before it is sent alone.
+
 A settle whose first try's answer was lost may be applied twice when it is retried: its spend then
 counts twice (the safe side: a budget is never overspent by it), never its release.
 """
@@ -23,6 +27,7 @@ log = logging.getLogger("switchyard.limits")
 SETTLE_BATCH = 256       # settles (or claims) one script call applies at most
 SETTLE_LANES = 2         # settle script calls in flight at once
 SETTLE_QUEUE = 100_000   # settles kept while Redis is away; past it the oldest are dropped (and counted)
+RIDE_WAIT = 0.005        # seconds a settle waits for an admission to ride with before it is sent alone
 
 Settle = tuple[Ticket, int, "float | None"]   # the ticket, tokens used, cost in USD (None: unpriced)
 
@@ -67,6 +72,10 @@ class Settles:
                 if not self._queue or not self._available():
                     await self._lot.park()
                     continue
+                if len(self._queue) < SETTLE_BATCH:
+                    await trio.sleep(RIDE_WAIT)   # an admission meanwhile takes them along
+                    if not self._queue:
+                        continue
                 await self._lanes.acquire()
                 items = self._take()
                 if items:
@@ -87,6 +96,24 @@ class Settles:
         self._sending += len(items)
         return items
 
+    def ride(self) -> tuple[list[Settle], list[str], list[tuple[list[str], list[str]]]]:
+        """Take what is queued (at most SETTLE_BATCH) to ride with an admission script call: the settles,
+        and the count and parts that call carries for them. ``rode`` must be told how it went."""
+        items = self._take() if self._queue and self._available() else []
+        return items, [str(len(items))], [settle_part(*item) for item in items]
+
+    def rode(self, items: list[Settle], replies: list[Any] | None) -> None:
+        """The script call ``items`` rode with answered (its settle replies), or did not (None: they go
+        back to the front of the queue; applied twice at worst, which counts their spend twice, never
+        their release)."""
+        self._sending -= len(items)
+        if replies is None:
+            self._queue.extendleft(reversed(items))
+            if items:
+                self._lot.unpark()
+        else:
+            self._count(items, replies)
+
     async def _lane(self, items: list[Settle]) -> None:
         try:
             await self._apply(items)
@@ -99,7 +126,7 @@ class Settles:
         """One script call for ``items`` (taken with _take); if Redis did not answer they go back to the
         front of the queue and Unavailable is raised."""
         try:
-            keys, args = batch([self._now()], [settle_part(*item) for item in items])
+            keys, args = batch([self._now(), str(len(items))], [settle_part(*item) for item in items])
             try:
                 replies = await self._send("settle", keys, args)
             except Unavailable as exc:
@@ -107,12 +134,15 @@ class Settles:
                     self._queue.extendleft(reversed(items))
                     raise
                 replies = [str(exc)] * len(items)
-            for item, reply in zip(items, replies):
-                if isinstance(reply, str):
-                    self.failed += 1
-                    log.error("rate limits: Redis refused the settle of call %s (%s); dropped",
-                              item[0].demand.call_id, reply)
-                else:
-                    self.settled += 1
+            self._count(items, replies)
         finally:
             self._sending -= len(items)
+
+    def _count(self, items: list[Settle], replies: list[Any]) -> None:
+        for item, reply in zip(items, replies):
+            if isinstance(reply, str):
+                self.failed += 1
+                log.error("rate limits: Redis refused the settle of call %s (%s); dropped",
+                          item[0].demand.call_id, reply)
+            else:
+                self.settled += 1

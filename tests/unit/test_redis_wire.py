@@ -1,0 +1,166 @@
+"""The Redis limiter's own connections (``redis_wire``) and settles riding with admissions, against a
+real Redis (``tests/redis.py``): logging in, the database, TLS, NOSCRIPT, a cancelled command's
+connection never reused, and one script call carrying a settle and the next admission."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+
+import pytest
+import trio
+
+from switchyard.config.load import load_text
+from switchyard.protocol.stores import redis_settles
+from switchyard.protocol.stores.redis_ops import Scripts, Unavailable
+from switchyard.protocol.stores.redis_script import SCRIPTS
+from switchyard.protocol.stores.redis_wire import Address, Wire
+from tests import redis
+from tests.servers import free_port
+from tests.unit.test_redis_limits import Clock, demand, snapshot, start
+
+redis_server, redis_url = redis.redis_server, redis.redis_url   # the fixtures this module uses
+
+
+def script_calls(wire_url: str) -> int:
+    """EVALSHA calls the server has run so far (INFO commandstats)."""
+    host, port = wire_url.split("//")[1].split("/")[0].split(":")
+    return int(subprocess.run(["redis-cli", "-h", host, "-p", port, "INFO", "commandstats"], capture_output=True,
+                              text=True, check=True).stdout.partition("cmdstat_evalsha:calls=")[2].partition(",")[0]
+               or 0)
+
+
+async def test_a_settle_rides_with_the_next_admission_in_one_script_call_applied_before_it(nursery, redis_url):
+    snap = snapshot("{max_concurrent: 1}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock())
+    first = await limiter.admit(demand(snap, "a"))
+    before = script_calls(redis_url)
+    limiter.settle(first.ticket, 10, None)
+    second = await limiter.admit(demand(snap, "b"))   # the slot "a" held is free when "b" is decided
+    assert second.refusal is None
+    assert script_calls(redis_url) - before == 1
+    assert limiter.settled == 1 and limiter.queued_settles == 0
+
+
+async def test_a_settle_with_no_admission_to_ride_with_is_sent_alone_after_the_ride_wait(nursery, redis_url):
+    snap = snapshot("{max_concurrent: 1}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock())
+    first = await limiter.admit(demand(snap, "a"))
+    limiter.settle(first.ticket, 10, None)
+    await trio.sleep(redis_settles.RIDE_WAIT / 2)
+    assert limiter.settled == 0
+    with trio.fail_after(5):
+        while limiter.settled == 0:
+            await trio.sleep(0.001)
+    assert limiter.queued_settles == 0
+
+
+async def test_settles_that_rode_with_an_admission_redis_did_not_answer_go_back_to_the_queue(
+        nursery, redis_server, redis_url):
+    snap = snapshot("{max_concurrent: 5}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock(), timeout=0.2)
+    first = await limiter.admit(demand(snap, "a"))
+    limiter.settle(first.ticket, 10, None)
+    redis_server.pause()
+    try:
+        await limiter.admit(demand(snap, "b"))   # carries the settle; no answer: the share decides
+        # the settle of "a" is queued again, with the release of what "b" may hold in Redis
+        assert [item[0].demand.call_id for item in limiter._settles._queue] == ["a", "b"]
+        assert limiter.settled == 0
+    finally:
+        redis_server.resume()
+    with trio.fail_after(10):
+        while limiter.settled < 2:
+            await trio.sleep(0.01)
+
+
+async def test_a_command_cancelled_half_way_never_leaves_its_connection_for_the_next(redis_url):
+    wire = Wire(Address(redis_url))
+    try:
+        with trio.move_on_after(0.05):
+            await wire.call("BLPOP", "nothing-here", "2")   # cancelled while Redis holds it
+        await wire.call("RPUSH", "nothing-here", "late")
+        assert await wire.call("PING") == "PONG"            # not the BLPOP's late reply
+        assert wire.opened == 2
+    finally:
+        await wire.aclose()
+
+
+async def test_the_wire_logs_in_with_the_urls_user_and_password_and_selects_its_database(redis_url):
+    admin = Wire(Address(redis_url))
+    host_port = redis_url.split("//")[1].split("/")[0]
+    await admin.call("ACL", "SETUSER", "limiter", "on", ">s3cret:pass", "~*", "+@all")
+    wire = Wire(Address(f"redis://limiter:s3cret%3Apass@{host_port}/3"))
+    try:
+        await wire.call("SET", "where", "db3")
+        await admin.call("SELECT", "3")
+        assert await admin.call("GET", "where") == "db3"
+        with pytest.raises(Exception, match="WRONGPASS|invalid username-password"):
+            await Wire(Address(f"redis://limiter:wrong@{host_port}/0")).call("PING")
+    finally:
+        await admin.call("ACL", "DELUSER", "limiter")
+        await admin.call("FLUSHALL")
+        await wire.aclose()
+        await admin.aclose()
+
+
+async def test_a_script_redis_lost_is_loaded_again_on_noscript(redis_url):
+    scripts = Scripts(Wire(Address(redis_url)), 2.0)
+    try:
+        await scripts.wire.call("SCRIPT", "FLUSH")
+        assert await scripts.op("view", [], ["5", '{"t":[],"l":[],"b":[]}']) == ["5"]
+    finally:
+        await scripts.wire.aclose()
+
+
+async def test_an_unreachable_redis_is_unavailable_naming_the_cause():
+    scripts = Scripts(Wire(Address(f"redis://127.0.0.1:{free_port()}/0")), 2.0)
+    with pytest.raises(Unavailable, match="Connect|refused|OSError"):
+        await scripts.op("view", [], ["5", '{"t":[],"l":[],"b":[]}'])
+
+
+def test_every_script_is_sent_by_its_sha1():
+    import hashlib
+
+    scripts = Scripts(Wire(Address("redis://127.0.0.1:1/0")), 1.0)
+    assert scripts._sha == {name: hashlib.sha1(text.encode()).hexdigest() for name, text in SCRIPTS.items()}
+
+
+@pytest.mark.parametrize("url, rule", [
+    ("redis://cache:6379/0?ssl_cert_reqs=none", "takes no query options"),
+    ("redis://cache:6379/zero", "the path is the database number"),
+])
+def test_state_redis_url_takes_a_database_number_and_no_query_options(url, rule):
+    with pytest.raises(Exception) as caught:
+        load_text(f"state: {{redis_url: '{url}'}}\n", env={})
+    assert f"state.redis_url: {rule}" in str(caught.value)
+
+
+async def test_rediss_speaks_tls_verified_against_the_ca_in_ssl_cert_file(tmp_path, monkeypatch):
+    cert, key = tmp_path / "redis.crt", tmp_path / "redis.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    port = free_port()
+    server = subprocess.Popen([redis.redis_binary(), "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+                               "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-auth-clients", "no",
+                               "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        wire = Wire(Address(f"rediss://127.0.0.1:{port}/0"))
+        with trio.fail_after(10):
+            while True:
+                try:
+                    assert await wire.call("PING") == "PONG"
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+        await wire.aclose()
+        monkeypatch.delenv("SSL_CERT_FILE")
+        untrusted = Wire(Address(f"rediss://127.0.0.1:{port}/0"), ssl.create_default_context(cafile=None))
+        with pytest.raises(trio.BrokenResourceError):
+            await untrusted.call("PING")
+    finally:
+        server.kill()
+        server.wait()

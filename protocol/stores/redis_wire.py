@@ -9,7 +9,8 @@ time. Replies are read by coredis's ``Parser`` (which raises its exception class
 a command is a RESP array of bulk strings, packed here.
 
 A command that is cancelled or fails half-way leaves its connection in an unknown state (a reply may
-still come): that connection is closed, never reused. Idle connections are kept, up to ``IDLE_MOST``.
+still come): that connection is closed, never reused. A connection that breaks closes the idle ones
+too (a server that restarted broke them all). Idle connections are kept, up to ``IDLE_MOST``.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class Wire:
             return reply
         except RedisError:   # an error reply: the connection read all of it and is fine
             reusable = True
+            raise
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.aclose()   # the server went away (or restarted): the idle ones are gone too
             raise
         finally:
             if reusable and len(self._idle) < IDLE_MOST:

@@ -86,6 +86,20 @@ async def test_a_command_cancelled_half_way_never_leaves_its_connection_for_the_
         await wire.aclose()
 
 
+async def test_a_broken_connection_closes_the_idle_ones_so_a_restarted_redis_is_answered_at_once(
+        redis_server, redis_url):
+    wire = Wire(Address(redis_url))
+    try:
+        await wire.warm(3)
+        redis_server.stop()
+        redis_server.start()
+        with pytest.raises((OSError, trio.BrokenResourceError)):
+            await wire.call("PING")
+        assert await wire.call("PING") == "PONG"
+    finally:
+        await wire.aclose()
+
+
 async def test_the_wire_logs_in_with_the_urls_user_and_password_and_selects_its_database(redis_url):
     admin = Wire(Address(redis_url))
     host_port = redis_url.split("//")[1].split("/")[0]

@@ -375,3 +375,32 @@ async def test_an_alias_dispatched_as_its_canonical_id_rewrites_the_models_segme
         reply = await in_thread(client.chat.completions.create, model="flash-latest", messages=PROMPT)
     assert reply.choices[0].message.content == "Hello from gemini."
     assert fake.last.path == f"/v1beta/models/{MODEL}:generateContent"
+
+
+async def test_the_total_budget_ends_a_slow_gemini_stream(start_gateway, fake):
+    gw = await start_gateway(config(gemini(fake), timeouts={"request": {"streaming": {
+        "total": "1s", "chunk_interval": "5s"}}}))
+    fake.script.append(Reply(parts=[{"text": "a "}, {"text": "b "}, {"text": "c"}], gap=0.6))
+    async with httpx.AsyncClient(base_url=gw.v1, timeout=10) as http:
+        reply = await http.post("/chat/completions", json={"model": MODEL, "messages": PROMPT, "stream": True})
+    last = json.loads(reply.text.strip().split("\n\n")[-1][len("data: "):])
+    assert last["error"]["details"]["timeout"] == "total" and "[DONE]" not in reply.text
+
+
+async def test_a_messages_clients_tool_use_round_trips_through_a_gemini_backend(start_gateway, fake):
+    gw = await start_gateway(config(gemini(fake)))
+    fake.script.append(Reply(parts=[{"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}}]))
+    tool = {"name": "get_weather", "description": "Weather in a city",
+            "input_schema": WEATHER["function"]["parameters"]}
+    with anthropic.Anthropic(base_url=gw.url + "/anthropic", api_key="x", max_retries=0, timeout=10) as client:
+        first = await in_thread(client.messages.create, model=MODEL, max_tokens=64, messages=PROMPT, tools=[tool])
+        [use] = first.content
+        assert (first.stop_reason, use.type, use.name, use.input) == ("tool_use", "tool_use", "get_weather",
+                                                                     {"city": "Rome"})
+        follow_up = [*PROMPT, {"role": "assistant", "content": first.content},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "21C"}]}]
+        second = await in_thread(client.messages.create, model=MODEL, max_tokens=64, messages=follow_up,
+                                 tools=[tool])
+    assert second.content[0].text == "Hello from gemini."
+    assert fake.last.body["contents"][-1] == {"role": "user", "parts": [
+        {"functionResponse": {"name": "get_weather", "response": {"output": "21C"}}}]}

@@ -187,7 +187,7 @@ class FakeBedrock:
         canonical = signer.canonical_request(request)
         expected = signer.signature(signer.string_to_sign(request, canonical), request)
         if (region, service) != (REGION, "bedrock") or day != request.context["timestamp"][:8]:
-            return "InvalidSignatureException", f"Credential should be scoped to a valid region and service"
+            return "InvalidSignatureException", "Credential should be scoped to a valid region and service"
         if fields["Signature"] != expected:
             return "InvalidSignatureException", ("The request signature we calculated does not match the signature "
                                                  "you provided.")

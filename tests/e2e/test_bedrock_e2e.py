@@ -15,6 +15,8 @@ import openai
 import pytest
 
 from switchyard.protocol.wires import bedrock as bedrock_wire
+from tests.aws_credentials_fake import FakeCredentialEndpoints
+from tests.aws_credentials_fake import running as running_endpoints
 from tests.bedrock_fake import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, FakeBedrock, Reply, running
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
@@ -337,3 +339,28 @@ async def test_a_bedrock_backend_is_never_health_checked_and_is_ready_at_once(st
     async with httpx.AsyncClient(base_url=gw.url, timeout=10) as http:
         assert (await http.get("/ready")).status_code == 200
     assert not fake.seen
+
+
+async def test_a_profile_of_the_shared_files_signs_a_backend_that_names_it(start_gateway, monkeypatch, tmp_path):
+    (tmp_path / "creds").write_text("[bedrock-prod]\naws_access_key_id = AKPROFILE\naws_secret_access_key = psecret\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "creds"))
+    async with running(FakeBedrock(credentials={"AKPROFILE": ("psecret", None)})) as fake:
+        gw = await start_gateway(config(bedrock(fake, aws_profile="bedrock-prod")))
+        async with clients(gw) as client:
+            reply = await in_thread(client.chat.completions.create, model=MODEL, messages=PROMPT)
+    assert reply.choices[0].message.content == "Hello from bedrock." and fake.last.signed
+
+
+async def test_container_role_credentials_sign_with_their_session_token(start_gateway, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    async with running_endpoints(FakeCredentialEndpoints(token="Bearer ecs")) as endpoint:
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint.url + "/creds")
+        monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "Bearer ecs")
+        async with running(FakeBedrock(credentials={"AKID1": ("secret1", "token1")})) as fake:
+            gw = await start_gateway(config(bedrock(fake)))
+            async with clients(gw) as client:
+                for _ in range(2):
+                    reply = await in_thread(client.chat.completions.create, model=MODEL, messages=PROMPT)
+                    assert reply.choices[0].message.content == "Hello from bedrock."
+    assert fake.last.signed and fake.last.headers["x-amz-security-token"] == "token1"
+    assert endpoint.issued == 1   # fetched once, then cached

@@ -145,6 +145,9 @@ class ModelDiscoveryActor:
                     ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))
             except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
                 log.warning("model discovery on %s failed: %s", backend.name, exc)
+            except Exception as exc:   # inside the backend's adapter: its failed round, never the actor's crash
+                log.error("model discovery on %s failed inside its adapter (%s)", backend.name,
+                          type(exc).__name__, exc_info=exc)
         if ids is None:
             return
         if ids != self.view.get(backend.name):

@@ -94,6 +94,7 @@ class BackendHealthActor:
         self.policy = circuit_policy(snapshot)
         self.view = HealthView({b.name: BackendHealth() for b in snapshot.backends if b.enabled},
                                checks_enabled=cfg.enabled, max_probes=self.policy.half_open_max_requests)
+        self._adapter_faults: set[tuple[str, type]] = set()   # (backend, exception type) logged with a traceback
 
     # --- passive: called by requests -------------------------------------
 
@@ -201,6 +202,14 @@ class BackendHealthActor:
                 response = await self.upstream.client.get(url, headers=headers)
             except httpx.HTTPError as exc:
                 return Outcome.FAIL, f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                # Raised inside the backend's adapter (its transport, a simulator): its failed check, never
+                # the actor's crash; the traceback is logged once per backend and kind of exception.
+                if (name, type(exc)) not in self._adapter_faults:
+                    self._adapter_faults.add((name, type(exc)))
+                    log.error("health check of backend %r failed inside its adapter (%s)", name,
+                              type(exc).__name__, exc_info=exc)
+                return Outcome.FAIL, f"failed inside its adapter ({type(exc).__name__}: {exc})"
             if response.is_success:
                 return Outcome.OK, None
             if response.status_code == 503:

@@ -16,6 +16,7 @@ failure is a ``ClassifierFailed``; the caller then routes on the rule result.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +38,8 @@ from switchyard.actors.errors import UpstreamFailure, UpstreamTimeout
 from switchyard.actors.bodies import ResponseTooLarge, whole_body
 from switchyard.actors.ports import Upstream
 from switchyard.actors.addressing import api_url, auth_headers
+
+log = logging.getLogger("switchyard.classifier")
 
 ANSWER_LIMIT = 1024 * 1024   # a classification is a few hundred bytes; more is a broken backend
 
@@ -129,6 +132,12 @@ class _Tries:
             timed_out = isinstance(err, UpstreamTimeout)
             self._record(began, "timeout" if timed_out else "upstream_error", None, None)
             raise ClassifierFailed("timeout" if timed_out else "upstream_error", err.message) from None
+        except Exception as exc:   # inside the backend's adapter (its transport, a simulator): its failure
+            self._record(began, "upstream_error", None, None)
+            log.error("backend %r failed inside its adapter (%s) on a classification", b.name, type(exc).__name__,
+                      exc_info=exc)
+            raise ClassifierFailed("upstream_error", f"backend '{b.name}' failed inside its adapter "
+                                                     f"({type(exc).__name__})") from None
         status = response.status_code
         if not 200 <= status < 300:
             self._record(began, "upstream_error", status, _json(raw))

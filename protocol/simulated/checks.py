@@ -1,7 +1,8 @@
 """What the simulated OpenAI-compatible backend refuses, as a real server would: a 400 naming the param.
 
 The simulator reads a few fields of each body (the last message's text
-parts for a prefill, ``stream_options``, the Responses ``reasoning``, the
+parts for a prefill, ``stream_options``, ``n``, ``logprobs`` and
+``top_logprobs``, the Responses ``reasoning`` and ``include``, the
 embeddings ``dimensions`` and ``input``); a value of the wrong type or size
 there is the client's mistake, answered with OpenAI's error shape, never a
 crash of the simulator. ``dimensions`` and the number of inputs are bounded
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+
+from switchyard.protocol.simulated.choices import MAX_CHOICES, MAX_TOP_LOGPROBS
 
 MAX_DIMENSIONS = 3072   # text-embedding-3-large, OpenAI's largest
 MAX_INPUTS = 2048       # items in one embeddings input (or completions prompt) array
@@ -41,12 +44,13 @@ def problem_in(path: str, body: Any) -> Problem | None:
     if found is not None:
         return found
     if path.endswith("/chat/completions"):
-        return _messages(body.get("messages"))
+        return _messages(body.get("messages")) or _sampling(body)
     if path.endswith("/embeddings"):
         return _embeddings(body)
     if path.endswith("/responses"):
         return (_type(body, "reasoning", dict, "an object") or _type(body, "text", dict, "an object")
-                or _type(body, "metadata", dict, "an object"))
+                or _type(body, "metadata", dict, "an object") or _type(body, "include", list, "an array")
+                or _top_logprobs(body))
     return _inputs(body.get("prompt"), "prompt")   # text completions
 
 
@@ -82,6 +86,32 @@ def _messages(messages: Any) -> Problem | None:
                 return _invalid_type(f"messages[{i}].content[{j}]", "an object", part)
             if part.get("type") == "text" and not isinstance(part.get("text"), str):
                 return _invalid_type(f"messages[{i}].content[{j}].text", "a string", part.get("text"))
+    return None
+
+
+def _sampling(body: dict[str, Any]) -> Problem | None:
+    """``n``, ``logprobs`` and ``top_logprobs`` as OpenAI bounds them."""
+    found = _type(body, "n", int, "an integer") or _type(body, "logprobs", bool, "a boolean")
+    if found is not None:
+        return found
+    n = body.get("n")
+    if n is not None and not 1 <= n <= MAX_CHOICES:
+        return "n", f"Invalid value for 'n': {n}. It must be from 1 to {MAX_CHOICES}.", "invalid_value"
+    found = _top_logprobs(body)
+    if found is None and body.get("top_logprobs") is not None and body.get("logprobs") is not True:
+        return "top_logprobs", "'top_logprobs' is only allowed when 'logprobs' is true.", "invalid_value"
+    return found
+
+
+def _top_logprobs(body: dict[str, Any]) -> Problem | None:
+    top = body.get("top_logprobs")
+    if top is None:
+        return None
+    if type(top) is not int:
+        return _invalid_type("top_logprobs", "an integer", top)
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        return ("top_logprobs", f"Invalid value for 'top_logprobs': {top}. It must be from 0 to "
+                                f"{MAX_TOP_LOGPROBS}.", "invalid_value")
     return None
 
 

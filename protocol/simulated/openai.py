@@ -8,7 +8,9 @@ instant. The demo config uses it; tests script it per request through
 and ``requests``. That history is kept only when asked for (``history``:
 a test's, never the demo's, which would grow with every call) and bounded.
 A body the simulator cannot serve is refused as a real server would
-(``protocol/simulated/checks.py``).
+(``protocol/simulated/checks.py``). Its answers carry every field OpenAI's
+schema requires, with ``n`` choices and ``logprobs`` when asked
+(``protocol/simulated/choices.py``).
 
 The reply is ``Simulation.text`` in at most ``chunks`` word-ish pieces, or
 ``Hello from NAME.`` and words of a fixed sentence. A trailing assistant
@@ -43,6 +45,7 @@ import trio
 
 from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulation
 from switchyard.protocol.simulated.checks import refusal
+from switchyard.protocol.simulated.choices import buffered_choices, choice_count, chunk_choice
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
 from switchyard.protocol.simulated.engine import MetricsReply, render_page
 from switchyard.protocol.simulated.images import IMAGE_PATHS, form_of
@@ -268,16 +271,20 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             await trio.sleep_forever()
         created = int(time.time())
         pieces = self.reply_pieces(sim, body)
-        produced = 0
+        produced, n = 0, choice_count(body)
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            return _event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                           "choices": choices, **extra})
+
         async with aclosing(self.paced_pieces(sim, pieces)) as paced:
             async for k, token in paced:
                 if fail.malformed_chunk == k:
                     yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"delta": \n\n'
                 else:
-                    produced += 1 if token else 0
-                    yield _event({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                  "model": model, "choices": [{"index": 0, "delta": _delta(sim, k, token),
-                                                               "finish_reason": None}]})
+                    produced += n if token else 0
+                    for i in range(n):   # one choice a chunk, as OpenAI streams n > 1
+                        yield chunk([chunk_choice(body, i, _delta(sim, k, token), token, k - 1, fail.tool_call)])
                 if fail.error_event_after_chunk == k:
                     self.record(f"error_event_after:{k}")
                     yield _event(IN_BAND_ERROR)
@@ -287,14 +294,11 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                     return
         prompt = _prompt_tokens(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
-        final = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                 "choices": [{"index": 0, "delta": {},
-                              "finish_reason": "tool_calls" if fail.tool_call else "stop"}]}
-        yield _event(final)
+        finish = "tool_calls" if fail.tool_call else "stop"
+        for i in range(n):
+            yield chunk([chunk_choice(body, i, {}, "", 0, fail.tool_call, finish)])
         if (body.get("stream_options") or {}).get("include_usage"):
-            # as OpenAI-compatible servers do: a chunk of its own, with no choices
-            yield _event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                          "choices": [], "usage": usage})
+            yield chunk([], usage=usage)   # as OpenAI-compatible servers do: a chunk of its own, with no choices
         self.record("completed")  # the reply is whole once its final chunk is out
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"
@@ -303,14 +307,10 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         fail = sim.failure
 
         def render(tokens: list[str]) -> str:
-            text, prompt, produced = "".join(tokens), _prompt_tokens(body), sum(1 for t in tokens if t)
-            message: dict[str, Any] = ({"role": "assistant", "content": None, "tool_calls": [
-                {"id": TOOL_CALL_ID, "type": "function", "function": {"name": TOOL_NAME, "arguments": text}}]}
-                if fail.tool_call else {"role": "assistant", "content": text})
+            prompt, produced = _prompt_tokens(body), choice_count(body) * sum(1 for t in tokens if t)
             return json.dumps({
                 "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if fail.tool_call else "stop"}],
+                "choices": buffered_choices(body, tokens, fail.tool_call),
                 "usage": {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced},
             })
         return self.buffered_body(sim, cid, body, render)
@@ -350,9 +350,9 @@ def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
         if k == 1:
             call = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
                     "function": {"name": TOOL_NAME, "arguments": token}}
-            return {"role": "assistant", "content": None, "tool_calls": [call]}
+            return {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
         return {"tool_calls": [call]}
-    return {"role": "assistant", "content": token} if k == 1 else {"content": token}
+    return {"role": "assistant", "content": token, "refusal": None} if k == 1 else {"content": token}
 
 
 def _event(payload: dict) -> bytes:

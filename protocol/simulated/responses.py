@@ -33,7 +33,11 @@ from attrs import frozen
 
 from switchyard.config.schema import Simulation
 from switchyard.protocol.simulated import responses_store as stored
+from switchyard.protocol.simulated.choices import token_logprob
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
+
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 @frozen
@@ -80,6 +84,15 @@ class _Reply:
         self.created = int(time.time())
         self.sequence = 0
         self.output: list[dict[str, Any]] = []
+        include, top = body.get("include"), body.get("top_logprobs")
+        # Text log probabilities only when `include` asks for them, as on OpenAI.
+        self.top = (top if isinstance(top, int) and not isinstance(top, bool) else 0) \
+            if isinstance(include, list) and LOGPROBS_INCLUDE in include else None
+
+    def logprobs(self, pieces: list[str], first: int = 0) -> list[dict[str, Any]]:
+        if self.top is None:
+            return []
+        return [token_logprob(p, first + i, self.top) for i, p in enumerate(pieces) if p]
 
     def response(self, status: str, usage: dict | None = None) -> dict[str, Any]:
         b, turn = self.body, self.turn
@@ -103,7 +116,7 @@ class _Reply:
     def usage(self, produced: int) -> dict[str, Any]:
         prompt = max(1, len(json.dumps([self.body.get("input"), self.body.get("instructions")])) // 4)
         reasoning = len(split_words(self.turn.reasoning, 1000)) if self.turn.reasoning else 0
-        return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
+        return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": produced + reasoning, "output_tokens_details": {"reasoning_tokens": reasoning},
                 "total_tokens": prompt + produced + reasoning}
 
@@ -122,7 +135,7 @@ class _Reply:
             return {"id": "fc_sim", "type": "function_call", "status": "completed", "arguments": text,
                     "call_id": TOOL_CALL_ID, "name": TOOL_NAME}, None
         part = {"type": "refusal", "refusal": text} if self.turn.refusal else \
-            {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            {"type": "output_text", "text": text, "annotations": [], "logprobs": self.logprobs(pieces)}
         item = {"id": "msg_sim", "type": "message", "status": self._status(), "role": "assistant", "content": [part]}
         return item, part
 
@@ -185,7 +198,7 @@ class _Reply:
                     yield b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", \n\n'
                     continue
                 sent.append(token)
-                yield self._delta(ids, part, token)
+                yield self._delta(ids, part, token, k - 1)
                 if fail.error_event_after_chunk == k:
                     owner.record(f"error_event_after:{k}")
                     yield self.event("error", code="simulated_error", message="simulated in-band error", param=None)
@@ -193,7 +206,7 @@ class _Reply:
                 if fail.truncate_after_chunk == k:
                     owner.record(f"truncated_after:{k}")
                     return
-        for event in self._item_end(ids, item, part, "".join(sent)):
+        for event in self._item_end(ids, item, part, sent):
             yield event
         owner.record("completed")
         kind = "response.incomplete" if self.turn.incomplete else "response.completed"
@@ -201,16 +214,17 @@ class _Reply:
         stored.keep(owner, final, self.body)
         yield self.event(kind, response=final)
 
-    def _delta(self, ids: dict[str, Any], part: dict[str, Any] | None, token: str) -> bytes:
+    def _delta(self, ids: dict[str, Any], part: dict[str, Any] | None, token: str, position: int) -> bytes:
         if part is None:
             return self.event("response.function_call_arguments.delta", **ids, delta=token)
         if part["type"] == "refusal":
             return self.event("response.refusal.delta", **ids, content_index=0, delta=token)
-        return self.event("response.output_text.delta", **ids, content_index=0, delta=token, logprobs=[])
+        return self.event("response.output_text.delta", **ids, content_index=0, delta=token,
+                          logprobs=self.logprobs([token], position))
 
     def _item_end(self, ids: dict[str, Any], item: dict[str, Any], part: dict[str, Any] | None,
-                  text: str) -> list[bytes]:
-        out = []
+                  pieces: list[str]) -> list[bytes]:
+        out, text = [], "".join(pieces)
         if part is None:
             item = {**item, "arguments": text}
             out.append(self.event("response.function_call_arguments.done", **ids, arguments=text))
@@ -218,8 +232,9 @@ class _Reply:
             part = {**part, "refusal": text}
             out.append(self.event("response.refusal.done", **ids, content_index=0, refusal=text))
         else:
-            part = {**part, "text": text}
-            out.append(self.event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[]))
+            part = {**part, "text": text, "logprobs": self.logprobs(pieces)}
+            out.append(self.event("response.output_text.done", **ids, content_index=0, text=text,
+                                  logprobs=part["logprobs"]))
         if part is not None:
             out.append(self.event("response.content_part.done", **ids, content_index=0, part=part))
             item = {**item, "content": [part]}

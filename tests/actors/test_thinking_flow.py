@@ -119,10 +119,10 @@ async def test_models_without_a_thinking_pattern_are_byte_for_byte_unchanged(aut
             expected = b"".join(
                 simulated._event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
                                   "model": model, "choices": [{"index": 0, "delta": (
-                                      {"role": "assistant", "content": p} if i == 0 else {"content": p}),
-                                      "finish_reason": None}]})
+                                      {"role": "assistant", "content": p, "refusal": None} if i == 0
+                                      else {"content": p}), "logprobs": None, "finish_reason": None}]})
                 for i, p in enumerate(pieces))
             expected += simulated._event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
-                                          "model": model, "choices": [{"index": 0, "delta": {},
+                                          "model": model, "choices": [{"index": 0, "delta": {}, "logprobs": None,
                                                                        "finish_reason": "stop"}]})
             assert reply.body == expected + b"data: [DONE]\n\n"

@@ -242,7 +242,7 @@ async def test_truncate_buffered_reply_is_cut_json(autojump_clock):
 async def test_empty_reply(autojump_clock):
     sim = Simulation(text=TEXT, failure=SimulatedFailure(empty_reply=True))
     reply = await stream(sim, chat(stream=True, stream_options={"include_usage": True}))
-    assert reply.chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert reply.chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
     acc = reply.accumulated()
     assert acc.content == "" and acc.finish_reason == "stop" and acc.deltas == 0
     assert acc.usage["completion_tokens"] == 0

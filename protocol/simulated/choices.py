@@ -1,0 +1,80 @@
+"""The parts of a simulated chat answer OpenAI's schema asks for: ``n`` choices, ``logprobs``, ``refusal``.
+
+OpenAI's OpenAPI spec requires, on a chat completion's choice, ``index``,
+``message``, ``finish_reason`` and ``logprobs`` (null unless asked), and on
+its message ``role``, ``content`` and ``refusal`` (null); a chunk's choice
+carries ``index``, ``delta``, ``finish_reason`` and ``logprobs``. Each token
+log probability has ``token``, ``logprob``, ``bytes`` and ``top_logprobs``
+(at most ``top_logprobs`` entries, the token itself first).
+
+The simulator's pieces stand for tokens. Every choice carries the same
+pieces, and their log probabilities are a fixed function of each piece's
+position, so a test can compute what any backend answered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME
+
+MAX_CHOICES = 128         # OpenAI's bound on ``n``
+MAX_TOP_LOGPROBS = 20     # and on ``top_logprobs``
+FINGERPRINT = "fp_simulated"
+
+
+def choice_count(body: dict[str, Any]) -> int:
+    """How many choices ``body`` asks for (``n``, checked in ``checks.py``); 1 when unset."""
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
+
+
+def top_logprobs(body: dict[str, Any]) -> int | None:
+    """How many alternatives each token lists, or None when ``logprobs`` is not asked for."""
+    if body.get("logprobs") is not True:
+        return None
+    top = body.get("top_logprobs")
+    return top if isinstance(top, int) and not isinstance(top, bool) else 0
+
+
+def token_logprob(piece: str, position: int, top: int) -> dict[str, Any]:
+    """One piece's log probability: fixed by its position; ``top`` alternatives, the piece itself first."""
+    logprob = -0.0625 * (position % 8 + 1)
+    alternatives = [{"token": piece, "logprob": logprob, "bytes": list(piece.encode())}]
+    alternatives += [{"token": f" alt{j}", "logprob": logprob - j, "bytes": list(f" alt{j}".encode())}
+                     for j in range(1, top)]
+    return {"token": piece, "logprob": logprob, "bytes": list(piece.encode()), "top_logprobs": alternatives[:top]}
+
+
+def logprobs(pieces: list[str], first: int, top: int | None, tool_call: bool) -> dict[str, Any] | None:
+    """A choice's ``logprobs`` for ``pieces`` (the first at position ``first``); None when not asked for.
+
+    A tool call's arguments have none, as on OpenAI: ``content`` is null then."""
+    if top is None:
+        return None
+    content = None if tool_call else [token_logprob(p, first + i, top) for i, p in enumerate(pieces) if p]
+    return {"content": content, "refusal": None}
+
+
+def message(text: str, tool_call: bool) -> dict[str, Any]:
+    """The assistant message of a buffered choice: its text, or a ``get_weather`` call with ``text`` as arguments."""
+    if tool_call:
+        return {"role": "assistant", "content": None, "refusal": None, "annotations": [], "tool_calls": [
+            {"id": TOOL_CALL_ID, "type": "function", "function": {"name": TOOL_NAME, "arguments": text}}]}
+    return {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+
+
+def buffered_choices(body: dict[str, Any], pieces: list[str], tool_call: bool) -> list[dict[str, Any]]:
+    text, top = "".join(pieces), top_logprobs(body)
+    finish = "tool_calls" if tool_call else "stop"
+    return [{"index": i, "message": message(text, tool_call), "logprobs": logprobs(pieces, 0, top, tool_call),
+             "finish_reason": finish} for i in range(choice_count(body))]
+
+
+def chunk_choice(body: dict[str, Any], index: int, delta: dict[str, Any], piece: str, position: int,
+                 tool_call: bool, finish: str | None = None) -> dict[str, Any]:
+    """One choice of a chunk: its delta, and the log probability of ``piece`` when asked for."""
+    top = top_logprobs(body)
+    return {"index": index, "delta": delta,
+            "logprobs": logprobs([piece], position, top, tool_call) if piece and top is not None else None,
+            "finish_reason": finish}

@@ -34,6 +34,14 @@ class Slot(Generic[Item]):
         self.abandoned = False   # its caller stopped waiting (timed out or cancelled)
 
 
+async def settle_runnable() -> None:
+    """Let what is runnable now run before a wait is judged ended: a reply that arrived as the bound
+    passed wakes its reader in the same turn of the loop as the bound's end (in either order), and its
+    answer should count. Two turns: one for the loop to collect the I/O, one for its task to run."""
+    await trio.sleep(0)
+    await trio.sleep(0)
+
+
 def gives_up(now: float, due: float, bound: float, alive: Callable[[], bool]) -> bool:
     """Whether a wait whose bound was ``due`` ends now: the worker saw it on time (not later than half a
     bound: a reply is not sitting unread) and the server has answered nothing lately."""
@@ -97,6 +105,8 @@ class Batches(Generic[Item]):
             while True:
                 with trio.move_on_at(deadline):
                     await slot.done.wait()
+                if not slot.done.is_set():
+                    await settle_runnable()
                 if slot.done.is_set():
                     break
                 now = trio.current_time()
@@ -145,6 +155,7 @@ class Batches(Generic[Item]):
             with trio.move_on_at(self._watch_until):
                 await self._watch_lot.park()
                 continue
+            await settle_runnable()
             now = trio.current_time()
             for watch in self._watched:
                 if watch.done or watch.check > now:

@@ -90,6 +90,25 @@ async def test_a_call_sent_alone_is_given_its_bound_again_while_the_server_answe
     assert trio.current_time() == pytest.approx(0.3) and batches.extended == 2 and server.lost == []
 
 
+async def test_a_reply_arriving_as_the_bound_ends_counts_for_a_call_sent_alone(autojump_clock, nursery):
+    server = Server(edge=0.1)
+    batches = await started(nursery, server.batches())
+    for _ in range(20):   # the reply and the bound's end wake in one turn of the loop, in a random order
+        assert await batches.ask("edge", 0.1, 1.0) == ("ok", "edge")
+    assert server.lost == []
+
+
+async def test_a_reply_arriving_as_the_bound_ends_counts_for_a_queued_call(autojump_clock, nursery):
+    server = Server(default=0.05)
+    batches = await started(nursery, server.batches(lanes=1))
+    for _ in range(20):
+        async with trio.open_nursery() as n:
+            n.start_soon(batches.ask, "first", 1.0, 5.0)   # alone, on the one lane until +0.05
+            await trio.sleep(0)
+            assert await batches.ask("queued", 0.1, 5.0) == ("ok", "queued")   # answered at exactly +0.1
+    assert server.lost == []
+
+
 async def test_a_call_sent_alone_never_outlasts_its_cap(autojump_clock, nursery):
     server = Server(hung=5.0)
     batches = await started(nursery, server.batches())

@@ -63,6 +63,7 @@ from switchyard.actors.routing.failover import (
     classify_status,
     parse_retry_after,
 )
+from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors import log_fields
@@ -372,6 +373,7 @@ class RequestActor:
         self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await self._permit(backend, budget) if bounded else None
+        whole = permit is not None and permit_spans_answer(backend, call.stream)   # else freed at the headers
         attempt = AttemptBudget(limits, budget)
         probe = rt.health.dispatching(backend.name, model, trio.current_time())
         settled = False   # the route's circuit heard how it went
@@ -385,7 +387,7 @@ class RequestActor:
                                 await wire.sign(request, backend)
                             response = wire.answer(await rt.upstream.send(request), call)
                         finally:
-                            if permit is not None:
+                            if permit is not None and not whole:
                                 permit.release()   # held from dial to response headers only
                         # An answer arrived (whatever its status): its rate-limit headers describe the key.
                         rt.quota.observe(backend.name, response.headers, trio.current_time())
@@ -422,6 +424,8 @@ class RequestActor:
                 rt.health.call_failed(backend.name, model, err.message)
                 raise AttemptFailed(Failure(Kind.PROTOCOL), err) from None
             finally:
+                if whole:
+                    permit.release()
                 self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images)
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left) before the probe proved anything either way

@@ -10,6 +10,7 @@ it, health checks and discovery on their own schedule.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import attrs
+import httpx
 import openai
 import pytest
 import trio
@@ -24,6 +26,7 @@ import yaml
 from hypercorn.trio import serve
 
 from switchyard.config.load import load_file
+from switchyard.config.schema import Snapshot
 from switchyard.protocol.serving.app import App, create_app
 from switchyard.protocol.serving.workers import hypercorn_config
 from switchyard.protocol.simulated.openai import SimulatedTransport
@@ -200,3 +203,56 @@ async def test_mid_stream_recovery_never_continues_on_a_unix_socket_backend(star
     assert seen == ["Hello from tcp.", " The"]
     assert isinstance(error, openai.APIError) and "tcp" in error.message   # the stream's own failure, in-band
     assert server.sim().served == 0   # the socket backend was never dialed mid-stream
+
+
+def slow_body_app(log: list[tuple[str, float]]):
+    """An OpenAI-compatible chat route whose headers go out at once and whose body comes 300 ms later."""
+    async def app(scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        while (await receive()).get("more_body"):
+            pass
+        log.append(("request", trio.current_time()))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await trio.sleep(0.3)
+        body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "small", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "slow", "refusal": None}, "logprobs": None,
+             "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        log.append(("answered", trio.current_time()))
+    return app
+
+
+async def test_a_non_streaming_fallback_dial_to_a_unix_socket_holds_its_permit_until_the_answer_is_read(
+        start_gateway, nursery):
+    folder = tempfile.mkdtemp(prefix="sy-", dir="/tmp")
+    path, log, stop = os.path.join(folder, "slow.sock"), [], trio.Event()
+    hc = hypercorn_config(Snapshot().server, f"unix:{path}")
+    try:
+        with trio.fail_after(5):
+            await nursery.start(functools.partial(serve, slow_body_app(log), hc, shutdown_trigger=stop.wait))
+        gw = await start_gateway(gateway_config(
+            {**backend("tcp", failure={"status": 503}), "models": ["big"]},
+            on_socket("sock", "unix://" + path, models=["small"], discovery=False),
+            fallback={"enabled": True, "fallback_chains": {"big": ["small"]},
+                      "fallback_policy": {"max_concurrent_dials_per_backend": 1}}, **QUIET))
+
+        async def call() -> None:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=10) as http:
+                reply = await http.post("/v1/chat/completions", json={**CHAT, "model": "big"})
+                assert reply.status_code == 200, reply.text
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call)
+                calls.start_soon(call)
+    finally:
+        stop.set()
+        shutil.rmtree(folder, ignore_errors=True)
+    # One permit: the second dial waits for the first answer's end, not just its headers.
+    assert [kind for kind, _ in log] == ["request", "answered", "request", "answered"]

@@ -4,6 +4,7 @@ import httpx
 import pytest
 
 from switchyard.actors.addressing import api_url, join_url
+from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.resume import takes_resume
 from switchyard.config import unix_socket
 from switchyard.config.load import ConfigError, load_text
@@ -84,3 +85,11 @@ def test_a_unix_socket_backend_is_never_a_mid_stream_recovery_target():
     snap = load_text(backend("unix:///run/engine.sock") + "  - {name: b, type: vllm, url: 'http://h', models: [m]}\n",
                      env={}).snapshot
     assert [takes_resume(b) for b in snap.backends] == [False, True]
+
+
+def test_only_a_non_streaming_dial_to_a_unix_socket_keeps_its_permit_to_the_end_of_the_answer():
+    snap = load_text(backend("unix:///run/engine.sock") + "  - {name: b, type: vllm, url: 'http://h', models: [m]}\n",
+                     env={}).snapshot
+    sock, tcp = snap.backends
+    assert [permit_spans_answer(sock, False), permit_spans_answer(sock, True), permit_spans_answer(tcp, False)] \
+        == [True, False, False]

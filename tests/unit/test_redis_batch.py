@@ -99,13 +99,13 @@ async def test_a_reply_arriving_as_the_bound_ends_counts_for_a_call_sent_alone(a
 
 
 async def test_a_reply_arriving_as_the_bound_ends_counts_for_a_queued_call(autojump_clock, nursery):
-    server = Server(default=0.05)
+    server = Server(default=0.0625)   # binary fractions: the sums below are exact, the instants equal
     batches = await started(nursery, server.batches(lanes=1))
     for _ in range(20):
         async with trio.open_nursery() as n:
-            n.start_soon(batches.ask, "first", 1.0, 5.0)   # alone, on the one lane until +0.05
+            n.start_soon(batches.ask, "first", 1.0, 5.0)   # alone, on the one lane until +0.0625
             await trio.sleep(0)
-            assert await batches.ask("queued", 0.1, 5.0) == ("ok", "queued")   # answered at exactly +0.1
+            assert await batches.ask("queued", 0.125, 5.0) == ("ok", "queued")   # answered at exactly +0.125
     assert server.lost == []
 
 

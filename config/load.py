@@ -17,6 +17,7 @@ import attrs
 import yaml
 
 from switchyard.config import (
+    builtin_metadata,
     check_smart_routing,
     load_access,
     load_backends,
@@ -138,9 +139,12 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     top = Reader(raw, "", problems)
     metadata_file = read(top, Snapshot, "model_metadata_file")
     metadata_dirs = read(top, Snapshot, "model_metadata_dirs")
-    models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems)
     server = load_section(ServerConfig, top.section("server"))
     backends = load_backends.backends(top, problems)
+    # the built-in layer lowest; a backend's model_configs alias that names a built-in id takes it over
+    reserved = frozenset(a for b in backends for names in b.model_aliases.values() for a in names)
+    models = load_metadata.model_catalogue(metadata_file, metadata_dirs, base_dir or Path.cwd(), problems,
+                                           builtin=builtin_metadata.entries(), reserved=reserved)
     strategy = read(top, Snapshot, "selection_strategy")
     health = _health(top.section("health_checks"))
     chash = load_section(ConsistentHashConfig, top.section("consistent_hash"))

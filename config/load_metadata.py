@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 import yaml
@@ -283,12 +283,18 @@ def read_file(path: Path, source: Source, problems: Problems) -> list[LayerEntry
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise MetadataFileError(where, f"not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+    return entries_of(raw, where, source, problems)
+
+
+def entries_of(raw: Any, where: str, source: Source, problems: Problems,
+               top_keys: tuple[str, ...] = ("models",)) -> list[LayerEntry]:
+    """The entries of one metadata document (``raw``, parsed YAML) read from ``where``."""
     if raw is None:
         return []
     if not isinstance(raw, Mapping):
         raise MetadataFileError(where, f"must be a mapping with a models list, got {rules.type_name(raw)}")
     for key in raw:
-        if key != "models":
+        if key not in top_keys:
             problems.warn(f"{where}: {key}", "unknown key; ignored")
     models = raw.get("models")
     if models is None:
@@ -340,8 +346,11 @@ def routing_view(meta: ModelMetadata) -> ModelConfig:
 
 
 def model_catalogue(metadata_file: str | None, metadata_dirs: tuple[str, ...], base_dir: Path,
-                     problems: Problems) -> ModelCatalogue:
-    """The file layers, lowest first: model_metadata_file, model-metadata.d/, model_metadata_dirs."""
+                     problems: Problems, builtin: Iterable[LayerEntry] = (),
+                     reserved: frozenset[str] = frozenset()) -> ModelCatalogue:
+    """The layers, lowest first: ``builtin`` (``config/builtin_metadata.py``; but no entry whose id a
+    file or ``reserved``, the backends' model_configs aliases, names as an alias: the operator's alias
+    wins), then the files: model_metadata_file, model-metadata.d/, model_metadata_dirs."""
     layers: list[tuple[str, Path, str]] = []        # (layer name, file, config path for errors)
     watch: list[str] = []
     if metadata_file is not None:
@@ -376,6 +385,8 @@ def model_catalogue(metadata_file: str | None, metadata_dirs: tuple[str, ...], b
             entries.extend(read_file(path, Source(layer, str(path)), problems))
         except MetadataFileError as exc:
             problems.error(where, str(exc))
+    declared = reserved.union(*(e.aliases for e in entries))
+    entries = [e for e in builtin if e.id not in declared] + entries
     return assemble(entries, problems, files=tuple(str(p) for _, p, _ in layers), watch=tuple(watch))
 
 

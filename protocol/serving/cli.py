@@ -117,7 +117,7 @@ def metadata_show_command(model: str, config_path: str | None, fmt: str = "yaml"
     else:
         import yaml
 
-        print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), end="")
+        print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000), end="")
     return 0
 
 

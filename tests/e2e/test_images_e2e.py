@@ -165,3 +165,12 @@ async def test_an_images_backend_type_that_does_not_speak_it_is_refused(start_ga
     with sdk(gw) as client, pytest.raises(openai.BadRequestError) as refused:
         await in_thread(client.images.generate, model="dall-e-2", prompt="a fox")
     assert refused.value.body["code"] == "unsupported_backend_type"
+
+
+async def test_an_upload_attempt_carries_the_backends_upstream_id_in_its_form(start_gateway):
+    wire = {"id": "dall-e-2", "upstream_id": "dalle2-local"}
+    gw = await start_gateway(gateway_config({**images_backend("sim-a", ["dall-e-2"]), "model_configs": [wire]}))
+    with sdk(gw) as client:
+        await in_thread(client.images.create_variation, model="dall-e-2", image=upload())
+    sent = gw.sim("sim-a").requests[0].content
+    assert b'name="model"\r\n\r\ndalle2-local\r\n' in sent and PNG in sent

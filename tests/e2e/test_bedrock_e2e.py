@@ -364,3 +364,26 @@ async def test_container_role_credentials_sign_with_their_session_token(start_ga
                     assert reply.choices[0].message.content == "Hello from bedrock."
     assert fake.last.signed and fake.last.headers["x-amz-security-token"] == "token1"
     assert endpoint.issued == 1   # fetched once, then cached
+
+
+async def test_a_messages_client_gets_tool_use_and_sends_an_image_and_tool_result(start_gateway, fake):
+    gw = await start_gateway(config(bedrock(fake)))
+    fake.script.append(Reply(content=[{"toolUse": {"toolUseId": "tu_1", "name": "get_weather",
+                                                   "input": {"city": "Rome"}}}], stop="tool_use"))
+    tool = {"name": "get_weather", "description": "Weather in a city",
+            "input_schema": WEATHER["function"]["parameters"]}
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    question = {"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        {"type": "text", "text": "Weather where this photo was taken?"}]}
+    with anthropic.Anthropic(base_url=gw.url + "/anthropic", api_key="x", max_retries=0, timeout=10) as client:
+        first = await in_thread(client.messages.create, model=MODEL, max_tokens=64, tools=[tool],
+                                messages=[question])
+        [use] = first.content
+        assert (first.stop_reason, use.type, use.id, use.input) == ("tool_use", "tool_use", "tu_1", {"city": "Rome"})
+        assert fake.last.body["messages"][0]["content"][0] == {"image": {"format": "png", "source": {"bytes": png}}}
+        await in_thread(client.messages.create, model=MODEL, max_tokens=64, tools=[tool], messages=[
+            question, {"role": "assistant", "content": [use.model_dump(exclude_none=True)]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "sunny"}]}])
+    assert fake.last.body["messages"][2] == {"role": "user", "content": [
+        {"toolResult": {"toolUseId": "tu_1", "content": [{"text": "sunny"}]}}]}

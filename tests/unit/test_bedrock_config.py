@@ -70,3 +70,9 @@ def test_region_and_aws_profile_belong_to_bedrock_only():
     text = "backends:\n  - {name: o, type: openai, url: 'http://h', region: us-east-1, aws_profile: p}\n"
     assert errors_of(text) == ["backends[0].region: only applies to backends of type bedrock, not openai",
                                "backends[0].aws_profile: only applies to backends of type bedrock, not openai"]
+
+
+def test_a_buffered_fallback_dial_to_bedrock_keeps_its_permit_until_the_answer_is_read():
+    from switchyard.actors.routing.dial_permits import permit_spans_answer
+    b = loaded(backend())
+    assert (permit_spans_answer(b, False), permit_spans_answer(b, True)) == (True, False)

@@ -2,8 +2,9 @@
 
 Pure: the time is an argument, nothing is read or fetched. ``sign`` returns
 the headers to add (``x-amz-date``, ``x-amz-security-token`` with temporary
-credentials, ``authorization``); every header the request already has is
-signed with them, so the signature covers exactly what goes out. The
+credentials, ``authorization``); the headers it is given (the caller picks
+them among those sent, ``host`` at least) are signed with them, over the
+body's SHA-256. The
 canonical request follows the rules of every service but S3: each path
 segment is URI-encoded once more as sent (a ``%3A`` in a Bedrock model id
 is signed as ``%253A``), dot segments and repeated slashes are removed

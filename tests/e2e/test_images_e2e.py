@@ -174,3 +174,16 @@ async def test_an_upload_attempt_carries_the_backends_upstream_id_in_its_form(st
         await in_thread(client.images.create_variation, model="dall-e-2", image=upload())
     sent = gw.sim("sim-a").requests[0].content
     assert b'name="model"\r\n\r\ndalle2-local\r\n' in sent and PNG in sent
+
+
+async def test_a_403_after_alias_dispatch_names_the_model_the_client_asked_for(start_gateway):
+    """The key may use dall-e-2 but not the alias; the refusal names the alias, never the canonical id."""
+    alias = {"id": "dall-e-2", "aliases": ["dall-e-latest"]}
+    key = "sk-images-e2e-0123456789abcdef"
+    gw = await start_gateway(gateway_config({**images_backend("sim-a", ["dall-e-2"]), "model_configs": [alias]},
+                                            api_keys=[{"id": "k", "key": key, "allowed_models": ["dall-e-2"]}]))
+    with openai.OpenAI(base_url=gw.v1, api_key=key, max_retries=0, timeout=10) as client, \
+            pytest.raises(openai.PermissionDeniedError) as refused:
+        await in_thread(client.images.generate, model="dall-e-latest", prompt="a boat")
+    assert "'dall-e-latest'" in refused.value.message and "'dall-e-2'" not in refused.value.message
+    assert gw.sim("sim-a").requests == []

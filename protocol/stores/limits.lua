@@ -235,8 +235,11 @@ for c = 3, #ARGV, 5 do
   local function K(i) return KEYS[base + i] end
   local at = now - age
   for _, d in ipairs(spec.t) do
-    local tat = math.max(tonumber(redis.call('GET', K(d[1])) or '0') or 0, at)
-    keep_tat(K(d[1]), tat + d[4] * d[2] / d[3], now)
+    -- a replayed TAT is kept even while it is in the past (for a period): the next call replayed, in
+    -- this batch or a later claim, goes on from it; each step alone may be past, their sum is not
+    local key, period = K(d[1]), d[2]
+    local tat = math.max(tonumber(redis.call('GET', key) or '0') or 0, at) + d[4] * period / d[3]
+    redis.call('SET', key, num(tat), 'PX', math.floor((math.max(tat, now) - now + period) * 1000) + 1000)
   end
   if record ~= '' and at + lease > now then
     for _, k in ipairs(spec.l) do

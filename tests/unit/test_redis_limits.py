@@ -661,6 +661,28 @@ async def test_the_local_shares_admissions_count_in_the_shared_window_when_redis
     assert len(admitted(await admit_all(limiter, [demand(snap, f"c{i}") for i in range(80)]))) == 49
 
 
+async def test_the_local_shares_admissions_long_past_still_fill_the_shared_window_when_redis_is_back(
+        nursery, redis_server, redis_url):
+    """A claim replays the share's calls at their own instants, each one emission interval after the
+    one before: a chain whose early steps are already in the past must still be counted whole (their
+    sum reaches into the future), however long ago the calls were."""
+    clock = Clock()
+    snap = snapshot("{requests_per_minute: 40}")   # one call every 1.5 s
+    limiter = await start(nursery, redis_url, snap, clock=clock, timeout=0.2, workers=2)
+    assert (await limiter.admit(demand(snap, "warm"))).refusal is None   # Redis: TAT 1001.5
+    redis_server.pause()
+    local = len(admitted([await limiter.admit(demand(snap, f"b{i}")) for i in range(30)]))
+    assert 0 < local <= 20 and limiter.outages == 1
+    clock.now += 5.0   # the share's calls are 5 s old when Redis is back: each step alone is in the past
+    redis_server.resume()
+    await until(lambda: limiter.available)
+    assert limiter.claimed == local
+    # b0, sent before Redis froze, was run when it woke (+1.5), and each claimed call adds 1.5: the
+    # window's TAT is 1003 + 1.5 x local, and a call is admitted while TAT - now <= 60 - 1.5
+    expected = int((1005.0 + 58.5 - (1003.0 + 1.5 * local)) / 1.5) + 1
+    assert len(admitted([await limiter.admit(demand(snap, f"c{i}")) for i in range(40)])) == expected
+
+
 async def test_the_shared_limiters_health_is_in_prometheus_at_scrape_time(nursery, redis_server, redis_url):
     from prometheus_client import CollectorRegistry, generate_latest
 

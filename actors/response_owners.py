@@ -9,9 +9,9 @@ simply not found (the same 404 as an id never seen, so ids cannot be
 probed), and the same id from two backends under two keys never mixes.
 
 Bounded by ``stored_responses``: at most ``max_entries`` ids (the oldest
-forgotten first) and none older than ``max_age``. Kept in memory, per worker
-process: a gateway restart, or a worker other than the one that relayed the
-response, does not know the id and answers 404 for it.
+forgotten first) and none older than ``max_age``. This is one worker's own
+memory, the first place ``stored_owners.StoredOwners`` looks; the store the
+workers and instances share (beside the usage ledger) answers for the rest.
 """
 
 from __future__ import annotations

@@ -16,12 +16,16 @@ error event); a stream without a terminal event (``response.completed``,
 ``response.incomplete``, ``response.failed``) is truncated, never complete.
 No ``[DONE]`` is added: Responses streams have none. A broken Responses
 stream is never resumed mid-way on another backend.
+
+``remember`` is awaited with the Response's id before the first bytes that
+name it go out (the whole answer, or the stream's held lifecycle events), so
+a client that asks another worker for the response next finds its owner.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import httpx
 import trio
@@ -39,14 +43,21 @@ TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed
 
 LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
 
+Remember = Callable[[str | None], Awaitable[None]]   # notes who created the id (idempotent)
+
+
+async def _nothing(response_id: str | None) -> None:
+    pass
+
 
 async def relay_responses(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                          headers: list[tuple[bytes, bytes]], stream: bool) -> str | None:
+                          headers: list[tuple[bytes, bytes]], stream: bool,
+                          remember: Remember = _nothing) -> str | None:
     """Relay the answer; returns the Response object's id when it had one (what the backend may have stored)."""
     relay.acc = None   # nothing to continue from: a Responses stream is not resumed elsewhere
     if stream:
-        return await _stream(relay, backend, response, attempt, headers)
-    return await _buffered(relay, backend, response, attempt, headers)
+        return await _stream(relay, backend, response, attempt, headers, remember)
+    return await _buffered(relay, backend, response, attempt, headers, remember)
 
 
 def _response_id(obj: Any) -> str | None:
@@ -62,19 +73,20 @@ def _usage(relay: Relay, usage: Any) -> None:
 
 
 async def _buffered(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                    headers: list[tuple[bytes, bytes]]) -> str | None:
+                    headers: list[tuple[bytes, bytes]], remember: Remember) -> str | None:
     body, payload = await read_json_answer(backend, response, attempt, relay.answer_limit)
     if not isinstance(payload, dict) or (payload.get("object") != "response" and payload.get("error") is not None):
         # An error with a success status (or no object at all): failed, with a status that says so.
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))
     _usage(relay, payload.get("usage"))
     relay.output_seen = 0
+    await remember(_response_id(payload))
     await relay.send_whole(body, payload, relay.cost_headers(headers))
     return _response_id(payload)
 
 
 async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,
-                  headers: list[tuple[bytes, bytes]]) -> str | None:
+                  headers: list[tuple[bytes, bytes]], remember: Remember) -> str | None:
     decoder = SSEDecoder()
     ids: list[str] = []         # the Response id the lifecycle events carry
     held: list[bytes] = []      # the opening lifecycle events, until something follows them
@@ -98,8 +110,11 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
                     held.append(raw)
                     continue
                 if not relay.sink.started:
+                    await remember(ids[0] if ids else None)
                     await relay.sink.start(200, headers)
                     out, held = [*held, *out], []
+                elif ids:
+                    await remember(ids[0])   # an id first named after the stream began (once)
                 out.append(raw)
                 if kind in TERMINAL_EVENTS:
                     ended = True
@@ -112,6 +127,7 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
             attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
     tail = decoder.close()
     if not ended and tail is not None and tail.complete and _judge(relay, backend, tail, attempt, ids) in TERMINAL_EVENTS:
+        await remember(ids[0] if ids else None)
         if not relay.sink.started:   # ended by a lone CR at the very end: a whole event
             await relay.sink.start(200, headers)
         await relay.sink.send(b"".join([*held, _renamed(relay.rename, tail)]))

@@ -26,7 +26,7 @@ from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.pool import BackendPool
 from switchyard.actors.prompts import PromptStore
 from switchyard.actors.quota import QuotaObserver
-from switchyard.actors.response_owners import ResponseOwners
+from switchyard.actors.stored_owners import OwnerStore, StoredOwners
 from switchyard.actors.routing.variants import ThroughputView
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.supervisor import Supervisor
@@ -67,7 +67,7 @@ class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
                  spill_name: str = spill.NAME, workers: int = 1, limiter_for: Callable[["Runtime"], Limiter] | None = None,
                  metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True,
-                 spans_for: SpansFor | None = None) -> None:
+                 spans_for: SpansFor | None = None, owner_store: OwnerStore | None = None) -> None:
         self.snapshot = snapshot
         self.workers = workers   # worker processes of this instance (limits without Redis need exactly one)
         self.config_path = Path(config_path) if config_path else None
@@ -83,7 +83,8 @@ class Runtime:
         self.pool = BackendPool(snapshot)
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
-        self.response_owners = ResponseOwners(snapshot.stored_responses)   # stored response id -> its backend
+        # stored response id -> its backend: this worker's memory, then the store beside the ledger (if shared)
+        self.response_owners = StoredOwners(snapshot.stored_responses, owner_store)
         self.usage = UsageLedger()         # what the gateway's own calls (the LLM classifier's) and clients used
         # Every call's record, with its cost, kept in the store usage.ledger names (written off the request path).
         self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
@@ -118,10 +119,15 @@ class Runtime:
                 await self.ledger.open()
             except StoreUnavailable as exc:
                 raise StoreUnavailable(f"usage.ledger ({self.ledger.store.name}): {exc}") from None
+            try:
+                await self.response_owners.open()
+            except Exception as exc:
+                raise StoreUnavailable(f"stored_responses (the usage.ledger's store): {exc}") from None
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.ledger)
+                await self.supervisor.start(self.response_owners)
                 if hasattr(self.limiter, "run"):   # a limiter with connections of its own (Redis)
                     await self.supervisor.start(self.limiter)  # type: ignore[arg-type]
                 await self.supervisor.start(self.health)
@@ -137,6 +143,7 @@ class Runtime:
                 await self.upstream.aclose()
                 await self.ledger.flush()   # every record written (or spilled) before the process goes
                 await self.ledger.aclose()
+                await self.response_owners.aclose()
                 if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
                     await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
 

@@ -238,6 +238,8 @@ class RequestActor:
 
     async def _serve(self) -> None:
         rt, call = self.runtime, self.call
+        if self.route.holder is None:   # not in this worker's memory: the store the workers share may know it
+            self.route.holder = await stored_responses.shared_holder(rt, call)
         snap = call.snapshot
         budget = CallBudget.for_call(snap, self.model, call.stream)
         plan = RoutePlan(self.model, snap.fallback, snap.retry)
@@ -474,8 +476,11 @@ class RequestActor:
                    *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers, *passed]
         if self.call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
-            stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream)
-            stored_responses.remember(self.runtime, self.call, backend.name, stored)
+            remember = stored_responses.Remember(self.runtime, self.call, backend.name)
+            # the owner is noted before the answer naming the id leaves (another worker may be asked next)
+            stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream,
+                                           remember)
+            await remember(stored)
         elif self.call.endpoint in IMAGE_ENDPOINTS:
             await relay_images(self.relay, backend.name, response, attempt, headers, self.call.payload)
         elif self.call.stream:

@@ -1,5 +1,5 @@
 """A Responses call and the responses the backends store: which backend holds ``previous_response_id``,
-and remembering the id of each response relayed (``actors/response_owners.py``).
+and remembering the id of each response relayed (``actors/stored_owners.py``).
 
 A new call continuing a stored response is best answered by the backend
 that holds it (another backend does not know the id), so that backend is
@@ -26,25 +26,54 @@ if TYPE_CHECKING:
 RESPONSES_ENDPOINTS = frozenset({"responses", "compact"})
 
 
-def holder(runtime: "Runtime", call: Call) -> str | None:
-    """The backend holding the call's ``previous_response_id`` for its key; None when none is known.
-
-    Raises the 400 for an id the gateway relayed for another key."""
+def _previous(call: Call) -> str | None:
     if call.endpoint not in RESPONSES_ENDPOINTS:
         return None
     previous = call.payload.get("previous_response_id")
-    if not isinstance(previous, str) or not previous:
+    return previous if isinstance(previous, str) and previous else None
+
+
+def _refused(previous: str) -> InvalidRequest:
+    return InvalidRequest(f"Previous response with id '{previous}' not found.", param="previous_response_id",
+                          code="previous_response_not_found")
+
+
+def holder(runtime: "Runtime", call: Call) -> str | None:
+    """The backend this worker knows holds the call's ``previous_response_id`` for its key; None when it
+    knows none (``shared_holder`` then asks the store). Raises the 400 for an id relayed for another key."""
+    previous = _previous(call)
+    if previous is None:
         return None
-    owners, owner, now = runtime.response_owners, owner_of(call.key), trio.current_time()
-    found = owners.backend_of(owner, previous, now)
-    if found is None and owners.known_to_other(owner, previous, now):
-        raise InvalidRequest(f"Previous response with id '{previous}' not found.", param="previous_response_id",
-                             code="previous_response_not_found")
+    memory, owner, now = runtime.response_owners.memory, owner_of(call.key), trio.current_time()
+    found = memory.backend_of(owner, previous, now)
+    if found is None and memory.known_to_other(owner, previous, now):
+        raise _refused(previous)
     return found
 
 
-def remember(runtime: "Runtime", call: Call, backend: str, response_id: str | None) -> None:
-    """Note who created ``response_id`` (a ``POST /v1/responses`` answer the backend stores)."""
-    if response_id is None or call.endpoint != "responses" or call.payload.get("store") is False:
-        return
-    runtime.response_owners.remember(owner_of(call.key), response_id, backend, trio.current_time())
+async def shared_holder(runtime: "Runtime", call: Call) -> str | None:
+    """``holder`` from the store every worker shares, for an id this worker's memory does not know."""
+    previous = _previous(call)
+    if previous is None or runtime.response_owners.store is None:
+        return None
+    found = await runtime.response_owners.lookup(owner_of(call.key), previous)
+    if found.backend is None and found.other:
+        raise _refused(previous)
+    return found.backend
+
+
+class Remember:
+    """Notes the id of the Response a ``POST /v1/responses`` answer names (one the backend stores), once;
+    the relay awaits it before the first bytes naming the id reach the client."""
+
+    def __init__(self, runtime: "Runtime", call: Call, backend: str) -> None:
+        self.runtime, self.backend = runtime, backend
+        self.owner = owner_of(call.key)
+        self.stored = call.endpoint == "responses" and call.payload.get("store") is not False
+        self.noted: str | None = None
+
+    async def __call__(self, response_id: str | None) -> None:
+        if response_id is None or not self.stored or response_id == self.noted:
+            return
+        self.noted = response_id
+        await self.runtime.response_owners.remember(self.owner, response_id, self.backend)

@@ -2,10 +2,10 @@
 
 A stored response lives on the backend that created it, so each of these
 goes there, with that backend's credentials; the gateway knows which one
-from the ids it relayed, per API key (``actors/response_owners.py``). An id
-this key did not create through this worker, or one forgotten by the
-``stored_responses`` bounds, is a 404 worded exactly like an id that never
-existed: another key's ids cannot be read, cancelled, deleted or probed.
+from the ids it relayed, per API key (``actors/stored_owners.py``: this
+worker's memory, then the store the workers and instances share). An id this
+key did not create, or one forgotten by the ``stored_responses`` bounds, is a
+404 worded exactly like an id that never existed: another key's ids cannot be read, cancelled, deleted or probed.
 The backend's answer (status, JSON, or the event stream of
 ``GET ...?stream=true``) is relayed as it comes; a successful ``DELETE``
 forgets the id. Nothing is retried or failed over: only one backend holds
@@ -73,7 +73,7 @@ async def stored_response(app: "DoorHost", runtime: "Runtime", scope: Scope, rec
     key = scope.get("switchyard.key")
     owner = owner_of(key)
     snapshot = runtime.snapshot
-    name = runtime.response_owners.backend_of(owner, response_id, trio.current_time())
+    name = await runtime.response_owners.backend_of(owner, response_id)
     backend = snapshot.backend(name) if name is not None else None
     if backend is None or not backend.enabled or (key is not None and not key.allows_backend(backend.name)):
         raise not_found(response_id)
@@ -117,4 +117,4 @@ async def stored_response(app: "DoorHost", runtime: "Runtime", scope: Scope, rec
         finally:
             await response.aclose()
     if action == "delete" and response.status_code < 300:
-        runtime.response_owners.forget(owner, response_id)
+        await runtime.response_owners.forget(owner, response_id)

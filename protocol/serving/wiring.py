@@ -17,6 +17,7 @@ from switchyard.protocol.wires import bedrock as bedrock_wire
 from switchyard.protocol.wires import gemini as gemini_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.stores import open_store
+from switchyard.protocol.stores.response_owners import open_owner_store
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
@@ -42,7 +43,8 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                    store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
                    workers=int(os.environ.get(WORKERS_ENV, "1")),
                    limiter_for=shared_limiter if snapshot.state.redis_url else None,
-                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for)
+                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for,
+                   owner_store=open_owner_store(snapshot.usage, snapshot.server.data_path()))
 
 
 def shared_limiter(runtime: Runtime) -> RedisLimiter:

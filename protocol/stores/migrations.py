@@ -5,6 +5,10 @@ applies the missing ones in order at ``open()``. A shipped migration never
 changes: a new field of ``LedgerRecord`` is a new migration at the end of both
 lists (``tests/unit/test_usage_stores.py`` checks the table has every field).
 A migration is a tuple of statements, run in one transaction.
+
+Migration 2 adds ``stored_response_owners``: which backend created which stored
+response, per API key (``protocol/stores/response_owners.py``); ``seq`` orders
+the rows as they were written, so the ``max_entries`` bound drops the oldest.
 """
 
 from __future__ import annotations
@@ -46,6 +50,18 @@ SQLITE: tuple[Migration, ...] = (
         "CREATE INDEX usage_records_key_id ON usage_records (key_id)",
         "CREATE INDEX usage_records_model ON usage_records (model)",
     ),
+    (
+        """CREATE TABLE stored_response_owners (
+            seq INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            backend TEXT NOT NULL,
+            created REAL NOT NULL,
+            UNIQUE (owner, response_id)
+        )""",
+        "CREATE INDEX stored_response_owners_id ON stored_response_owners (response_id)",
+        "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -80,5 +96,17 @@ POSTGRESQL: tuple[Migration, ...] = (
         "CREATE INDEX usage_records_request_id ON usage_records (request_id)",
         "CREATE INDEX usage_records_key_id ON usage_records (key_id)",
         "CREATE INDEX usage_records_model ON usage_records (model)",
+    ),
+    (
+        """CREATE TABLE stored_response_owners (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            owner text NOT NULL,
+            response_id text NOT NULL,
+            backend text NOT NULL,
+            created double precision NOT NULL,
+            UNIQUE (owner, response_id)
+        )""",
+        "CREATE INDEX stored_response_owners_id ON stored_response_owners (response_id)",
+        "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
     ),
 )

@@ -12,7 +12,7 @@ server that is down costs a call at most ``timeout`` seconds.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -23,6 +23,7 @@ from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 LOCK_KEY = 0x5377_7964_4C65_6467   # "SwydLedg": the advisory lock instances take to migrate one at a time
+T = TypeVar("T")
 DEADLOCK_TRIES = 5                   # a batch the server aborted to break a deadlock is tried again
 
 DIALECT = sql.Dialect(
@@ -89,6 +90,11 @@ class PostgresStore(sql.Reads):
                 except psycopg.errors.DeadlockDetected:
                     if attempt == DEADLOCK_TRIES:
                         raise
+
+    def transact(self, work: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """``work`` on a cursor in one transaction (the stored-response owner map's statements)."""
+        with self._errors(), self._pool.connection() as conn, _transaction(conn) as cur:
+            return work(cur)
 
     def purge(self, before: float) -> int:
         with self._errors(), self._pool.connection() as conn, _transaction(conn) as cur:

@@ -15,7 +15,7 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Iterator, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 
 from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
@@ -31,6 +31,8 @@ DIALECT = sql.Dialect(
     # BEGIN IMMEDIATE takes the write lock: two processes opening one file migrate one after the other
 )
 
+
+T = TypeVar("T")
 
 ROWS_PER_INSERT = 40   # 40 x 23 columns stays under SQLite's oldest limit of 999 parameters
 
@@ -107,6 +109,11 @@ class SqliteStore(sql.Reads):
     @functools.lru_cache(maxsize=ROWS_PER_INSERT)
     def _insert(rows: int) -> str:
         return sql.insert(DIALECT, rows)
+
+    def transact(self, work: Callable[[sqlite3.Cursor], T]) -> T:
+        """``work`` on a cursor in one write transaction (the stored-response owner map's statements)."""
+        with self._lock, self._errors(), self._transaction() as cur:
+            return work(cur)
 
     def purge(self, before: float) -> int:
         with self._lock, self._errors(), self._transaction() as cur:

@@ -1,0 +1,101 @@
+"""The stored-response owner map in the usage ledger's database: one table every worker and instance sharing
+the ledger reads, so a response created through one is found through any other, and after a restart.
+
+``stored_response_owners`` (migration 2 of ``migrations.py``) holds one row
+per (owner, response id): the backend that created it and when (Unix
+seconds). It lives where ``usage.ledger`` says: the SQLite file under
+``server.data_dir`` (the workers of one machine) or PostgreSQL (a fleet).
+With ``usage.ledger: memory`` there is no shared store and ``open_owner_store``
+returns None: each worker keeps its own map in memory.
+
+The bounds hold at every lookup (an id older than ``max_age``, or with
+``max_entries`` rows written after it, is not found) and ``prune`` deletes
+what they exclude; both statements are idempotent, so every worker may prune.
+Each method blocks: ``actors/stored_owners.py`` calls them in worker threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from switchyard.actors.stored_owners import Found, OwnerStore
+from switchyard.config.usage import UsageConfig
+from switchyard.protocol.stores import DEFAULT_SQLITE
+
+TABLE = "stored_response_owners"
+
+
+class SqlOwnerStore:
+    """The owner map on a ledger store (``SqliteStore`` or ``PostgresStore``) of its own: a connection apart
+    from the ledger's, so a lookup never waits behind a batch of records."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.name = db.name
+        p = db.dialect.placeholder
+        self._delete = f"DELETE FROM {TABLE} WHERE owner = {p} AND response_id = {p}"
+        self._insert = f"INSERT INTO {TABLE} (owner, response_id, backend, created) VALUES ({p}, {p}, {p}, {p})"
+        self._find = f"SELECT owner, backend, seq FROM {TABLE} WHERE response_id = {p} AND created > {p}"
+        self._newer = f"SELECT COUNT(*) FROM {TABLE} WHERE seq > {p}"
+        self._old = f"DELETE FROM {TABLE} WHERE created <= {p}"
+        # the rows past the newest max_entries (none when there are fewer: the subquery is NULL)
+        self._over = (f"DELETE FROM {TABLE} WHERE seq <= "
+                      f"(SELECT seq FROM {TABLE} ORDER BY seq DESC LIMIT 1 OFFSET {p})")
+
+    def __repr__(self) -> str:
+        return f"SqlOwnerStore({self.db!r})"
+
+    def open(self) -> None:
+        """Connect, and migrate as the ledger does (the table comes with the ledger's schema)."""
+        self.db.open()
+
+    def remember(self, owner: str, response_id: str, backend: str, created: float) -> None:
+        """The row, written anew (the newest again) if the owner had the id already."""
+        def work(cur: Any) -> None:
+            cur.execute(self._delete, (owner, response_id))
+            cur.execute(self._insert, (owner, response_id, backend, created))
+        self.db.transact(work)
+
+    def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
+        def work(cur: Any) -> Found:
+            mine: str | None = None
+            other = False
+            for row_owner, backend, seq in cur.execute(self._find, (response_id, since)).fetchall():
+                if cur.execute(self._newer, (seq,)).fetchone()[0] >= max_entries:
+                    continue   # past the count bound: forgotten, even before a prune deletes it
+                if row_owner == owner:
+                    mine = backend
+                else:
+                    other = True
+            return Found(mine, other)
+        return self.db.transact(work)
+
+    def forget(self, owner: str, response_id: str) -> None:
+        self.db.transact(lambda cur: cur.execute(self._delete, (owner, response_id)))
+
+    def prune(self, before: float, max_entries: int) -> int:
+        """Delete the rows created at or before ``before`` and those past the newest ``max_entries``; how many."""
+        def work(cur: Any) -> int:
+            return cur.execute(self._old, (before,)).rowcount + cur.execute(self._over, (max_entries,)).rowcount
+        return self.db.transact(work)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_owner_store(usage: UsageConfig, data_dir: Path) -> OwnerStore | None:
+    """The owner map's store beside the ledger ``usage.ledger`` names, constructed but not connected; None
+    with ``memory`` (nothing shared: each worker's own memory is the map)."""
+    ledger = usage.ledger
+    if ledger == "memory":
+        return None
+    if ledger == "sqlite" or ledger.startswith("sqlite:///"):
+        from switchyard.protocol.stores.sqlite import SqliteStore
+        path = Path(data_dir) / DEFAULT_SQLITE if ledger == "sqlite" else Path(ledger[len("sqlite://"):])
+        return SqlOwnerStore(SqliteStore(path))
+    if ledger.startswith(("postgresql://", "postgres://")):
+        from switchyard.protocol.stores.postgresql import PostgresStore
+        return SqlOwnerStore(PostgresStore(ledger, max_size=4))
+    raise ValueError(f"usage.ledger must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
+                     f"got {ledger!r}")

@@ -3,11 +3,8 @@
 ``chat_answer`` is the answer side of the anthropic wire
 (``protocol/wires/anthropic.py``). An error status passes untouched: failover
 classifies by status, and the client gets the backend's own body. A success
-gets a body that translates as it is read, so a stream stays a stream: a
-``TranslatedStream`` is an ``httpx.AsyncByteStream`` that is its own
-iterator (no generator left suspended), can be abandoned at any await (a
-cancelled read leaves no half-made output; the caller then closes the
-response), and closes the backend's response when it is closed.
+gets a body that translates as it is read (``protocol/wires/translated.py``),
+so a stream stays a stream.
 
 Streams: ``message_start`` alone sends nothing, so the client is committed
 only by the first content and an ``overloaded_error`` right after it is
@@ -27,19 +24,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, AsyncIterator, Protocol
+from typing import Any
 
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.protocol.http.client_json import utf8
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from switchyard.actors.bodies import body_chunks
+from switchyard.protocol.wires.translated import DONE, ChunkWriter, Translator, WholeBody, translated
+from switchyard.protocol.wires.translated import data as _data
+from switchyard.protocol.wires.translated import obj as _obj
 
-DONE = b"data: [DONE]\n\n"
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
           "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter"}
-_HOP_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding", "content-type"})
 
 
 def finish_reason(stop_reason: Any) -> str:
@@ -95,53 +91,37 @@ def chat_completion(message: dict[str, Any], created: int) -> dict[str, Any]:
             "usage": chat_usage(_obj(message.get("usage")))}
 
 
-class Translator(Protocol):
-    def feed(self, chunk: bytes) -> list[bytes]: ...
-    def close(self) -> list[bytes]: ...
-
-
-class BufferedTranslator:
+class BufferedTranslator(WholeBody):
     """The whole body, then one chat.completion; anything but a ``message`` object goes as it came."""
 
     def __init__(self, created: int) -> None:
+        super().__init__()
         self.created = created
-        self.parts: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            return [raw]       # not JSON: the relay says so
-        if not isinstance(obj, dict) or obj.get("type") != "message":
-            return [raw]       # an error object on a 200, or something else: judged as it came
-        return [json.dumps(chat_completion(obj, self.created)).encode()]
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if not isinstance(parsed, dict) or parsed.get("type") != "message":
+            return [raw]       # not JSON (the relay says so), an error object on a 200, or something else
+        return [json.dumps(chat_completion(parsed, self.created)).encode()]
 
 
-class StreamTranslator:
+class StreamTranslator(ChunkWriter):
     """Anthropic SSE events in, chat.completion.chunk events out (pure: no I/O, no clock)."""
 
+    backend = "anthropic"
+
     def __init__(self, include_usage: bool, created: int) -> None:
+        super().__init__("", created)       # id and model come with message_start
         self.decoder = SSEDecoder()
         self.include_usage = include_usage
-        self.created = created
-        self.id = ""
-        self.model = ""
-        self.role_sent = False
         self.tools: dict[int, int] = {}      # content block index -> tool call index
         self.finished = False                # the finish_reason chunk went out
-        self.over = False                    # [DONE] or an error went out: nothing follows
         self.usage: dict[str, Any] = {}
 
     def feed(self, chunk: bytes) -> list[bytes]:
         try:
             events = self.decoder.feed(chunk)
         except SSEEventTooLarge as exc:
-            return self._fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
         out: list[bytes] = []
         for event in events:
             out.extend(self._event(event))
@@ -161,7 +141,7 @@ class StreamTranslator:
         except ValueError:
             return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
         if not isinstance(obj, dict):
-            return self._fail("an event that is not a JSON object", "upstream_malformed_event")
+            return self.fail("an event that is not a JSON object", "upstream_malformed_event")
         kind = obj.get("type") or event.event
         if kind == "message_start":
             message = _obj(obj.get("message"))
@@ -173,17 +153,17 @@ class StreamTranslator:
         if kind in ("content_block_start", "content_block_delta"):
             index = obj.get("index")
             if not isinstance(index, int) or isinstance(index, bool):
-                return self._fail(f"a {kind} event without an integer index", "upstream_malformed_event")
+                return self.fail(f"a {kind} event without an integer index", "upstream_malformed_event")
             if kind == "content_block_start":
                 return self._block(index, _obj(obj.get("content_block")))
             return self._delta(index, _obj(obj.get("delta")))
         if kind == "message_delta":
             self._usage(obj.get("usage"))
             self.finished = True
-            return [self._chunk({}, finish_reason(_obj(obj.get("delta")).get("stop_reason")))]
+            return [self.chunk({}, finish_reason(_obj(obj.get("delta")).get("stop_reason")))]
         if kind == "message_stop":
             if not self.finished:
-                return self._fail("the end of the message without a stop reason", "upstream_stream_truncated")
+                return self.fail("the end of the message without a stop reason", "upstream_stream_truncated")
             self.over = True
             if not self.include_usage:
                 return [DONE]
@@ -200,85 +180,33 @@ class StreamTranslator:
     def _block(self, index: int, block: dict[str, Any]) -> list[bytes]:
         kind = block.get("type")
         if kind == "text" and block.get("text"):
-            return [self._chunk({"content": block["text"]})]
+            return [self.chunk({"content": block["text"]})]
         if kind == "thinking" and block.get("thinking"):
-            return [self._chunk({"reasoning_content": block["thinking"]})]
+            return [self.chunk({"reasoning_content": block["thinking"]})]
         if kind == "redacted_thinking" and isinstance(block.get("data"), str):
-            return [self._chunk({"reasoning_redacted": block["data"]})]
+            return [self.chunk({"reasoning_redacted": block["data"]})]
         if kind == "tool_use":
             self.tools[index] = n = len(self.tools)
-            return [self._chunk({"tool_calls": [{"index": n, "id": block.get("id"), "type": "function",
+            return [self.chunk({"tool_calls": [{"index": n, "id": block.get("id"), "type": "function",
                                                  "function": {"name": block.get("name"), "arguments": ""}}]})]
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[bytes]:
         kind = delta.get("type")
         if kind == "text_delta" and delta.get("text"):
-            return [self._chunk({"content": delta["text"]})]
+            return [self.chunk({"content": delta["text"]})]
         if kind == "thinking_delta" and delta.get("thinking"):
-            return [self._chunk({"reasoning_content": delta["thinking"]})]
+            return [self.chunk({"reasoning_content": delta["thinking"]})]
         if kind == "signature_delta" and delta.get("signature"):
-            return [self._chunk({"reasoning_signature": delta["signature"]})]
+            return [self.chunk({"reasoning_signature": delta["signature"]})]
         if kind == "input_json_delta" and delta.get("partial_json") and index in self.tools:
-            return [self._chunk({"tool_calls": [{"index": self.tools[index],
+            return [self.chunk({"tool_calls": [{"index": self.tools[index],
                                                  "function": {"arguments": delta["partial_json"]}}]})]
         return []
 
     def _usage(self, usage: Any) -> None:
         if isinstance(usage, dict):   # message_delta's counts are cumulative; nulls say nothing
             self.usage.update({k: v for k, v in usage.items() if v is not None})
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        if not self.role_sent:
-            self.role_sent = True
-            delta = {"role": "assistant", **delta}
-        return _data({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
-
-    def _fail(self, what: str, code: str) -> list[bytes]:
-        self.over = True
-        return [_data({"error": {"message": f"the anthropic stream carried {what}", "type": "upstream_error",
-                                 "code": code}})]
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _data(payload: dict[str, Any]) -> bytes:
-    return b"data: " + utf8(payload, separators=(",", ":")) + b"\n\n"
-
-
-class TranslatedStream(httpx.AsyncByteStream):
-    """The backend's body, translated chunk by chunk; closing it closes the backend's response."""
-
-    def __init__(self, upstream: httpx.Response, translator: Translator) -> None:
-        self.upstream = upstream
-        self.translator = translator
-        self._chunks: AsyncIterator[bytes] | None = None
-        self._ended = False
-
-    def __aiter__(self) -> "TranslatedStream":
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._chunks is None:
-            self._chunks = body_chunks(self.upstream).__aiter__()
-        while not self._ended:
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                out = self.translator.close()
-            else:
-                out = self.translator.feed(chunk)
-            if out:
-                return b"".join(out)
-        raise StopAsyncIteration
-
-    async def aclose(self) -> None:
-        self._ended = True
-        await self.upstream.aclose()
 
 
 def chat_answer(response: httpx.Response, call: Call) -> httpx.Response:
@@ -293,6 +221,4 @@ def chat_answer(response: httpx.Response, call: Call) -> httpx.Response:
         translator, content_type = StreamTranslator(asked, created), "text/event-stream"
     else:
         translator, content_type = BufferedTranslator(created), "application/json"
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
-    return httpx.Response(response.status_code, headers=[*headers, ("content-type", content_type)],
-                          stream=TranslatedStream(response, translator))
+    return translated(response, translator, content_type)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -35,7 +36,7 @@ from switchyard.actors.wire import JSON, Special, Wire
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.wires import aws_sigv4
-from switchyard.protocol.wires.anthropic_answer import TranslatedStream, Translator
+from switchyard.protocol.wires.translated import Translator, WholeBody, translated
 from switchyard.protocol.wires.aws_credentials import CredentialProvider
 from switchyard.protocol.wires.bedrock_answer import BufferedTranslator, StreamTranslator
 from switchyard.protocol.wires.bedrock_converse import converse_request
@@ -111,8 +112,7 @@ class BedrockAttempt:
         if response.status_code >= 300:
             kind = error_kind(response)
             status = STATUS.get(kind, response.status_code) if response.status_code >= 400 else response.status_code
-            return httpx.Response(status, headers=[*kept, ("content-type", "application/json")],
-                                  stream=TranslatedStream(response, ErrorTranslator(kind, status)))
+            return translated(response, ErrorTranslator(kind, status), "application/json", status, kept)
         created = int(time.time())
         request_id = response.headers.get("x-amzn-requestid")
         translator: Translator
@@ -121,8 +121,7 @@ class BedrockAttempt:
             content_type = "text/event-stream"
         else:
             translator, content_type = BufferedTranslator(self.model_id, request_id, created), "application/json"
-        return httpx.Response(response.status_code, headers=[*kept, ("content-type", content_type)],
-                              stream=TranslatedStream(response, translator))
+        return translated(response, translator, content_type, headers=kept)
 
 
 def error_kind(response: httpx.Response) -> str:
@@ -130,24 +129,18 @@ def error_kind(response: httpx.Response) -> str:
     return response.headers.get("x-amzn-errortype", "").split(":", 1)[0]
 
 
-class ErrorTranslator:
+class ErrorTranslator(WholeBody):
     """A Bedrock error body (``{"message": ...}``) as our error envelope, its exception as the code."""
 
     def __init__(self, kind: str, status: int) -> None:
+        super().__init__()
         self.kind, self.status = kind, status
-        self.parts: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
-        try:
-            obj = json.loads(raw)
-            message = obj.get("message") or obj.get("Message")
-            kind = self.kind or str(obj.get("__type") or "").rsplit("#", 1)[-1]
-        except (ValueError, AttributeError):
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if isinstance(parsed, dict):
+            message = parsed.get("message") or parsed.get("Message")
+            kind = self.kind or str(parsed.get("__type") or "").rsplit("#", 1)[-1]
+        else:
             message, kind = raw.decode("utf-8", "replace").strip()[:2000], self.kind
         kind = kind or "BedrockError"
         error_type = ERROR_TYPES.get(self.status) or ("api_error" if self.status >= 500 else "invalid_request_error")

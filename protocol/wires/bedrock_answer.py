@@ -29,7 +29,8 @@ from typing import Any
 from botocore.eventstream import EventStreamBuffer, ParserError
 
 from switchyard.protocol.http.client_json import utf8
-from switchyard.protocol.wires.anthropic_answer import DONE
+from switchyard.protocol.wires.translated import DONE, ChunkWriter, WholeBody
+from switchyard.protocol.wires.translated import data as _data
 
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
           "guardrail_intervened": "content_filter", "content_filtered": "content_filter",
@@ -93,41 +94,30 @@ def chat_completion(answer: dict[str, Any], model: str, request_id: str | None, 
             "usage": chat_usage(answer.get("usage"))}
 
 
-class BufferedTranslator:
+class BufferedTranslator(WholeBody):
     """The whole Converse answer, then one chat.completion; anything else goes as it came."""
 
     def __init__(self, model: str, request_id: str | None, created: int) -> None:
+        super().__init__()
         self.model, self.request_id, self.created = model, request_id, created
-        self.parts: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            return [raw]       # not JSON: the relay says so
-        if not isinstance(obj, dict) or "output" not in obj:
-            return [raw]
-        return [utf8(chat_completion(obj, self.model, self.request_id, self.created))]
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if not isinstance(parsed, dict) or "output" not in parsed:
+            return [raw]       # not JSON (the relay says so), or not an answer: judged as it came
+        return [utf8(chat_completion(parsed, self.model, self.request_id, self.created))]
 
 
-class StreamTranslator:
+class StreamTranslator(ChunkWriter):
     """ConverseStream frames in, chat.completion.chunk events out (pure: no I/O, no clock)."""
 
+    backend = "bedrock"
+
     def __init__(self, model: str, request_id: str | None, include_usage: bool, created: int) -> None:
+        super().__init__(model, created, new_id(request_id))
         self.buffer = EventStreamBuffer()
-        self.id = new_id(request_id)
-        self.model = model
         self.include_usage = include_usage
-        self.created = created
-        self.role_sent = False
         self.tools: dict[int, int] = {}   # content block index -> tool call index
         self.finished = False             # the finish_reason chunk went out
-        self.over = False                 # [DONE] or an error went out: nothing follows
         self.fed = self.parsed = 0        # bytes received, and those of whole frames
 
     def feed(self, chunk: bytes) -> list[bytes]:
@@ -143,7 +133,7 @@ class StreamTranslator:
                 if self.over:
                     break
         except ParserError as exc:
-            out.extend(self._fail(f"a malformed event stream frame ({type(exc).__name__}: {exc})",
+            out.extend(self.fail(f"a malformed event stream frame ({type(exc).__name__}: {exc})",
                                   "upstream_malformed_event"))
         return out
 
@@ -151,7 +141,7 @@ class StreamTranslator:
         if self.over:
             return []
         if self.fed != self.parsed:
-            return self._fail("a frame cut short at its end", "upstream_stream_truncated")
+            return self.fail("a frame cut short at its end", "upstream_stream_truncated")
         if self.finished:   # messageStop without metadata: the answer is whole
             self.over = True
             return [DONE]
@@ -169,9 +159,9 @@ class StreamTranslator:
         try:
             obj = json.loads(payload) if payload else {}
         except ValueError:
-            return self._fail("an event whose payload is not JSON", "upstream_malformed_event")
+            return self.fail("an event whose payload is not JSON", "upstream_malformed_event")
         if not isinstance(obj, dict):
-            return self._fail("an event whose payload is not a JSON object", "upstream_malformed_event")
+            return self.fail("an event whose payload is not a JSON object", "upstream_malformed_event")
         event = headers.get(":event-type")
         if event == "contentBlockStart":
             start = obj.get("start") if isinstance(obj.get("start"), dict) else {}
@@ -179,36 +169,34 @@ class StreamTranslator:
             if isinstance(use, dict):
                 index = obj.get("contentBlockIndex")
                 self.tools[index] = n = len(self.tools)
-                return [self._chunk({"tool_calls": [{"index": n, "id": use.get("toolUseId"), "type": "function",
+                return [self.chunk({"tool_calls": [{"index": n, "id": use.get("toolUseId"), "type": "function",
                                                      "function": {"name": use.get("name"), "arguments": ""}}]})]
             return []
         if event == "contentBlockDelta":
             return self._delta(obj.get("contentBlockIndex"), obj.get("delta"))
         if event == "messageStop":
             self.finished = True
-            return [self._chunk({}, finish_reason(obj.get("stopReason")))]
+            return [self.chunk({}, finish_reason(obj.get("stopReason")))]
         if event == "metadata":
             if not self.finished:
-                return self._fail("usage before the message's stop reason", "upstream_stream_truncated")
+                return self.fail("usage before the message's stop reason", "upstream_stream_truncated")
             self.over = True
             if not self.include_usage:
                 return [DONE]
-            usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                     "choices": [], "usage": chat_usage(obj.get("usage"))}
-            return [_data(usage), DONE]
+            return [self.usage_chunk(chat_usage(obj.get("usage"))), DONE]
         return []   # messageStart, contentBlockStop and events this does not know say nothing
 
     def _delta(self, index: Any, delta: Any) -> list[bytes]:
         if not isinstance(delta, dict):
             return []
         if isinstance(delta.get("text"), str) and delta["text"]:
-            return [self._chunk({"content": delta["text"]})]
+            return [self.chunk({"content": delta["text"]})]
         use = delta.get("toolUse")
         if isinstance(use, dict) and isinstance(use.get("input"), str) and use["input"] and index in self.tools:
-            return [self._chunk({"tool_calls": [{"index": self.tools[index], "function": {"arguments": use["input"]}}]})]
+            return [self.chunk({"tool_calls": [{"index": self.tools[index], "function": {"arguments": use["input"]}}]})]
         reasoning = delta.get("reasoningContent")
         if isinstance(reasoning, dict) and isinstance(reasoning.get("text"), str) and reasoning["text"]:
-            return [self._chunk({"reasoning_content": reasoning["text"]})]
+            return [self.chunk({"reasoning_content": reasoning["text"]})]
         return []
 
     def _error(self, code: str, payload: bytes) -> list[bytes]:
@@ -219,19 +207,3 @@ class StreamTranslator:
         self.over = True
         return [_data({"error": {"message": f"bedrock stream {code}: {message or code}", "type": "upstream_error",
                                  "code": code}})]
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        if not self.role_sent:
-            self.role_sent = True
-            delta = {"role": "assistant", **delta}
-        return _data({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
-
-    def _fail(self, what: str, code: str) -> list[bytes]:
-        self.over = True
-        return [_data({"error": {"message": f"the bedrock stream carried {what}", "type": "upstream_error",
-                                 "code": code}})]
-
-
-def _data(payload: dict[str, Any]) -> bytes:
-    return b"data: " + utf8(payload, separators=(",", ":")) + b"\n\n"

@@ -29,11 +29,12 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from switchyard.protocol.wires.anthropic_answer import _HOP_HEADERS, TranslatedStream, Translator
+from switchyard.protocol.wires.translated import DONE, ChunkWriter, Translator, WholeBody, translated
+from switchyard.protocol.wires.translated import data as _data
+from switchyard.protocol.wires.translated import obj as _obj
 from switchyard.protocol.wires.gemini_contents import signed_id
 from switchyard.protocol.wires.gemini_errors import openai_error
 
-DONE = b"data: [DONE]\n\n"
 SAFETY = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                     "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
 FINISH = {"STOP": "stop", "MAX_TOKENS": "length", **{r: "content_filter" for r in SAFETY}}
@@ -133,50 +134,41 @@ def _id(obj: dict[str, Any]) -> str:
     return f"chatcmpl-{given}" if isinstance(given, str) and given else f"chatcmpl-{secrets.token_hex(12)}"
 
 
-class BufferedTranslator:
+class BufferedTranslator(WholeBody):
     """The whole body, then one chat.completion (or the refusal); anything else goes as it came."""
 
     def __init__(self, model: str, created: int) -> None:
+        super().__init__()
         self.model, self.created = model, created
-        self.parts: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            return [raw]       # not JSON: the relay says so
-        if not isinstance(obj, dict) or "error" in obj:
-            return [raw]       # an error object on a 200: judged as it came
-        refused = refusal(obj)
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if not isinstance(parsed, dict) or "error" in parsed:
+            return [raw]       # not JSON (the relay says so), or an error object on a 200: judged as it came
+        refused = refusal(parsed)
         if refused is not None:
             return [json.dumps(refused).encode()]
-        return [json.dumps(chat_completion(obj, self.model, self.created)).encode()]
+        return [json.dumps(chat_completion(parsed, self.model, self.created)).encode()]
 
 
-class StreamTranslator:
+class StreamTranslator(ChunkWriter):
     """Gemini SSE events (each a partial GenerateContentResponse) in, chat chunks out (pure: no I/O)."""
 
+    backend = "gemini"
+
     def __init__(self, model: str, include_usage: bool, created: int) -> None:
+        super().__init__(model, created)   # the id comes with the first event
         self.decoder = SSEDecoder()
-        self.model, self.include_usage, self.created = model, include_usage, created
-        self.id = ""
-        self.role_sent = False
+        self.include_usage = include_usage
         self.calls = 0                # tool calls sent so far (their indexes)
         self.output = False           # any content, thought or call went out
         self.finish: str | None = None
-        self.over = False             # an error went out: nothing follows
         self.usage: dict[str, Any] = {}
 
     def feed(self, chunk: bytes) -> list[bytes]:
         try:
             events = self.decoder.feed(chunk)
         except SSEEventTooLarge as exc:
-            return self._fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
         out: list[bytes] = []
         for event in events:
             out.extend(self._event(event))
@@ -188,8 +180,7 @@ class StreamTranslator:
         if self.over or self.finish is None:
             return out        # no finish reason: the relay calls the stream truncated
         if self.include_usage:
-            out.append(_data({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                              "model": self.model, "choices": [], "usage": chat_usage(self.usage)}))
+            out.append(self.usage_chunk(chat_usage(self.usage)))
         return [*out, DONE]
 
     def _event(self, event: Event) -> list[bytes]:
@@ -202,7 +193,7 @@ class StreamTranslator:
         except ValueError:
             return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
         if not isinstance(obj, dict):
-            return self._fail("an event that is not a JSON object", "upstream_malformed_event")
+            return self.fail("an event that is not a JSON object", "upstream_malformed_event")
         if isinstance(obj.get("error"), dict):
             error = obj["error"]
             self.over = True
@@ -220,39 +211,19 @@ class StreamTranslator:
         pieces = Pieces().read(_parts(first))
         out: list[bytes] = []
         if pieces.reasoning:
-            out.append(self._chunk({"reasoning_content": "".join(pieces.reasoning)}))
+            out.append(self.chunk({"reasoning_content": "".join(pieces.reasoning)}))
         if pieces.text:
-            out.append(self._chunk({"content": "".join(pieces.text)}))
+            out.append(self.chunk({"content": "".join(pieces.text)}))
         if pieces.calls:
             deltas = [{"index": self.calls + k, **c} for k, c in enumerate(pieces.calls)]
             self.calls += len(pieces.calls)
-            out.append(self._chunk({"tool_calls": deltas}))
+            out.append(self.chunk({"tool_calls": deltas}))
         self.output = self.output or bool(out)
         reason = first.get("finishReason")
         if isinstance(reason, str) and reason and reason != "FINISH_REASON_UNSPECIFIED" and self.finish is None:
             self.finish = finish_reason(reason, self.calls > 0)
-            out.append(self._chunk({}, self.finish))
+            out.append(self.chunk({}, self.finish))
         return out
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        if not self.role_sent:
-            self.role_sent = True
-            delta = {"role": "assistant", **delta}
-        return _data({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
-
-    def _fail(self, what: str, code: str) -> list[bytes]:
-        self.over = True
-        return [_data({"error": {"message": f"the gemini stream carried {what}", "type": "upstream_error",
-                                 "code": code}})]
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _data(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
 def chat_answer(model: str, include_usage: bool):
@@ -267,7 +238,5 @@ def chat_answer(model: str, include_usage: bool):
             translator, content_type = StreamTranslator(model, include_usage, created), "text/event-stream"
         else:
             translator, content_type = BufferedTranslator(model, created), "application/json"
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
-        return httpx.Response(response.status_code, headers=[*headers, ("content-type", content_type)],
-                              stream=TranslatedStream(response, translator))
+        return translated(response, translator, content_type)
     return answer

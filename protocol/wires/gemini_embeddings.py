@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.protocol.wires.anthropic_answer import _HOP_HEADERS, TranslatedStream
+from switchyard.protocol.wires.translated import WholeBody, translated
 from switchyard.protocol.wires.gemini_contents import invalid, unsupported
 from switchyard.protocol.wires.gemini_errors import openai_error
 
@@ -67,21 +67,15 @@ def _vector(values: Any, base64_out: bool) -> Any:
     return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
 
 
-class EmbeddingsTranslator:
+class EmbeddingsTranslator(WholeBody):
     """The whole body, then OpenAI's embeddings list; anything else goes as it came."""
 
     def __init__(self, model: str, base64_out: bool) -> None:
+        super().__init__()
         self.model, self.base64_out = model, base64_out
-        self.parts: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
+    def translate(self, obj: Any, raw: bytes) -> list[bytes]:
         try:
-            obj = json.loads(raw)
             if isinstance(obj.get("embedding"), dict):
                 found = [obj["embedding"]]
             elif isinstance(obj.get("embeddings"), list):
@@ -101,7 +95,5 @@ def embeddings_answer(model: str):
         if response.status_code >= 300:
             return openai_error(response)
         translator = EmbeddingsTranslator(model, call.payload.get("encoding_format") == "base64")
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
-        return httpx.Response(response.status_code, headers=[*headers, ("content-type", "application/json")],
-                              stream=TranslatedStream(response, translator))
+        return translated(response, translator, "application/json")
     return answer

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from switchyard.protocol.wires.anthropic_answer import _HOP_HEADERS, TranslatedStream
+from switchyard.protocol.wires.translated import WholeBody, translated
 
 # Google status -> (type, code) of our envelope
 STATUSES = {"INVALID_ARGUMENT": ("invalid_request_error", "invalid_argument"),
@@ -84,23 +84,15 @@ def envelope(obj: Any) -> tuple[dict[str, Any], float | None] | None:
     return {"error": out}, delay
 
 
-class ErrorTranslator:
+class ErrorTranslator(WholeBody):
     """The whole error body, then our envelope; sets ``Retry-After`` on ``headers`` from the retry delay."""
 
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        super().__init__()
         self.headers: httpx.Headers | None = None
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self.parts.append(chunk)
-        return []
-
-    def close(self) -> list[bytes]:
-        raw = b"".join(self.parts)
-        try:
-            found = envelope(json.loads(raw))
-        except ValueError:
-            found = None
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        found = envelope(parsed)
         if found is None:
             return [raw]
         body, delay = found
@@ -112,9 +104,6 @@ class ErrorTranslator:
 def openai_error(response: httpx.Response) -> httpx.Response:
     """A Gemini error answer with our envelope as its body (translated as it is read)."""
     translator = ErrorTranslator()
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
-    content_type = response.headers.get("content-type", "application/json")
-    out = httpx.Response(response.status_code, headers=[*headers, ("content-type", content_type)],
-                         stream=TranslatedStream(response, translator))
+    out = translated(response, translator, response.headers.get("content-type", "application/json"))
     translator.headers = out.headers
     return out

@@ -13,11 +13,11 @@ from switchyard.config.schema import BackendConfig, BackendType, ModelConfig, Sn
 from switchyard.protocol.wires.anthropic_answer import (
     FINISH,
     StreamTranslator,
-    TranslatedStream,
     chat_answer,
     chat_completion,
     finish_reason,
 )
+from switchyard.protocol.wires.translated import TranslatedStream
 from switchyard.protocol.wires.anthropic import headers, messages_request
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.actors.addressing import auth_headers

@@ -1,0 +1,152 @@
+"""End-to-end: stored responses found on every worker and instance that share the usage ledger's store.
+
+The backend is a real Switchyard on 127.0.0.1 in front of a simulated one
+(so every worker of the gateway under test reaches the same stored
+responses); the gateway under test is ``switchyard serve --workers 2`` on the
+SQLite ledger under its data dir, or two instances on one PostgreSQL. Which
+worker a connection reached is told by the admin API: a worker knows only the
+traces of the calls it served itself.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import httpx
+import trio
+
+from tests import postgres
+from tests.e2e.support import backend, gateway_config, switchyard_serve
+
+pg_server, pg_url = postgres.pg_server, postgres.pg_url
+
+KEY_A, KEY_B = "sk-team-a-0123456789abcdef", "sk-team-b-0123456789abcdef"
+ADMIN = "admin-token-0123456789"
+FIND_BOUND = 30.0   # seconds to reach the other worker with fresh connections
+
+
+def outer(url: str, data_dir: Path, **usage: Any) -> dict[str, Any]:
+    """The gateway under test: two keys, the admin API on, one OpenAI-compatible backend at ``url``."""
+    return {"server": {"bind_address": "127.0.0.1:8080", "data_dir": str(data_dir)},
+            "backends": [{"name": "shared", "type": "openai", "url": f"{url}/v1", "models": ["demo"],
+                          "discovery": False}],
+            "api_keys": [{"id": "a", "key": KEY_A}, {"id": "b", "key": KEY_B}],
+            "admin": {"token": ADMIN}, **({"usage": usage} if usage else {})}
+
+
+@asynccontextmanager
+async def client(url: str, key: str = KEY_A) -> AsyncIterator[httpx.AsyncClient]:
+    """One connection (so one worker) for every call made through it."""
+    async with httpx.AsyncClient(base_url=url, timeout=10, headers={"authorization": f"Bearer {key}"},
+                                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)) as http:
+        yield http
+
+
+async def created(url: str, **body: Any) -> tuple[str, str]:
+    """A stored response made through a fresh connection: (its id, the router's request id of the call)."""
+    async with client(url) as http:
+        reply = await http.post("/v1/responses", json={"model": "demo", "input": "remember me", **body})
+    assert reply.status_code == 200, reply.text
+    return reply.json()["id"], reply.headers["x-request-id"]
+
+
+async def knows_trace(http: httpx.AsyncClient, request_id: str) -> bool:
+    reply = await http.get(f"/admin/requests/{request_id}/events", headers={"authorization": f"Bearer {ADMIN}"})
+    assert reply.status_code in (200, 404), reply.text
+    return reply.status_code == 200
+
+
+@asynccontextmanager
+async def other_worker(url: str, request_id: str, key: str = KEY_A) -> AsyncIterator[httpx.AsyncClient]:
+    """A connection to a worker that did not serve ``request_id`` (fresh connections until one lands there)."""
+    with trio.fail_after(FIND_BOUND):
+        while True:
+            async with client(url, key) as http:
+                if not await knows_trace(http, request_id):
+                    yield http
+                    return
+            await trio.sleep(0.02)
+
+
+async def test_a_response_made_through_one_worker_is_retrieved_listed_cancelled_and_deleted_through_another(
+        tmp_path, start_gateway):
+    upstream = await start_gateway(gateway_config(backend("sim-a")))
+    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url, _log):
+        rid, made = await created(url)
+        background, made_bg = await created(url, background=True)
+        async with other_worker(url, made) as http:
+            got = await http.get(f"/v1/responses/{rid}")
+            items = await http.get(f"/v1/responses/{rid}/input_items")
+            deleted = await http.delete(f"/v1/responses/{rid}")
+            after = await http.get(f"/v1/responses/{rid}")
+        async with other_worker(url, made_bg) as http:
+            cancelled = await http.post(f"/v1/responses/{background}/cancel")
+    assert got.status_code == 200 and got.json()["id"] == rid
+    assert items.status_code == 200 and items.json()["data"][0]["content"][0]["text"] == "remember me"
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert after.status_code == 404 and after.json()["error"]["message"] == f"Response with id '{rid}' not found."
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+async def test_another_keys_response_is_not_found_on_another_worker_exactly_like_an_unknown_id(
+        tmp_path, start_gateway):
+    upstream = await start_gateway(gateway_config(backend("sim-a")))
+    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url, _log):
+        rid, made = await created(url)
+        answers = []
+        async with other_worker(url, made, KEY_B) as http:
+            for response_id in (rid, "resp_never_made"):
+                for method, path in (("GET", ""), ("GET", "/input_items"), ("POST", "/cancel"), ("DELETE", "")):
+                    reply = await http.request(method, f"/v1/responses/{response_id}{path}")
+                    answers.append((reply.status_code, reply.json()["error"]["message"].replace(response_id, "ID")))
+            refused = await http.post("/v1/responses", json={"model": "demo", "input": "what did they say?",
+                                                             "previous_response_id": rid})
+        async with other_worker(url, made) as http:   # the owner, on another worker, still has it
+            mine = await http.get(f"/v1/responses/{rid}")
+    assert set(answers) == {(404, "Response with id 'ID' not found.")}
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "previous_response_not_found"
+    assert mine.status_code == 200
+
+
+async def test_a_stored_response_survives_a_restart(tmp_path, start_gateway):
+    upstream = await start_gateway(gateway_config(backend("sim-a")))
+    config = outer(upstream.url, tmp_path / "data")
+    async with switchyard_serve(tmp_path, config) as (_, url, _log):
+        rid, _made = await created(url)
+    async with switchyard_serve(tmp_path, config) as (_, url, _log):
+        async with client(url) as http:
+            got = await http.get(f"/v1/responses/{rid}")
+            followed = await http.post("/v1/responses", json={"model": "demo", "input": "and then?",
+                                                              "previous_response_id": rid})
+        async with client(url, KEY_B) as http:
+            theirs = await http.get(f"/v1/responses/{rid}")
+    assert got.status_code == 200 and got.json()["id"] == rid
+    assert followed.status_code == 200
+    assert theirs.status_code == 404
+
+
+async def test_two_instances_on_one_postgresql_share_their_stored_responses(tmp_path, start_gateway, pg_url):
+    upstream = await start_gateway(gateway_config(backend("sim-a")))
+    one, two = (outer(upstream.url, tmp_path / name / "data", ledger=pg_url) for name in ("one", "two"))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    async with switchyard_serve(tmp_path / "one", one) as (_, url_one, _log), \
+            switchyard_serve(tmp_path / "two", two) as (_, url_two, _log2):
+        rid, _made = await created(url_one)
+        background, _made_bg = await created(url_one, background=True)
+        async with client(url_two) as http:
+            got = await http.get(f"/v1/responses/{rid}")
+            items = await http.get(f"/v1/responses/{rid}/input_items")
+            cancelled = await http.post(f"/v1/responses/{background}/cancel")
+            deleted = await http.delete(f"/v1/responses/{rid}")
+            after = await http.get(f"/v1/responses/{rid}")
+        async with client(url_two, KEY_B) as http:
+            theirs = await http.get(f"/v1/responses/{background}")
+    assert got.status_code == 200 and got.json()["id"] == rid
+    assert items.status_code == 200 and items.json()["data"]
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert deleted.status_code == 200 and after.status_code == 404
+    assert theirs.status_code == 404 and theirs.json()["error"]["message"] == \
+        f"Response with id '{background}' not found."

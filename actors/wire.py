@@ -45,19 +45,20 @@ ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
 ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/doors/endpoints.py)
 ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
 ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/doors/responses.py)
+# The types with the Responses API (simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API). Every
+# type serves /v1/responses: the others through the reverse bridge, as chat (protocol/wires/responses_on_chat.py).
+RESPONSES_API_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED})
+RESPONSES_OVER_CHAT = "switchyard.responses_over_chat"   # marks such an answer (an httpx response extension)
 # endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
 # serving the model is no candidate for such a call (actors/call/route_choice.py).
-ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {
-    # simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API
-    "responses": frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED}),
-}
+ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {}
 # Text completions and embeddings: every OpenAI-compatible type (the native Anthropic and Bedrock APIs have neither).
 ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = \
     frozenset(BackendType) - {BackendType.ANTHROPIC, BackendType.BEDROCK}
 ENDPOINT_TYPES["completions"] -= {BackendType.GEMINI}   # Gemini embeds (protocol/wires/gemini.py), never completes text
-# POST /v1/responses/compact (protocol/doors/responses.py): spoken where /v1/responses is.
+# POST /v1/responses/compact (protocol/doors/responses.py): only the Responses API compacts (no chat form).
 ENDPOINTS["compact"] = Wire("/v1/responses/compact")
-ENDPOINT_TYPES["compact"] = ENDPOINT_TYPES["responses"]
+ENDPOINT_TYPES["compact"] = RESPONSES_API_TYPES
 # The images API (protocol/doors/images.py): JSON generations; edits and variations as multipart forms,
 # written anew for each attempt (actors/uploads.py). Spoken by OpenAI's API and the servers that copy it.
 IMAGE_ENDPOINTS = frozenset({"images_generations", "images_edits", "images_variations"})

@@ -81,7 +81,7 @@ from switchyard.actors.errors import (
 )
 from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.images_relay import relay_images
-from switchyard.actors.wire import IMAGE_ENDPOINTS
+from switchyard.actors.wire import IMAGE_ENDPOINTS, RESPONSES_OVER_CHAT
 from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.actors import hops
 from switchyard.actors.addressing import api_url
@@ -477,6 +477,8 @@ class RequestActor:
                    *self.call.route_headers, *passed]
         if self.call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
             remember = stored_responses.Remember(self.runtime, self.call, backend.name)
+            if response.extensions.get(RESPONSES_OVER_CHAT):
+                remember.stored = False   # a chat backend's answer, translated: it keeps nothing to retrieve
             # the owner is noted before the answer naming the id leaves (another worker may be asked next)
             stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream,
                                            remember)

@@ -5,10 +5,12 @@ The body is validated where the router reads it (``model``, ``input``,
 ``metadata``: each mistake names its path) and judged by the
 ``responses_tools`` policy, then runs the chat pipeline
 (``App.serve_chat``): keys, presets, provider preferences, admission,
-selection, budgets, retries and fallback chains. Only backends of a type
-that has the Responses API (``openai``; ``simulated`` emulates it) are
-candidates (``actors/wire.py``: ``ENDPOINT_TYPES``). The answer goes back
-as the backend sent it, JSON or its event stream (``protocol/responses_relay.py``).
+selection, budgets, retries and fallback chains. A backend with the
+Responses API (``actors/wire.py``: ``RESPONSES_API_TYPES``) answers as it
+sends, JSON or its event stream (``actors/responses_relay.py``); any other
+backend is spoken to as chat, its answer translated into the Responses
+shapes (``protocol/wires/responses_on_chat.py``). Compaction has no chat
+form: only the Responses API's types are candidates for it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from switchyard.actors.messages import Call
-from switchyard.actors.wire import ENDPOINT_TYPES
+from switchyard.actors.wire import RESPONSES_API_TYPES
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 from switchyard.actors.errors import GatewayError, InvalidRequest
@@ -77,9 +79,7 @@ def parse_responses_payload(payload: dict[str, Any], body: bytes, snapshot: Snap
             raise InvalidRequest(f"'metadata.{key}' must be a string, got {type_name(value)}", param=f"metadata.{key}",
                                  code="invalid_type")
     enforce(payload, snapshot.responses_tools)
-    call = build_call(model, stream, payload, body, snapshot, headers, request_id)
-    _check_pin(call.pin, snapshot)
-    return call
+    return build_call(model, stream, payload, body, snapshot, headers, request_id)
 
 
 def parse_compact_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
@@ -126,9 +126,9 @@ def _check_item(item: Any, path: str) -> None:
 
 
 def _check_pin(name: str | None, snapshot: Snapshot) -> None:
-    """The ``x-backend`` pin is refused at once when it names a backend whose type has no Responses API."""
+    """A compaction's ``x-backend`` pin is refused at once when it names a backend without the Responses API."""
     backend = snapshot.backend(name) if name is not None else None
-    if backend is not None and backend.type not in ENDPOINT_TYPES["responses"]:
+    if backend is not None and backend.type not in RESPONSES_API_TYPES:
         raise InvalidRequest(f"The backend '{name}' named by x-backend is of type {backend.type.value}, which has "
                              f"no /v1/responses", param="x-backend", code="unsupported_backend_type")
 

@@ -7,6 +7,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+import attrs
+
 from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
@@ -16,6 +18,7 @@ from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import bedrock as bedrock_wire
 from switchyard.protocol.wires import gemini as gemini_wire
 from switchyard.protocol.wires import responses as responses_wire
+from switchyard.protocol.wires import responses_on_chat
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.response_owners import open_owner_store
 from switchyard.protocol.stores.redis_limits import RedisLimiter
@@ -35,6 +38,8 @@ WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
               special=(anthropic_wire.UNCARRIED_WIRE, responses_wire.BRIDGE_WIRE,
                        gemini_wire.WIRE,    # a native gemini backend: its model in the URL
                        bedrock_wire.WIRE))  # a bedrock backend: Converse, its model in the URL
+# /v1/responses to a chat-only backend: as a chat call, through the chat wires above.
+WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(WIRES)))
 
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,

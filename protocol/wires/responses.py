@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Mapping
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.wire import ENDPOINT_TYPES, JSON, Special, Wire
+from switchyard.actors.wire import JSON, RESPONSES_API_TYPES, Special, Wire
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
@@ -119,7 +119,7 @@ def bridge_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
     reason = bridge_reason(call, backend, model)
     if reason is None:
         return None
-    if backend.type not in ENDPOINT_TYPES["responses"]:
+    if backend.type not in RESPONSES_API_TYPES:
         flag_name = "responses_only" if reason == RESPONSES_ONLY else "chat_completions_tools_require_none_reasoning"
         raise InvalidRequest(
             f"The model '{call.model}' is served only through the Responses API ({flag_name}), but backend "

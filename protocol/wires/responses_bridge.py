@@ -41,7 +41,7 @@ _NO_OP: dict[str, tuple[Any, ...]] = {
 _TEXT_PART_KEYS = frozenset({"type", "text", "prompt_cache_breakpoint"})
 
 
-def _type(value: Any) -> str:
+def type_of(value: Any) -> str:
     return {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
@@ -59,17 +59,17 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
-    return _type(value) == kind
+    return type_of(value) == kind
 
 
-def _expect(value: Any, kind: str, path: str) -> Any:
+def expect(value: Any, kind: str, path: str) -> Any:
     if not _is(value, kind):
         article = "an" if kind[0] in "aeio" else "a"
-        raise InvalidRequest(f"'{path}' must be {article} {kind}, got {_type(value)}", param=path, code="invalid_type")
+        raise InvalidRequest(f"'{path}' must be {article} {kind}, got {type_of(value)}", param=path, code="invalid_type")
     return value
 
 
-def _one_of(value: Any, allowed: tuple[str, ...], path: str) -> str:
+def one_of(value: Any, allowed: tuple[str, ...], path: str) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise InvalidRequest(f"'{path}' must be one of {', '.join(allowed)}, got {value!r}", param=path,
                              code="invalid_value")
@@ -99,39 +99,39 @@ class ChatToResponses:
                 continue
             if key in _SAME:
                 if value is not None:
-                    out[key] = _expect(value, _SAME[key], key)
+                    out[key] = expect(value, _SAME[key], key)
             elif key in _NO_OP:
                 if not any(_same(value, harmless) for harmless in _NO_OP[key]):
                     raise _cannot(key, self.model, "the Responses API has no such parameter")
             elif key == "stream":
                 if value is not None:
-                    out["stream"] = _expect(value, "boolean", key)
+                    out["stream"] = expect(value, "boolean", key)
             elif key == "stream_options":
                 self._stream_options(value, out)
             elif key in ("max_tokens", "max_completion_tokens"):
                 self._max_tokens(payload, key, value, out)
             elif key == "metadata":
                 if value is not None:
-                    out["metadata"] = _metadata(value)
+                    out["metadata"] = string_map(value)
             elif key == "prompt_cache_retention":
                 if value is not None:
-                    out[key] = _one_of(value, RETENTIONS, key)
+                    out[key] = one_of(value, RETENTIONS, key)
             elif key == "reasoning_effort":
                 if value is not None:
-                    effort = _one_of(value, EFFORTS, key)
+                    effort = one_of(value, EFFORTS, key)
                     if reasoning.setdefault("effort", effort) != effort:
                         raise InvalidRequest("'reasoning_effort' and 'reasoning.effort' disagree", param=key)
             elif key == "reasoning":
                 self._reasoning(value, reasoning)
             elif key == "verbosity":
                 if value is not None:
-                    text["verbosity"] = _one_of(value, VERBOSITIES, key)
+                    text["verbosity"] = one_of(value, VERBOSITIES, key)
             elif key == "response_format":
                 if value is not None:
                     text["format"] = _response_format(value)
             elif key == "tools":
                 if value is not None:
-                    out["tools"] = [self._tool(t, f"tools[{i}]") for i, t in enumerate(_expect(value, "array", key))]
+                    out["tools"] = [self._tool(t, f"tools[{i}]") for i, t in enumerate(expect(value, "array", key))]
             elif key == "tool_choice":
                 if value is not None:
                     out["tool_choice"] = self._tool_choice(value)
@@ -157,14 +157,14 @@ class ChatToResponses:
     def _stream_options(self, value: Any, out: dict[str, Any]) -> None:
         if value is None:
             return
-        for key, option in _expect(value, "object", "stream_options").items():
+        for key, option in expect(value, "object", "stream_options").items():
             path = f"stream_options.{key}"
             if key == "include_usage":
                 # Responses streams always end with their usage; the chat chunk is made from it.
-                self.include_usage = _expect(option, "boolean", path) if option is not None else False
+                self.include_usage = expect(option, "boolean", path) if option is not None else False
             elif key == "include_obfuscation":
                 if option is not None:
-                    out["stream_options"] = {"include_obfuscation": _expect(option, "boolean", path)}
+                    out["stream_options"] = {"include_obfuscation": expect(option, "boolean", path)}
             else:
                 raise _cannot(path, self.model, "the bridge knows no Responses counterpart for it")
 
@@ -182,38 +182,38 @@ class ChatToResponses:
     def _reasoning(self, value: Any, reasoning: dict[str, Any]) -> None:
         if value is None:
             return
-        for key, item in _expect(value, "object", "reasoning").items():
+        for key, item in expect(value, "object", "reasoning").items():
             path = f"reasoning.{key}"
             if item is None:
                 continue
             if key == "effort":
-                effort = _one_of(item, EFFORTS, path)
+                effort = one_of(item, EFFORTS, path)
                 if reasoning.setdefault("effort", effort) != effort:
                     raise InvalidRequest("'reasoning_effort' and 'reasoning.effort' disagree", param=path)
             elif key in ("summary", "generate_summary"):
-                reasoning[key] = _one_of(item, SUMMARIES, path)
+                reasoning[key] = one_of(item, SUMMARIES, path)
             else:
                 raise _cannot(path, self.model, "the bridge knows no Responses counterpart for it")
 
     def _tool(self, tool: Any, path: str) -> dict[str, Any]:
-        _expect(tool, "object", path)
+        expect(tool, "object", path)
         if tool.get("type") != "function":
             raise _cannot(f"{path}.type", self.model, f"only function tools are bridged, got {tool.get('type')!r}")
         unknown = set(tool) - {"type", "function"}
         if unknown:
             raise _cannot(f"{path}.{sorted(unknown)[0]}", self.model, "not a field of a function tool")
-        fn = _expect(tool.get("function"), "object", f"{path}.function")
-        name = _expect(fn.get("name"), "string", f"{path}.function.name")
+        fn = expect(tool.get("function"), "object", f"{path}.function")
+        name = expect(fn.get("name"), "string", f"{path}.function.name")
         out: dict[str, Any] = {"type": "function", "name": name}
         for key, item in fn.items():
             if key == "name" or item is None:
                 continue
             if key == "description":
-                out[key] = _expect(item, "string", f"{path}.function.{key}")
+                out[key] = expect(item, "string", f"{path}.function.{key}")
             elif key == "parameters":
-                out[key] = _expect(item, "object", f"{path}.function.{key}")
+                out[key] = expect(item, "object", f"{path}.function.{key}")
             elif key == "strict":
-                out[key] = _expect(item, "boolean", f"{path}.function.{key}")
+                out[key] = expect(item, "boolean", f"{path}.function.{key}")
             else:
                 raise _cannot(f"{path}.function.{key}", self.model, "not a field of a function tool")
         if out.get("strict") is None:
@@ -223,22 +223,22 @@ class ChatToResponses:
 
     def _tool_choice(self, value: Any) -> Any:
         if isinstance(value, str):
-            return _one_of(value, TOOL_CHOICES, "tool_choice")
-        _expect(value, "object", "tool_choice")
+            return one_of(value, TOOL_CHOICES, "tool_choice")
+        expect(value, "object", "tool_choice")
         kind = value.get("type")
         if kind == "function":
-            fn = _expect(value.get("function"), "object", "tool_choice.function")
-            return {"type": "function", "name": _expect(fn.get("name"), "string", "tool_choice.function.name")}
+            fn = expect(value.get("function"), "object", "tool_choice.function")
+            return {"type": "function", "name": expect(fn.get("name"), "string", "tool_choice.function.name")}
         if kind == "allowed_tools":
-            allowed = _expect(value.get("allowed_tools"), "object", "tool_choice.allowed_tools")
-            mode = _one_of(allowed.get("mode"), ("auto", "required"), "tool_choice.allowed_tools.mode")
+            allowed = expect(value.get("allowed_tools"), "object", "tool_choice.allowed_tools")
+            mode = one_of(allowed.get("mode"), ("auto", "required"), "tool_choice.allowed_tools.mode")
             tools = []
-            for i, tool in enumerate(_expect(allowed.get("tools"), "array", "tool_choice.allowed_tools.tools")):
+            for i, tool in enumerate(expect(allowed.get("tools"), "array", "tool_choice.allowed_tools.tools")):
                 path = f"tool_choice.allowed_tools.tools[{i}]"
                 if not isinstance(tool, dict) or tool.get("type") != "function":
                     raise _cannot(path, self.model, "only function tools are bridged")
-                fn = _expect(tool.get("function"), "object", f"{path}.function")
-                tools.append({"type": "function", "name": _expect(fn.get("name"), "string", f"{path}.function.name")})
+                fn = expect(tool.get("function"), "object", f"{path}.function")
+                tools.append({"type": "function", "name": expect(fn.get("name"), "string", f"{path}.function.name")})
             return {"type": "allowed_tools", "mode": mode, "tools": tools}
         raise _cannot("tool_choice.type", self.model, f"only function tool choices are bridged, got {kind!r}")
 
@@ -246,7 +246,7 @@ class ChatToResponses:
 
     def _messages(self, messages: Any) -> tuple[str | None, list[dict[str, Any]]]:
         """Leading system/developer messages as ``instructions``, the rest as input items."""
-        messages = _expect(messages, "array", "messages")
+        messages = expect(messages, "array", "messages")
         lead: list[str] = []
         i = 0
         while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in LEADING_ROLES:
@@ -264,7 +264,7 @@ class ChatToResponses:
                 raise _cannot(f"{path}.{key}", self.model, "the Responses API message has no such field")
 
     def _message(self, msg: Any, path: str) -> list[dict[str, Any]]:
-        _expect(msg, "object", path)
+        expect(msg, "object", path)
         role = msg.get("role")
         if role in LEADING_ROLES or role == "user":
             self._plain_fields(msg, path, ("role", "content"))
@@ -276,7 +276,7 @@ class ChatToResponses:
             return self._assistant(msg, path)
         if role == "tool":
             self._plain_fields(msg, path, ("role", "content", "tool_call_id"))
-            call_id = _expect(msg.get("tool_call_id"), "string", f"{path}.tool_call_id")
+            call_id = expect(msg.get("tool_call_id"), "string", f"{path}.tool_call_id")
             return [{"type": "function_call_output", "call_id": call_id,
                      "output": _text_of(msg.get("content"), f"{path}.content")}]
         raise _cannot(f"{path}.role", self.model, f"messages of role {role!r} are not bridged")
@@ -288,67 +288,67 @@ class ChatToResponses:
         if isinstance(content, list):
             for k, part in enumerate(content):
                 where = f"{path}.content[{k}]"
-                _expect(part, "object", where)
+                expect(part, "object", where)
                 if part.get("type") == "text":
-                    parts.append({"type": "output_text", "text": _expect(part.get("text"), "string", f"{where}.text")})
+                    parts.append({"type": "output_text", "text": expect(part.get("text"), "string", f"{where}.text")})
                 elif part.get("type") == "refusal":
                     parts.append({"type": "refusal",
-                                  "refusal": _expect(part.get("refusal"), "string", f"{where}.refusal")})
+                                  "refusal": expect(part.get("refusal"), "string", f"{where}.refusal")})
                 else:
                     raise _cannot(f"{where}.type", self.model, f"assistant content part {part.get('type')!r}")
         elif content is not None:
-            text = _expect(content, "string", f"{path}.content")
+            text = expect(content, "string", f"{path}.content")
             if text:
                 parts.append({"type": "output_text", "text": text})
         if refusal is not None:
-            parts.append({"type": "refusal", "refusal": _expect(refusal, "string", f"{path}.refusal")})
+            parts.append({"type": "refusal", "refusal": expect(refusal, "string", f"{path}.refusal")})
         if len(parts) == 1 and parts[0]["type"] == "output_text":
             out.append({"type": "message", "role": "assistant", "content": parts[0]["text"]})
         elif parts:
             out.append({"type": "message", "role": "assistant", "content": parts})
         calls = msg.get("tool_calls")
-        for k, call in enumerate(_expect(calls, "array", f"{path}.tool_calls") if calls is not None else ()):
+        for k, call in enumerate(expect(calls, "array", f"{path}.tool_calls") if calls is not None else ()):
             where = f"{path}.tool_calls[{k}]"
-            _expect(call, "object", where)
+            expect(call, "object", where)
             if call.get("type", "function") != "function":
                 raise _cannot(f"{where}.type", self.model, "only function tool calls are bridged")
-            fn = _expect(call.get("function"), "object", f"{where}.function")
-            out.append({"type": "function_call", "call_id": _expect(call.get("id"), "string", f"{where}.id"),
-                        "name": _expect(fn.get("name"), "string", f"{where}.function.name"),
-                        "arguments": _expect(fn.get("arguments"), "string", f"{where}.function.arguments")})
+            fn = expect(call.get("function"), "object", f"{where}.function")
+            out.append({"type": "function_call", "call_id": expect(call.get("id"), "string", f"{where}.id"),
+                        "name": expect(fn.get("name"), "string", f"{where}.function.name"),
+                        "arguments": expect(fn.get("arguments"), "string", f"{where}.function.arguments")})
         return out
 
     def _content(self, content: Any, path: str) -> Any:
         if isinstance(content, str):
             return content
         parts = []
-        for k, part in enumerate(_expect(content, "array", path)):
+        for k, part in enumerate(expect(content, "array", path)):
             parts.append(self._part(part, f"{path}[{k}]"))
         return parts
 
     def _part(self, part: Any, path: str) -> dict[str, Any]:
-        _expect(part, "object", path)
+        expect(part, "object", path)
         kind = part.get("type")
         if kind == "text":
             self._part_keys(part, path, _TEXT_PART_KEYS)
-            out = {"type": "input_text", "text": _expect(part.get("text"), "string", f"{path}.text")}
+            out = {"type": "input_text", "text": expect(part.get("text"), "string", f"{path}.text")}
         elif kind == "image_url":
             self._part_keys(part, path, frozenset({"type", "image_url", "prompt_cache_breakpoint"}))
-            image = _expect(part.get("image_url"), "object", f"{path}.image_url")
+            image = expect(part.get("image_url"), "object", f"{path}.image_url")
             self._part_keys(image, f"{path}.image_url", frozenset({"url", "detail"}))
-            out = {"type": "input_image", "image_url": _expect(image.get("url"), "string", f"{path}.image_url.url"),
-                   "detail": _one_of(image.get("detail", "auto"), ("auto", "low", "high", "original"),
+            out = {"type": "input_image", "image_url": expect(image.get("url"), "string", f"{path}.image_url.url"),
+                   "detail": one_of(image.get("detail", "auto"), ("auto", "low", "high", "original"),
                                      f"{path}.image_url.detail")}
         elif kind == "file":
             self._part_keys(part, path, frozenset({"type", "file"}))
-            file = _expect(part.get("file"), "object", f"{path}.file")
+            file = expect(part.get("file"), "object", f"{path}.file")
             self._part_keys(file, f"{path}.file", frozenset({"file_id", "file_data", "filename"}))
-            out = {"type": "input_file", **{k: _expect(v, "string", f"{path}.file.{k}") for k, v in file.items()
+            out = {"type": "input_file", **{k: expect(v, "string", f"{path}.file.{k}") for k, v in file.items()
                                             if v is not None}}
         else:
             raise _cannot(f"{path}.type", self.model, f"content part {kind!r} is not bridged")
         if part.get("prompt_cache_breakpoint") is not None:
-            out["prompt_cache_breakpoint"] = _expect(part["prompt_cache_breakpoint"], "object",
+            out["prompt_cache_breakpoint"] = expect(part["prompt_cache_breakpoint"], "object",
                                                      f"{path}.prompt_cache_breakpoint")
         return out
 
@@ -363,34 +363,34 @@ def _text_of(content: Any, path: str) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for k, part in enumerate(_expect(content, "array", path)):
+    for k, part in enumerate(expect(content, "array", path)):
         if not isinstance(part, dict) or part.get("type") != "text" or set(part) - {"type", "text"}:
             raise UnsupportedRequestParameter(f"'{path}[{k}]' must be a text part to be bridged to the "
                                               f"Responses API", param=f"{path}[{k}]")
-        texts.append(_expect(part.get("text"), "string", f"{path}[{k}].text"))
+        texts.append(expect(part.get("text"), "string", f"{path}[{k}].text"))
     return "".join(texts)
 
 
-def _metadata(value: Any) -> dict[str, str]:
-    _expect(value, "object", "metadata")
+def string_map(value: Any) -> dict[str, str]:
+    expect(value, "object", "metadata")
     for key, item in value.items():
         if not isinstance(item, str):
-            raise InvalidRequest(f"'metadata.{key}' must be a string, got {_type(item)}", param=f"metadata.{key}",
+            raise InvalidRequest(f"'metadata.{key}' must be a string, got {type_of(item)}", param=f"metadata.{key}",
                                  code="invalid_type")
     return dict(value)
 
 
 def _response_format(value: Any) -> dict[str, Any]:
-    _expect(value, "object", "response_format")
-    kind = _one_of(value.get("type"), ("text", "json_object", "json_schema"), "response_format.type")
+    expect(value, "object", "response_format")
+    kind = one_of(value.get("type"), ("text", "json_object", "json_schema"), "response_format.type")
     if kind != "json_schema":
         if set(value) - {"type"}:
             raise InvalidRequest(f"'response_format' of type {kind} takes no other field",
                                  param="response_format", code="invalid_value")
         return {"type": kind}
-    spec = _expect(value.get("json_schema"), "object", "response_format.json_schema")
+    spec = expect(value.get("json_schema"), "object", "response_format.json_schema")
     out: dict[str, Any] = {"type": "json_schema",
-                           "name": _expect(spec.get("name"), "string", "response_format.json_schema.name")}
+                           "name": expect(spec.get("name"), "string", "response_format.json_schema.name")}
     for key, item in spec.items():
         if key == "name" or item is None:
             continue
@@ -398,7 +398,7 @@ def _response_format(value: Any) -> dict[str, Any]:
         if kind is None:
             raise InvalidRequest(f"'response_format.json_schema.{key}' is not a field of a JSON schema format",
                                  param=f"response_format.json_schema.{key}", code="invalid_value")
-        out[key] = _expect(item, kind, f"response_format.json_schema.{key}")
+        out[key] = expect(item, kind, f"response_format.json_schema.{key}")
     return out
 
 

@@ -133,30 +133,30 @@ async def test_a_failure_after_the_first_byte_ends_with_an_error_event(autojump_
         assert "response.completed" not in [n for n, _ in events]
 
 
-async def test_backends_of_other_types_are_no_candidates(autojump_clock):
+async def test_backends_of_other_types_are_no_candidates_for_a_compaction(autojump_clock):
     config = SIM.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + \
         '  - {name: local, type: vllm, url: "http://vllm.example.invalid", models: [demo], discovery: false}\n'
     async with gateway(config) as app:
         for _ in range(3):   # round robin would reach `local` every other call
-            reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi"})
+            reply = await request(app, "POST", "/v1/responses/compact", {"model": "demo", "input": "hi"})
             assert reply.status == 200
         assert len(sim_of(app).requests) == 3
 
 
-async def test_a_model_only_other_types_serve_is_refused_before_any_io(autojump_clock):
+async def test_a_compaction_of_a_model_only_other_types_serve_is_refused_before_any_io(autojump_clock):
     async with gateway(NOT_OPENAI) as app:
-        reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi"})
+        reply = await request(app, "POST", "/v1/responses/compact", {"model": "demo", "input": "hi"})
         assert reply.status == 400
         error = reply.json()["error"]
         assert error["type"] == "invalid_request_error" and error["code"] == "unsupported_backend_type"
         assert "'demo'" in error["message"] and "vllm" in error["message"]
 
 
-async def test_a_pin_to_a_backend_of_another_type_is_refused(autojump_clock):
+async def test_a_compactions_pin_to_a_backend_of_another_type_is_refused(autojump_clock):
     config = SIM.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + \
         '  - {name: local, type: vllm, url: "http://vllm.example.invalid", models: [demo], discovery: false}\n'
     async with gateway(config) as app:
-        reply = await request(app, "POST", "/v1/responses", {"model": "demo", "input": "hi"},
+        reply = await request(app, "POST", "/v1/responses/compact", {"model": "demo", "input": "hi"},
                               headers=[(b"x-backend", b"local")])
         assert reply.status == 400 and reply.json()["error"]["param"] == "x-backend"
         assert "vllm" in reply.json()["error"]["message"]

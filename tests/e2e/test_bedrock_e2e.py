@@ -183,12 +183,18 @@ async def test_the_anthropic_door_reaches_a_bedrock_backend_buffered_and_streame
     assert fake.seen[-2].body["system"] == [{"text": "Be brief."}]
 
 
-async def test_the_responses_door_never_sends_to_a_bedrock_backend(start_gateway, fake):
+async def test_the_responses_door_reaches_a_bedrock_backend_as_chat(start_gateway, fake):
+    """Bedrock has no Responses API: /v1/responses is sent to it as a chat call (a signed Converse call)
+    and answered as a Response object or the Responses event stream."""
     gw = await start_gateway(config(bedrock(fake)))
-    async with httpx.AsyncClient(base_url=gw.v1, timeout=10) as http:
-        reply = await http.post("/responses", json={"model": MODEL, "input": "hi"})
-    assert reply.status_code == 400 and reply.json()["error"]["code"] == "unsupported_backend_type"
-    assert not fake.seen
+    fake.script += [Reply(), Reply(content=[{"text": "a "}, {"text": "b"}])]
+    async with clients(gw) as client:
+        answer = await in_thread(client.responses.create, model=MODEL, input="hi", instructions="Be brief.")
+        events = await in_thread(lambda: list(client.responses.create(model=MODEL, input="hi", stream=True)))
+    assert answer.status == "completed" and answer.output_text == "Hello from bedrock." and answer.model == MODEL
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (9, 5)
+    assert fake.seen[0].signed and fake.seen[0].body["system"] == [{"text": "Be brief."}]
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == "a b"
 
 
 @pytest.mark.parametrize(("exception", "bedrock_status", "status", "error"), [

@@ -184,19 +184,24 @@ async def test_the_anthropic_door_reaches_a_gemini_backend_buffered_and_streamed
     assert fake.seen[-2].body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
 
 
-async def test_the_responses_door_never_sends_to_a_gemini_backend(start_gateway, fake):
-    """Gemini has no Responses API: alone it is refused by type; next to an OpenAI-compatible backend
-    of the model, the call goes there."""
+async def test_the_responses_door_reaches_a_gemini_backend_as_chat(start_gateway, fake):
+    """Gemini has no Responses API: /v1/responses is sent to it as a chat call (generateContent) and
+    answered as a Response object or the Responses event stream."""
     gw = await start_gateway(config(gemini(fake, models=[MODEL])))
-    async with httpx.AsyncClient(base_url=gw.v1, timeout=10) as http:
-        alone = await http.post("/responses", json={"model": MODEL, "input": "hi"})
-    assert alone.status_code == 400 and alone.json()["error"]["code"] == "unsupported_backend_type"
-    assert "gemini" in alone.json()["error"]["message"]
-    sim = {**backend("sim"), "models": [MODEL]}
-    gw2 = await start_gateway(config(gemini(fake, models=[MODEL]), sim))
-    async with clients(gw2) as client:
-        answer = await in_thread(client.responses.create, model=MODEL, input="hi")
-    assert answer.status == "completed" and not [s for s in fake.seen if s.method == "POST"]
+    fake.script += [Reply(), Reply(parts=[{"text": "a "}, {"text": "b"}])]
+    async with clients(gw) as client:
+        answer = await in_thread(client.responses.create, model=MODEL, input="hi", instructions="Be brief.",
+                                 max_output_tokens=64)
+
+        def stream():
+            with client.responses.stream(model=MODEL, input="hi") as s:
+                return s.get_final_response()
+
+        final = await in_thread(stream)
+    assert answer.status == "completed" and answer.output_text == "Hello from gemini."
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (7, 4)
+    assert fake.seen[-2].body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert final.output_text == "a b" and final.status == "completed"
 
 
 async def test_a_429_resource_exhausted_is_a_429_with_its_retry_delay(start_gateway, fake):

@@ -1,0 +1,154 @@
+"""The reverse Responses bridge, request side: each rule of a /v1/responses body written as a chat body."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.protocol.wires.chat_bridge import responses_to_chat
+
+
+def chat(**body):
+    return responses_to_chat({"model": "m", "input": "hi", **body}, "local", "vllm")
+
+
+def refused(**body) -> UnsupportedRequestParameter:
+    with pytest.raises(UnsupportedRequestParameter) as caught:
+        chat(**body)
+    return caught.value
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}
+
+
+def test_a_string_input_is_one_user_message():
+    assert chat()["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_instructions_become_the_leading_system_message():
+    assert chat(instructions="Be brief.")["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_message_items_keep_their_role_and_developer_becomes_system():
+    body = chat(input=[{"role": "developer", "content": "rules"}, {"type": "message", "role": "user", "content": "q"},
+                       {"role": "assistant", "content": [{"type": "output_text", "text": "a"}], "id": "msg_1",
+                        "status": "completed"}])
+    assert body["messages"] == [{"role": "system", "content": "rules"}, {"role": "user", "content": "q"},
+                                {"role": "assistant", "content": "a"}]
+
+
+def test_input_text_image_and_file_parts_become_chat_parts():
+    parts = [{"type": "input_text", "text": "see"},
+             {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"},
+             {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
+             {"type": "input_file", "file_data": "data:application/pdf;base64,AA", "filename": "a.pdf"}]
+    assert chat(input=[{"role": "user", "content": parts}])["messages"][0]["content"] == [
+        {"type": "text", "text": "see"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA", "detail": "low"}},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64,AA", "filename": "a.pdf"}}]
+
+
+def test_an_image_by_file_id_is_refused_by_name():
+    err = refused(input=[{"role": "user", "content": [{"type": "input_image", "file_id": "file_1"}]}])
+    assert err.param == "input[0].content[0].file_id"
+
+
+def test_function_calls_join_one_assistant_message_and_outputs_become_tool_messages():
+    body = chat(input=[{"role": "user", "content": "weather?"},
+                       {"role": "assistant", "content": "Checking."},
+                       {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}",
+                        "id": "fc_1", "status": "completed"},
+                       {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": "{\"a\":1}"},
+                       {"type": "function_call_output", "call_id": "c1", "output": "18C"},
+                       {"type": "function_call_output", "call_id": "c2",
+                        "output": [{"type": "input_text", "text": "20C"}]}])
+    assert body["messages"][1:] == [
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"a\":1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+        {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "20C"}]}]
+
+
+def test_reasoning_items_are_left_out_with_a_log_line(caplog):
+    with caplog.at_level(logging.INFO, logger="switchyard.route"):
+        body = chat(input=[{"type": "reasoning", "id": "rs_1", "summary": []}, {"role": "user", "content": "q"}])
+    assert body["messages"] == [{"role": "user", "content": "q"}]
+    assert "input[0]" in caplog.text and "local" in caplog.text
+
+
+def test_other_input_items_are_refused_by_name():
+    assert refused(input=[{"type": "item_reference", "id": "x"}]).param == "input[0].type"
+
+
+def test_function_tools_become_chat_function_tools_strict_by_default():
+    assert chat(tools=[WEATHER])["tools"] == [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather", "parameters": {"type": "object"}, "strict": True}}]
+    assert chat(tools=[{**WEATHER, "strict": False}])["tools"][0]["function"]["strict"] is False
+
+
+@pytest.mark.parametrize("kind", ["web_search", "file_search", "mcp", "code_interpreter"])
+def test_hosted_tools_are_refused_by_name(kind):
+    err = refused(tools=[WEATHER, {"type": kind}])
+    assert err.param == "tools[1].type" and "local" in err.message and "vllm" in err.message
+
+
+def test_tool_choice_and_parallel_tool_calls_are_carried():
+    assert chat(tool_choice="required")["tool_choice"] == "required"
+    assert chat(tool_choice={"type": "function", "name": "f"})["tool_choice"] == \
+        {"type": "function", "function": {"name": "f"}}
+    assert chat(tool_choice={"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f"}]}
+                )["tool_choice"] == {"type": "allowed_tools", "allowed_tools": {
+                    "mode": "auto", "tools": [{"type": "function", "function": {"name": "f"}}]}}
+    assert chat(parallel_tool_calls=False)["parallel_tool_calls"] is False
+    assert refused(tool_choice={"type": "web_search"}).param == "tool_choice.type"
+
+
+def test_text_format_becomes_response_format():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert chat(text={"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}}
+                )["response_format"] == {"type": "json_schema",
+                                         "json_schema": {"name": "out", "schema": schema, "strict": True}}
+    assert chat(text={"format": {"type": "json_object"}})["response_format"] == {"type": "json_object"}
+    assert chat(text={"verbosity": "low"})["verbosity"] == "low"
+
+
+def test_sampling_limits_and_identity_fields_are_carried():
+    body = chat(max_output_tokens=64, temperature=0.2, top_p=0.9, user="u", metadata={"k": "v"},
+                reasoning={"effort": "low", "summary": "auto"})
+    assert (body["max_tokens"], body["temperature"], body["top_p"], body["user"], body["metadata"],
+            body["reasoning_effort"]) == (64, 0.2, 0.9, "u", {"k": "v"}, "low")
+
+
+def test_a_stream_asks_the_chat_backend_for_its_usage():
+    assert chat(stream=True)["stream_options"] == {"include_usage": True}
+    assert "stream_options" not in chat(stream=False)
+
+
+def test_store_is_not_sent():
+    assert "store" not in chat(store=True)
+
+
+@pytest.mark.parametrize(("field", "value"), [("background", True), ("previous_response_id", "resp_1"),
+                                              ("conversation", "conv_1"), ("include", ["reasoning.encrypted_content"]),
+                                              ("truncation", "auto"), ("prompt", {"id": "p"})])
+def test_what_a_chat_backend_cannot_hold_is_refused_by_name(field, value):
+    assert refused(**{field: value}).param == field
+
+
+def test_values_that_ask_for_nothing_pass():
+    body = chat(background=False, include=[], truncation="disabled")
+    assert not {"background", "include", "truncation"} & set(body)
+
+
+def test_an_unknown_field_is_refused_by_name():
+    assert refused(frobnicate=1).param == "frobnicate"
+
+
+def test_a_bad_max_output_tokens_is_a_400_naming_it():
+    with pytest.raises(InvalidRequest) as caught:
+        chat(max_output_tokens=0)
+    assert caught.value.param == "max_output_tokens"

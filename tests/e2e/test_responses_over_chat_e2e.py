@@ -12,6 +12,8 @@ from typing import Any
 
 import openai
 import pytest
+import trio
+from trio_websocket import open_websocket_url
 
 from switchyard.config.schema import SimulatedFailure, Simulation
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
@@ -184,3 +186,18 @@ async def test_an_anthropic_backend_answers_the_responses_sdk(start_gateway):
     assert final.output_text == whole.output_text
     assert [r.url.path for r in gw.app.runtime.upstream.simulated["claude.simulated"].requests] == \
         ["/v1/messages"] * 2
+
+
+async def test_the_websocket_mode_reaches_a_chat_only_backend(start_gateway):
+    outer, inner = await chat_only(start_gateway)
+    url = outer.url.replace("http://", "ws://") + "/v1/responses"
+    async with open_websocket_url(url) as ws:
+        await ws.send_message(json.dumps({"type": "response.create", "model": "demo", "input": "hi"}))
+        events = []
+        with trio.fail_after(10):
+            while not events or events[-1]["type"] not in ("response.completed", "error"):
+                events.append(json.loads(await ws.get_message()))
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["output"][0]["content"][0][
+        "text"] == TEXT
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert len(inner.sim("sim").requests) == 1

@@ -20,8 +20,9 @@ import logging
 from typing import Any, Mapping
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.protocol.wires.responses_bridge import (EFFORTS, SUMMARIES, TOOL_CHOICES, VERBOSITIES, expect, one_of,
-                                                        string_map)
+from switchyard.protocol.wires.responses_bridge import (EFFORTS, SUMMARIES, TOOL_CHOICES, VERBOSITIES, expect,
+                                                        function_fields, one_of, same_value, string_map,
+                                                        text_format)
 
 log = logging.getLogger("switchyard.route")
 
@@ -68,7 +69,7 @@ class ResponsesToChat:
             if key in SAME:
                 out[key] = expect(value, SAME[key], key)
             elif key in NO_OP:
-                if not any(_asks_nothing(value, harmless) for harmless in NO_OP[key]):
+                if not any(same_value(value, harmless) for harmless in NO_OP[key]):
                     raise self.cannot(key, WHY.get(key, "Chat Completions has no such parameter"))
             elif key == "stream":
                 out["stream"] = expect(value, "boolean", key)
@@ -125,14 +126,8 @@ class ResponsesToChat:
         if kind != "function":
             raise self.cannot(f"{path}.type", f"a {kind!r} tool is run by the Responses API itself; only "
                                               f"function tools reach a chat model")
-        fn: dict[str, Any] = {"name": expect(tool.get("name"), "string", f"{path}.name")}
-        for key, item in tool.items():
-            if key in ("type", "name") or item is None:
-                continue
-            kinds = {"description": "string", "parameters": "object", "strict": "boolean"}
-            if key not in kinds:
-                raise self.cannot(f"{path}.{key}", "not a field of a chat function tool")
-            fn[key] = expect(item, kinds[key], f"{path}.{key}")
+        fn = function_fields({k: v for k, v in tool.items() if k != "type"}, path,
+                             lambda where: self.cannot(where, "not a field of a chat function tool"))
         # Responses treats an unset `strict` as true, chat as false: say what the Responses client meant.
         fn.setdefault("strict", True)
         return {"type": "function", "function": fn}
@@ -268,32 +263,10 @@ class ResponsesToChat:
                 raise self.cannot(f"{path}.{key}", "the chat message has no such field")
 
 
-def _asks_nothing(value: Any, harmless: Any) -> bool:
-    """``value`` is ``harmless`` (False is not 0)."""
-    if isinstance(harmless, bool) or harmless is None:
-        return value is harmless
-    return type(value) is type(harmless) and value == harmless
-
-
 def _response_format(value: Any) -> dict[str, Any]:
-    """``text.format`` as chat's ``response_format`` (the forward bridge's ``_response_format`` reversed)."""
-    expect(value, "object", "text.format")
-    kind = one_of(value.get("type"), ("text", "json_object", "json_schema"), "text.format.type")
-    if kind != "json_schema":
-        if set(value) - {"type"}:
-            raise InvalidRequest(f"'text.format' of type {kind} takes no other field", param="text.format",
-                                 code="invalid_value")
-        return {"type": kind}
-    spec: dict[str, Any] = {"name": expect(value.get("name"), "string", "text.format.name")}
-    for key, item in value.items():
-        if key in ("type", "name") or item is None:
-            continue
-        kind = {"schema": "object", "strict": "boolean", "description": "string"}.get(key)
-        if kind is None:
-            raise InvalidRequest(f"'text.format.{key}' is not a field of a JSON schema format",
-                                 param=f"text.format.{key}", code="invalid_value")
-        spec[key] = expect(item, kind, f"text.format.{key}")
-    return {"type": "json_schema", "json_schema": spec}
+    """``text.format`` as chat's ``response_format`` (the forward bridge's check, the other shape)."""
+    kind, spec = text_format(value, "text.format", nested=False)
+    return {"type": kind} if spec is None else {"type": kind, "json_schema": spec}
 
 
 def responses_to_chat(payload: Mapping[str, Any], backend: str, kind: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ Pure: no I/O, no clock, no trio.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 
@@ -38,6 +38,9 @@ _NO_OP: dict[str, tuple[Any, ...]] = {
     "modalities": (None, ["text"]), "audio": (None,), "prediction": (None,), "web_search_options": (None,),
     "functions": (None,), "function_call": (None,),
 }
+# A function tool's fields besides ``name``, and a JSON schema format's: the same on both APIs.
+FUNCTION_FIELDS = {"description": "string", "parameters": "object", "strict": "boolean"}
+SCHEMA_FIELDS = {"schema": "object", "strict": "boolean", "description": "string"}
 _TEXT_PART_KEYS = frozenset({"type", "text", "prompt_cache_breakpoint"})
 
 
@@ -46,7 +49,7 @@ def type_of(value: Any) -> str:
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _same(value: Any, harmless: Any) -> bool:
+def same_value(value: Any, harmless: Any) -> bool:
     """``value`` is ``harmless`` (True is not 1, False is not 0)."""
     if isinstance(value, bool) or isinstance(harmless, bool) or value is None or harmless is None:
         return value is harmless
@@ -101,7 +104,7 @@ class ChatToResponses:
                 if value is not None:
                     out[key] = expect(value, _SAME[key], key)
             elif key in _NO_OP:
-                if not any(_same(value, harmless) for harmless in _NO_OP[key]):
+                if not any(same_value(value, harmless) for harmless in _NO_OP[key]):
                     raise _cannot(key, self.model, "the Responses API has no such parameter")
             elif key == "stream":
                 if value is not None:
@@ -203,19 +206,8 @@ class ChatToResponses:
         if unknown:
             raise _cannot(f"{path}.{sorted(unknown)[0]}", self.model, "not a field of a function tool")
         fn = expect(tool.get("function"), "object", f"{path}.function")
-        name = expect(fn.get("name"), "string", f"{path}.function.name")
-        out: dict[str, Any] = {"type": "function", "name": name}
-        for key, item in fn.items():
-            if key == "name" or item is None:
-                continue
-            if key == "description":
-                out[key] = expect(item, "string", f"{path}.function.{key}")
-            elif key == "parameters":
-                out[key] = expect(item, "object", f"{path}.function.{key}")
-            elif key == "strict":
-                out[key] = expect(item, "boolean", f"{path}.function.{key}")
-            else:
-                raise _cannot(f"{path}.function.{key}", self.model, "not a field of a function tool")
+        out: dict[str, Any] = {"type": "function", **function_fields(
+            fn, f"{path}.function", lambda where: _cannot(where, self.model, "not a field of a function tool"))}
         if out.get("strict") is None:
             # Responses treats an unset `strict` as true; chat as false. Say what the chat client meant.
             out["strict"] = False
@@ -380,26 +372,44 @@ def string_map(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _response_format(value: Any) -> dict[str, Any]:
-    expect(value, "object", "response_format")
-    kind = one_of(value.get("type"), ("text", "json_object", "json_schema"), "response_format.type")
-    if kind != "json_schema":
-        if set(value) - {"type"}:
-            raise InvalidRequest(f"'response_format' of type {kind} takes no other field",
-                                 param="response_format", code="invalid_value")
-        return {"type": kind}
-    spec = expect(value.get("json_schema"), "object", "response_format.json_schema")
-    out: dict[str, Any] = {"type": "json_schema",
-                           "name": expect(spec.get("name"), "string", "response_format.json_schema.name")}
-    for key, item in spec.items():
+def function_fields(fn: Mapping[str, Any], path: str, unknown: Callable[[str], Exception]) -> dict[str, Any]:
+    """A function tool's ``name`` and ``FUNCTION_FIELDS``, checked (the same on both APIs; chat nests them
+    under ``function``); ``unknown(path)`` is the error for any other field."""
+    out: dict[str, Any] = {"name": expect(fn.get("name"), "string", f"{path}.name")}
+    for key, item in fn.items():
         if key == "name" or item is None:
             continue
-        kind = {"schema": "object", "strict": "boolean", "description": "string"}.get(key)
-        if kind is None:
-            raise InvalidRequest(f"'response_format.json_schema.{key}' is not a field of a JSON schema format",
-                                 param=f"response_format.json_schema.{key}", code="invalid_value")
-        out[key] = expect(item, kind, f"response_format.json_schema.{key}")
+        if key not in FUNCTION_FIELDS:
+            raise unknown(f"{path}.{key}")
+        out[key] = expect(item, FUNCTION_FIELDS[key], f"{path}.{key}")
     return out
+
+
+def text_format(value: Any, path: str, nested: bool) -> tuple[str, dict[str, Any] | None]:
+    """(type, the JSON schema's ``name`` and ``SCHEMA_FIELDS``) of chat's ``response_format`` (``nested``:
+    the schema under ``json_schema``) or of Responses' ``text.format`` (flat), checked the same way."""
+    expect(value, "object", path)
+    kind = one_of(value.get("type"), ("text", "json_object", "json_schema"), f"{path}.type")
+    if kind != "json_schema":
+        if set(value) - {"type"}:
+            raise InvalidRequest(f"'{path}' of type {kind} takes no other field", param=path, code="invalid_value")
+        return kind, None
+    where = f"{path}.json_schema" if nested else path
+    spec = expect(value.get("json_schema"), "object", where) if nested else value
+    out: dict[str, Any] = {"name": expect(spec.get("name"), "string", f"{where}.name")}
+    for key, item in spec.items():
+        if key == "name" or item is None or (key == "type" and not nested):
+            continue
+        if key not in SCHEMA_FIELDS:
+            raise InvalidRequest(f"'{where}.{key}' is not a field of a JSON schema format", param=f"{where}.{key}",
+                                 code="invalid_value")
+        out[key] = expect(item, SCHEMA_FIELDS[key], f"{where}.{key}")
+    return kind, out
+
+
+def _response_format(value: Any) -> dict[str, Any]:
+    kind, spec = text_format(value, "response_format", nested=True)
+    return {"type": kind, **(spec or {})}
 
 
 def chat_to_responses(payload: Mapping[str, Any], model: str) -> ChatToResponses:

@@ -48,10 +48,16 @@ HOSTED_CHOICES = frozenset({"file_search", "web_search", "web_search_preview", "
 
 
 class ResponsesToChat:
-    """One Responses body translated for ``backend`` (its name and type, for messages)."""
+    """One Responses body translated for ``backend`` (its name and type, for messages).
 
-    def __init__(self, payload: Mapping[str, Any], backend: str, kind: str) -> None:
-        self.backend, self.kind = backend, kind
+    ``own`` are the fields the backend's ``request_extensions.body`` writes:
+    fields of its chat API, sent as they are when the Responses API has no
+    field of that name.
+    """
+
+    def __init__(self, payload: Mapping[str, Any], backend: str, kind: str, own: frozenset[str] = frozenset()
+                 ) -> None:
+        self.backend, self.kind, self.own = backend, kind, own
         self.body = self._translate(payload)
 
     def cannot(self, path: str, why: str) -> UnsupportedRequestParameter:
@@ -90,6 +96,8 @@ class ResponsesToChat:
                 out["tools"] = [self._tool(t, f"tools[{i}]") for i, t in enumerate(expect(value, "array", key))]
             elif key == "tool_choice":
                 out["tool_choice"] = self._tool_choice(value)
+            elif key in self.own:
+                out[key] = value
             else:
                 raise self.cannot(key, "the bridge knows no Chat Completions counterpart for it")
         out["messages"] = self._messages(payload.get("instructions"), payload.get("input"))
@@ -269,6 +277,7 @@ def _response_format(value: Any) -> dict[str, Any]:
     return {"type": kind} if spec is None else {"type": kind, "json_schema": spec}
 
 
-def responses_to_chat(payload: Mapping[str, Any], backend: str, kind: str) -> dict[str, Any]:
+def responses_to_chat(payload: Mapping[str, Any], backend: str, kind: str, own: frozenset[str] = frozenset()
+                      ) -> dict[str, Any]:
     """The chat body for one Responses body (raises InvalidRequest / UnsupportedRequestParameter)."""
-    return ResponsesToChat(payload, backend, kind).body
+    return ResponsesToChat(payload, backend, kind, own).body

@@ -74,7 +74,9 @@ class _ChatAttempt:
     def body(self, raw: bytes, backend: BackendConfig, call: Call) -> bytes:
         """The attempt's Responses body (its wire model id, presets applied) as this backend's chat body."""
         self.request = json.loads(raw)
-        chat = responses_to_chat(self.request, backend.name, backend.type.value)
+        ext = backend.request_extensions   # merged into the attempt's body already: chat fields of this backend
+        chat = responses_to_chat(self.request, backend.name, backend.type.value,
+                                 frozenset(ext.defaults) | frozenset(ext.overrides))
         content = json.dumps(chat).encode()
         self.chat_call = attrs.evolve(self.chat_call, payload=chat, body=content)
         return self.inner.body(content, backend, self.chat_call)

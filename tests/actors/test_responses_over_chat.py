@@ -136,3 +136,11 @@ async def test_the_same_field_goes_to_a_backend_with_the_responses_api(autojump_
         reply = await request(app, "POST", "/v1/responses", {"model": "claude-x", "input": "hi", "background": True},
                               headers=[(b"x-backend", b"oai")])
         assert reply.status == 200 and claude(app).requests == []
+
+
+async def test_the_backends_request_extensions_reach_its_chat_body(autojump_clock):
+    config = CONFIG + "    request_extensions: {body: {defaults: {top_k: 7}}}\n"
+    async with gateway(config) as app:
+        reply = await request(app, "POST", "/v1/responses", {"model": "claude-x", "input": "hi"})
+        assert reply.status == 200
+        assert json.loads(claude(app).requests[0].content)["top_k"] == 7

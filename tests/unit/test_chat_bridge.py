@@ -152,3 +152,9 @@ def test_a_bad_max_output_tokens_is_a_400_naming_it():
     with pytest.raises(InvalidRequest) as caught:
         chat(max_output_tokens=0)
     assert caught.value.param == "max_output_tokens"
+
+
+def test_fields_the_backends_request_extensions_write_are_sent_as_they_are():
+    body = responses_to_chat({"model": "m", "input": "hi", "top_k": 5, "chat_template_kwargs": {"a": 1}},
+                             "local", "vllm", own=frozenset({"top_k", "chat_template_kwargs"}))
+    assert (body["top_k"], body["chat_template_kwargs"]) == (5, {"a": 1})

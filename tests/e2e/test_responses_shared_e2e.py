@@ -10,21 +10,27 @@ traces of the calls it served itself.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import httpx
 import trio
+import yaml
 
 from tests import postgres
-from tests.e2e.support import backend, gateway_config, switchyard_serve
+from tests.e2e.support import REPO, backend, free_port, gateway_config
 
 pg_server, pg_url = postgres.pg_server, postgres.pg_url
 
 KEY_A, KEY_B = "sk-team-a-0123456789abcdef", "sk-team-b-0123456789abcdef"
 ADMIN = "admin-token-0123456789"
 FIND_BOUND = 30.0   # seconds to reach the other worker with fresh connections
+START_BOUND = 30.0  # seconds for every worker to serve (two cores, the rest of the suite around)
 
 
 def outer(url: str, data_dir: Path, **usage: Any) -> dict[str, Any]:
@@ -34,6 +40,53 @@ def outer(url: str, data_dir: Path, **usage: Any) -> dict[str, Any]:
                           "discovery": False}],
             "api_keys": [{"id": "a", "key": KEY_A}, {"id": "b", "key": KEY_B}],
             "admin": {"token": ADMIN}, **({"usage": usage} if usage else {})}
+
+
+@asynccontextmanager
+async def switchyard_serve(tmp_path: Path, config: dict[str, Any], workers: int = 1
+                           ) -> AsyncIterator[tuple[trio.Process, str]]:
+    """``switchyard serve`` at INFO, yielded once every worker logged that it serves (a connection may reach
+    any of them) and /ready says so; stopped (then killed) on exit."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path, log_path, port = tmp_path / "cli.yaml", tmp_path / "serve.log", free_port()
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    with log_path.open("wb") as log:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(path),
+             "--bind", f"127.0.0.1:{port}", "--log-level", "info", "--workers", str(workers)],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with trio.fail_after(START_BOUND):
+            while len(serving(log_path)) < workers:
+                assert proc.poll() is None, log_path.read_text()
+                await trio.sleep(0.05)
+            async with httpx.AsyncClient(base_url=url, timeout=2) as http:
+                while (await http.get("/ready")).status_code != 200:
+                    await trio.sleep(0.05)
+        yield proc, url
+    finally:
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:
+                proc.terminate()
+                with trio.move_on_after(10):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+def serving(log_path: Path) -> set[int]:
+    """The pids that logged they serve."""
+    pids: set[int] = set()
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and str(entry.get("message", "")).startswith("serving "):
+            pids.add(entry["pid"])
+    return pids
 
 
 @asynccontextmanager
@@ -60,8 +113,15 @@ async def knows_trace(http: httpx.AsyncClient, request_id: str) -> bool:
 
 @asynccontextmanager
 async def other_worker(url: str, request_id: str, key: str = KEY_A) -> AsyncIterator[httpx.AsyncClient]:
-    """A connection to a worker that did not serve ``request_id`` (fresh connections until one lands there)."""
+    """A connection to a worker that did not serve ``request_id`` (fresh connections until one lands there).
+    A call's trace is kept as it ends, moments after its answer: first a connection must find it, so that a
+    worker not knowing it is surely another one."""
     with trio.fail_after(FIND_BOUND):
+        while True:
+            async with client(url, key) as http:
+                if await knows_trace(http, request_id):
+                    break
+            await trio.sleep(0.02)
         while True:
             async with client(url, key) as http:
                 if not await knows_trace(http, request_id):
@@ -73,7 +133,7 @@ async def other_worker(url: str, request_id: str, key: str = KEY_A) -> AsyncIter
 async def test_a_response_made_through_one_worker_is_retrieved_listed_cancelled_and_deleted_through_another(
         tmp_path, start_gateway):
     upstream = await start_gateway(gateway_config(backend("sim-a")))
-    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url, _log):
+    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url):
         rid, made = await created(url)
         background, made_bg = await created(url, background=True)
         async with other_worker(url, made) as http:
@@ -93,7 +153,7 @@ async def test_a_response_made_through_one_worker_is_retrieved_listed_cancelled_
 async def test_another_keys_response_is_not_found_on_another_worker_exactly_like_an_unknown_id(
         tmp_path, start_gateway):
     upstream = await start_gateway(gateway_config(backend("sim-a")))
-    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url, _log):
+    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url):
         rid, made = await created(url)
         answers = []
         async with other_worker(url, made, KEY_B) as http:
@@ -113,9 +173,9 @@ async def test_another_keys_response_is_not_found_on_another_worker_exactly_like
 async def test_a_stored_response_survives_a_restart(tmp_path, start_gateway):
     upstream = await start_gateway(gateway_config(backend("sim-a")))
     config = outer(upstream.url, tmp_path / "data")
-    async with switchyard_serve(tmp_path, config) as (_, url, _log):
+    async with switchyard_serve(tmp_path, config) as (_, url):
         rid, _made = await created(url)
-    async with switchyard_serve(tmp_path, config) as (_, url, _log):
+    async with switchyard_serve(tmp_path, config) as (_, url):
         async with client(url) as http:
             got = await http.get(f"/v1/responses/{rid}")
             followed = await http.post("/v1/responses", json={"model": "demo", "input": "and then?",
@@ -132,8 +192,8 @@ async def test_two_instances_on_one_postgresql_share_their_stored_responses(tmp_
     one, two = (outer(upstream.url, tmp_path / name / "data", ledger=pg_url) for name in ("one", "two"))
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    async with switchyard_serve(tmp_path / "one", one) as (_, url_one, _log), \
-            switchyard_serve(tmp_path / "two", two) as (_, url_two, _log2):
+    async with switchyard_serve(tmp_path / "one", one) as (_, url_one), \
+            switchyard_serve(tmp_path / "two", two) as (_, url_two):
         rid, _made = await created(url_one)
         background, _made_bg = await created(url_one, background=True)
         async with client(url_two) as http:

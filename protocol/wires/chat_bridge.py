@@ -253,6 +253,8 @@ class ResponsesToChat:
                 image["detail"] = one_of(detail, IMAGE_DETAILS, f"{path}.detail")
             return {"type": "image_url", "image_url": image}
         if kind == "input_file":
+            if part.get("file_url") is not None:
+                raise self.cannot(f"{path}.file_url", "a chat model takes a file by file_id or file_data only")
             self._keys(part, path, ("type", "file_id", "file_data", "filename"))
             file = {k: expect(part[k], "string", f"{path}.{k}") for k in ("file_id", "file_data", "filename")
                     if part.get(k) is not None}

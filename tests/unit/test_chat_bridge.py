@@ -158,3 +158,8 @@ def test_fields_the_backends_request_extensions_write_are_sent_as_they_are():
     body = responses_to_chat({"model": "m", "input": "hi", "top_k": 5, "chat_template_kwargs": {"a": 1}},
                              "local", "vllm", own=frozenset({"top_k", "chat_template_kwargs"}))
     assert (body["top_k"], body["chat_template_kwargs"]) == (5, {"a": 1})
+
+
+def test_a_file_by_url_is_refused_by_name():
+    err = refused(input=[{"role": "user", "content": [{"type": "input_file", "file_url": "https://x/a.pdf"}]}])
+    assert err.param == "input[0].content[0].file_url" and "file_data" in err.message

@@ -33,11 +33,13 @@ FIND_BOUND = 30.0   # seconds to reach the other worker with fresh connections
 START_BOUND = 30.0  # seconds for every worker to serve (two cores, the rest of the suite around)
 
 
-def outer(url: str, data_dir: Path, **usage: Any) -> dict[str, Any]:
-    """The gateway under test: two keys, the admin API on, one OpenAI-compatible backend at ``url``."""
+def outer(url: str, data_dir: Path, *more: str, **usage: Any) -> dict[str, Any]:
+    """The gateway under test: two keys, the admin API on, OpenAI-compatible backends at ``url`` (and
+    ``more``), taken in turn."""
     return {"server": {"bind_address": "127.0.0.1:8080", "data_dir": str(data_dir)},
-            "backends": [{"name": "shared", "type": "openai", "url": f"{url}/v1", "models": ["demo"],
-                          "discovery": False}],
+            "selection_strategy": "RoundRobin",
+            "backends": [{"name": f"upstream-{n}", "type": "openai", "url": f"{u}/v1", "models": ["demo"],
+                          "discovery": False} for n, u in enumerate((url, *more))],
             "api_keys": [{"id": "a", "key": KEY_A}, {"id": "b", "key": KEY_B}],
             "admin": {"token": ADMIN}, **({"usage": usage} if usage else {})}
 
@@ -168,6 +170,18 @@ async def test_another_keys_response_is_not_found_on_another_worker_exactly_like
     assert set(answers) == {(404, "Response with id 'ID' not found.")}
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "previous_response_not_found"
     assert mine.status_code == 200
+
+
+async def test_previous_response_id_through_another_worker_prefers_the_backend_holding_it(tmp_path, start_gateway):
+    ups = [await start_gateway(gateway_config(backend(name))) for name in ("sim-a", "sim-b")]
+    async with switchyard_serve(tmp_path, outer(ups[0].url, tmp_path / "data", ups[1].url), workers=2) as (_, url):
+        rid, made = await created(url)
+        async with other_worker(url, made) as http:
+            nexts = [await http.post("/v1/responses", json={"model": "demo", "input": "more",
+                                                            "previous_response_id": rid}) for _ in range(3)]
+    holder = rid.split("_")[1]   # the simulator names itself in its ids
+    assert [r.status_code for r in nexts] == [200] * 3
+    assert {r.json()["id"].split("_")[1] for r in nexts} == {holder}   # round robin would have alternated
 
 
 async def test_a_stored_response_survives_a_restart(tmp_path, start_gateway):

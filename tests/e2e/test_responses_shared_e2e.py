@@ -14,11 +14,12 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import httpx
+import pytest
 import trio
 import yaml
 
@@ -130,6 +131,49 @@ async def other_worker(url: str, request_id: str, key: str = KEY_A) -> AsyncIter
                     yield http
                     return
             await trio.sleep(0.02)
+
+
+@asynccontextmanager
+async def one_on_each_worker(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """Two open connections, on two different workers (told apart by a first call's trace)."""
+    _, made = await created(url)
+    async with AsyncExitStack() as stack:
+        found: dict[bool, httpx.AsyncClient] = {}
+        with trio.fail_after(FIND_BOUND):
+            while len(found) < 2:
+                http = await stack.enter_async_context(client(url))
+                knows = await knows_trace(http, made)
+                if knows or True in found:   # 404 means another worker once the trace was seen (other_worker)
+                    found.setdefault(knows, http)
+        yield found[True], found[False]
+
+
+@pytest.mark.simulator_history   # reads what the simulated backend saw
+async def test_a_response_is_found_through_another_worker_as_soon_as_its_id_reaches_the_client(
+        tmp_path, start_gateway):
+    upstream = await start_gateway(gateway_config(backend("sim-a", chunks=20)))
+    async with switchyard_serve(tmp_path, outer(upstream.url, tmp_path / "data"), workers=2) as (_, url):
+        async with one_on_each_worker(url) as (maker, other):
+            buffered = (await maker.post("/v1/responses", json={"model": "demo", "input": "hi"})).json()["id"]
+            got_buffered = await other.get(f"/v1/responses/{buffered}")
+            async with maker.stream("POST", "/v1/responses", json={"model": "demo", "input": "hi",
+                                                                   "stream": True}) as streamed:
+                lines = streamed.aiter_lines()
+                async for line in lines:   # the first event that names the id: response.created
+                    if line.startswith("data:"):
+                        first = json.loads(line[len("data:"):])
+                        break
+                got_streamed = await other.get(f"/v1/responses/{first['response']['id']}")
+                async for line in lines:
+                    pass
+    assert got_buffered.status_code == 200 and got_buffered.json()["id"] == buffered
+    assert first["type"] == "response.created"
+    # The streamed one was asked for mid-stream: the simulator keeps it only once complete, so its answer may
+    # be its own 404; what counts is that the other worker knew where to send the retrieve.
+    assert [kind for _, kind in upstream.sim("sim-a").events if kind.startswith("stored:")] == \
+        ["stored:GET response"] * 2
+    assert got_streamed.status_code == 200 or got_streamed.json()["error"]["message"] == \
+        f"Response with id '{first['response']['id']}' not found."
 
 
 async def test_a_response_made_through_one_worker_is_retrieved_listed_cancelled_and_deleted_through_another(

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import trio
 
 from switchyard.protocol.simulated.images import image_for, png
 from tests.e2e.support import Gateway, gateway_config, in_thread
@@ -95,7 +96,10 @@ async def test_the_ledger_prices_generated_images_per_image_by_size_and_quality(
     assert raw.headers["x-continuum-cost"] == "0.08"
     assert "x-continuum-cost-estimated" not in raw.headers
     ledger = gw.app.runtime.ledger
-    await ledger.flush()
+    with trio.fail_after(10):   # the call is recorded once its answer went out: after the client read it
+        while not ledger.store.for_request(raw.headers["x-request-id"]):
+            await ledger.flush()
+            await trio.sleep(0.01)
     [record] = ledger.store.for_request(raw.headers["x-request-id"])
     assert (record.endpoint, record.model, Decimal(str(record.cost)), record.estimated) == \
         ("images_generations", "dall-e-3", Decimal("0.08"), False)

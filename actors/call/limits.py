@@ -64,17 +64,39 @@ def worst_cost(snap: "Snapshot", model: str, payload: dict[str, Any], model_max:
     on any enabled backend (and in the metadata files); 0 for a model nobody prices."""
     counts = TokenCounts(input=estimate_tokens(payload, image_tokens=1000),
                          output=max_output_of(payload, model_max))
-    worst = cost_of(_pricing(snap.metadata_for(model)), counts)
-    for backend in snap.backends:
-        if backend.enabled:
-            cost = cost_of(_pricing(snap.metadata_for(model, backend.name)), counts)
-            if cost is not None and (worst is None or cost > worst):
-                worst = cost
+    worst = None
+    for pricing in _pricings(snap, model):
+        cost = cost_of(pricing, counts)
+        if cost is not None and (worst is None or cost > worst):
+            worst = cost
     return float(worst) if worst is not None else 0.0
 
 
-def _pricing(meta: Any) -> Any:
-    return meta.pricing if meta is not None else None
+# snapshot id -> (the snapshot, model -> its distinct pricings): a snapshot never changes, so what its
+# layers say of a model is merged once per model, not on every budgeted call (the last few snapshots)
+_PRICINGS: dict[int, tuple["Snapshot", dict[str, tuple[Any, ...]]]] = {}
+PRICINGS_MOST = 4096   # models remembered per snapshot (a client names any model it likes)
+
+
+def _pricings(snap: "Snapshot", model: str) -> tuple[Any, ...]:
+    held = _PRICINGS.get(id(snap))
+    if held is None or held[0] is not snap:
+        if len(_PRICINGS) >= 4:
+            _PRICINGS.clear()
+        held = _PRICINGS[id(snap)] = (snap, {})
+    known = held[1]
+    found = known.get(model)
+    if found is None:
+        metas = [snap.metadata_for(model)] + [snap.metadata_for(model, b.name) for b in snap.backends if b.enabled]
+        distinct: list[Any] = []
+        for meta in metas:
+            if meta is not None and meta.pricing is not None and meta.pricing not in distinct:
+                distinct.append(meta.pricing)
+        found = tuple(distinct)
+        if len(known) >= PRICINGS_MOST:
+            known.clear()
+        known[model] = found
+    return found
 
 
 def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> Exception:

@@ -4,6 +4,8 @@ counters may be dropped. Pure: the time comes in as an argument."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import math
 
 from attrs import frozen
 
@@ -19,11 +21,22 @@ class Bucket:
     end: float | None
 
 
+TOTAL = Bucket("total", None, None)
+EPOCH = dt.date(1970, 1, 1)
+DAY_SECONDS = 86_400
+
+
 def bucket_of(period: Period, wall: float) -> Bucket:
-    """The UTC period bucket holding Unix time ``wall``."""
+    """The UTC period bucket holding Unix time ``wall`` (each admission asks: one per period and UTC
+    day is computed, then remembered; Unix time has no leap seconds, so its days are UTC days)."""
     if period is Period.TOTAL:
-        return Bucket("total", None, None)
-    day = dt.datetime.fromtimestamp(wall, dt.timezone.utc).date()
+        return TOTAL
+    return _bucket(period, math.floor(wall / DAY_SECONDS))
+
+
+@functools.lru_cache(maxsize=64)
+def _bucket(period: Period, unix_day: int) -> Bucket:
+    day = EPOCH + dt.timedelta(days=unix_day)
     if period is Period.DAY:
         start, end, name = day, day + dt.timedelta(days=1), day.isoformat()
     elif period is Period.WEEK:

@@ -31,7 +31,8 @@ import httpx
 import trio
 
 from switchyard.actors.budgets import AttemptBudget
-from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, Rename, feed_events, read_json_answer
+from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, feed_events, read_json_answer
+from switchyard.actors.rename import Rename
 from switchyard.actors.usage import usage_total
 from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError

@@ -15,7 +15,8 @@ as complete.
 The actor coordinates; its parts are asked, not mixed in: admission
 (``admission.py``: the call's reach and policy), route choice
 (``route_choice.py``: what the model name and pin mean, each attempt's
-backend), the attempt's body and headers (``attempt_body.py``) and the
+backend), the attempt's body and headers (``attempt_body.py``), what is
+done with its answer and a fallback dial's permit (``answering.py``), the
 relay's settings for it (``actors/relay.py``), mid-stream recovery
 (``recovery.py``), and what an attempt's end says about its backend
 (``verdicts.py``).
@@ -31,6 +32,8 @@ import httpx
 import trio
 
 from switchyard.actors.call import admission
+from switchyard.actors.call.answering import answer, fallback_permit
+from switchyard.actors.rename import Rename
 from switchyard.actors.call import attempt_body
 from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
@@ -42,16 +45,13 @@ from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call import stored_responses
-from switchyard.actors.call.stored_responses import RESPONSES_ENDPOINTS
 from switchyard.actors.call.verdicts import adapter_failed, backend_fault
 from switchyard.actors.relay import (
     AttemptFailed,
     AttemptRelaySettings,
     Relay,
-    Rename,
     ResponseSink,
     Transform,
-    read_answer,
 )
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.failover import (
@@ -60,12 +60,10 @@ from switchyard.actors.routing.failover import (
     MoveOn,
     Retry,
     RoutePlan,
-    classify_status,
-    parse_retry_after,
 )
 from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.stream_state import StreamAccumulator
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 from switchyard.actors import log_fields
 from switchyard.actors.errors import (
     GatewayError,
@@ -73,15 +71,12 @@ from switchyard.actors.errors import (
     NoHealthyBackend,
     PermissionDenied,
     ShuttingDown,
-    UpstreamConnectError,
     UpstreamFailure,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from switchyard.actors.responses_relay import relay_responses
-from switchyard.actors.images_relay import relay_images
-from switchyard.actors.wire import IMAGE_ENDPOINTS, RESPONSES_OVER_CHAT
+from switchyard.actors.wire import IMAGE_ENDPOINTS
 from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.actors import hops
 from switchyard.actors.addressing import api_url
@@ -374,7 +369,7 @@ class RequestActor:
         self.relay.begin(AttemptRelaySettings(rename, thinking, transform, hide_usage, self._nursery))
         self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
-        permit = await self._permit(backend, budget) if bounded else None
+        permit = await fallback_permit(rt, call, backend, budget) if bounded else None
         whole = permit is not None and permit_spans_answer(backend, call.stream)   # else freed at the headers
         attempt = AttemptBudget(limits, budget)
         probe = rt.health.dispatching(backend.name, model, trio.current_time())
@@ -436,59 +431,12 @@ class RequestActor:
         rt.health.call_succeeded(backend.name, model)
         attempt_body.record_usage(rt, call, backend.name, model, began, self.relay.usage_tokens, self.relay.usage)
 
-    async def _permit(self, backend: BackendConfig, budget: CallBudget) -> trio.Semaphore | None:
-        """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left."""
-        sem = self.runtime.pool.dial_bound(backend.name)
-        if sem is None:
-            return None
-        wait = min(self.call.snapshot.timeouts.connection, budget.left())
-        with trio.move_on_after(wait) as waited:
-            await sem.acquire()
-        if waited.cancelled_caught:
-            self.runtime.pool.dial_saturated[backend.name] += 1
-            raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamConnectError(
-                f"Backend '{backend.name}' has no free fallback dial permit (waited {wait:g}s)",
-                code="fallback_dial_bound_saturated"), upstream=False)
-        return sem
-
     async def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
                       attempt: AttemptBudget, began: float) -> None:
-        status = response.status_code
-        # A native Anthropic backend's own request id reaches the client (the Messages door shows it).
-        own_id = response.headers.get("request-id") if backend.type is BackendType.ANTHROPIC else None
-        passed = [(b"request-id", own_id.encode("latin-1"))] if own_id else []
-        if status >= 400:
-            body = await read_answer(backend.name, response, self.relay.answer_limit)
-            retry_after = response.headers.get("retry-after")
-            err = UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
-                                      retry_after)
-            err.extra_headers = [*err.extra_headers, *passed]
-            raise AttemptFailed(
-                Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)), err)
-        if status >= 300:  # a misconfigured url: no retry here, move on like an unhealthy backend
-            raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamProtocolError(
-                f"Backend '{backend.name}' answered a redirect (HTTP {status}); point its url at the API itself",
-                details={"status": status}))
-        # error answers can be fast; only successes say how quick a backend is
-        self.runtime.pool.observe_latency(backend.name, trio.current_time() - began)
-        headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
-                   *attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
+        headers = [*attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
                    *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
-                   *self.call.route_headers, *passed]
-        if self.call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
-            remember = stored_responses.Remember(self.runtime, self.call, backend.name)
-            if response.extensions.get(RESPONSES_OVER_CHAT):
-                remember.stored = False   # a chat backend's answer, translated: it keeps nothing to retrieve
-            # the owner is noted before the answer naming the id leaves (another worker may be asked next)
-            stored = await relay_responses(self.relay, backend.name, response, attempt, headers, self.call.stream,
-                                           remember)
-            await remember(stored)
-        elif self.call.endpoint in IMAGE_ENDPOINTS:
-            await relay_images(self.relay, backend.name, response, attempt, headers, self.call.payload)
-        elif self.call.stream:
-            await self.relay.stream(backend.name, response, attempt, headers)
-        else:
-            await self.relay.buffered(backend.name, response, attempt, headers)
+                   *self.call.route_headers]
+        await answer(self.runtime, self.call, self.relay, backend, response, attempt, began, headers)
 
 
 async def _never() -> None:

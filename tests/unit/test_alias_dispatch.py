@@ -146,7 +146,7 @@ def test_discovered_upstream_ids_are_published_as_public_ids():
 # --- restoring the public id in answers (actors.relay.Rename) -------------------------
 
 def test_rename_restores_only_a_top_level_upstream_model():
-    from switchyard.actors.relay import Rename
+    from switchyard.actors.rename import Rename
 
     r = Rename("up-8b", "pub")
     for raw in (b'data: {"id":"x","model":"up-8b","choices":[]}\n\n',

@@ -17,9 +17,7 @@ import json
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
-import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
+from tests.servers import serving
 
 ROLE = "gateway-role"
 IMDS_TOKEN = "imds-token-1"
@@ -77,17 +75,6 @@ class FakeCredentialEndpoints:
 
 @asynccontextmanager
 async def running(fake: FakeCredentialEndpoints) -> AsyncIterator[FakeCredentialEndpoints]:
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = None
-    config.graceful_timeout = 0.5
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(lambda task_status: serve(fake, config, shutdown_trigger=stop.wait,
-                                                              task_status=task_status))
-        fake.url = binds[0]
-        try:
-            yield fake
-        finally:
-            stop.set()
+    async with serving(fake) as url:
+        fake.url = url
+        yield fake

@@ -37,8 +37,8 @@ import trio
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from hypercorn.config import Config
-from hypercorn.trio import serve
+
+from tests.servers import serving
 
 REGION = "us-east-1"
 ACCESS_KEY, SECRET_KEY = "AKIDFAKEBEDROCK", "fake/secret+key"
@@ -278,17 +278,6 @@ def check_request(body: Any) -> str | None:
 @asynccontextmanager
 async def running(fake: FakeBedrock) -> AsyncIterator[FakeBedrock]:
     """``fake`` served on a free port of 127.0.0.1 until the block ends."""
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = None
-    config.graceful_timeout = 0.5
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(lambda task_status: serve(fake, config, shutdown_trigger=stop.wait,
-                                                              task_status=task_status))
-        fake.url = binds[0]
-        try:
-            yield fake
-        finally:
-            stop.set()
+    async with serving(fake) as url:
+        fake.url = url
+        yield fake

@@ -1,10 +1,16 @@
-"""What the fixtures that start real servers (PostgreSQL, Redis, the gateway) share: a free loopback port,
-and one server per session however many test modules bind its fixture."""
+"""What the fixtures that start real servers (PostgreSQL, Redis, the gateway, the fake provider APIs)
+share: a free loopback port, one server per session however many test modules bind its fixture, and an
+ASGI app served on 127.0.0.1 for the length of a block."""
 
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable, Generic, Iterator, TypeVar
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
 
 S = TypeVar("S")
 
@@ -41,3 +47,21 @@ class Shared(Generic[S]):
             if self._users == 0:
                 server, self._server = self._server, None
                 server.destroy()  # type: ignore[attr-defined]
+
+
+@asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """``app`` (ASGI) served by hypercorn on a free port of 127.0.0.1 until the block ends; its URL."""
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 0.5
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(lambda task_status: serve(app, config, shutdown_trigger=stop.wait,
+                                                              task_status=task_status))
+        try:
+            yield binds[0]
+        finally:
+            stop.set()

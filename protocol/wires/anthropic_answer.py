@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from switchyard.protocol.wires.translated import DONE, ChunkWriter, Translator, WholeBody, translated
+from switchyard.actors.sse import Event, encode_data
+from switchyard.protocol.wires.translated import DONE, EventTranslator, Translator, WholeBody, translated
 from switchyard.protocol.wires.translated import data as _data
 from switchyard.protocol.wires.translated import obj as _obj
 
@@ -104,34 +104,22 @@ class BufferedTranslator(WholeBody):
         return [json.dumps(chat_completion(parsed, self.created)).encode()]
 
 
-class StreamTranslator(ChunkWriter):
+class StreamTranslator(EventTranslator):
     """Anthropic SSE events in, chat.completion.chunk events out (pure: no I/O, no clock)."""
 
     backend = "anthropic"
 
     def __init__(self, include_usage: bool, created: int) -> None:
         super().__init__("", created)       # id and model come with message_start
-        self.decoder = SSEDecoder()
         self.include_usage = include_usage
         self.tools: dict[int, int] = {}      # content block index -> tool call index
         self.finished = False                # the finish_reason chunk went out
         self.usage: dict[str, Any] = {}
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        try:
-            events = self.decoder.feed(chunk)
-        except SSEEventTooLarge as exc:
-            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
-        out: list[bytes] = []
-        for event in events:
-            out.extend(self._event(event))
-        return out
-
     def close(self) -> list[bytes]:
-        tail = self.decoder.close()
-        return self._event(tail) if tail is not None and tail.complete else []
+        return self.tail()
 
-    def _event(self, event: Event) -> list[bytes]:
+    def event(self, event: Event) -> list[bytes]:
         if self.over:
             return []
         if not event.has_data:

@@ -28,8 +28,8 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
-from switchyard.protocol.wires.translated import DONE, ChunkWriter, Translator, WholeBody, translated
+from switchyard.actors.sse import Event, encode_data
+from switchyard.protocol.wires.translated import DONE, EventTranslator, Translator, WholeBody, translated
 from switchyard.protocol.wires.translated import data as _data
 from switchyard.protocol.wires.translated import obj as _obj
 from switchyard.protocol.wires.gemini_contents import signed_id
@@ -150,40 +150,28 @@ class BufferedTranslator(WholeBody):
         return [json.dumps(chat_completion(parsed, self.model, self.created)).encode()]
 
 
-class StreamTranslator(ChunkWriter):
+class StreamTranslator(EventTranslator):
     """Gemini SSE events (each a partial GenerateContentResponse) in, chat chunks out (pure: no I/O)."""
 
     backend = "gemini"
 
     def __init__(self, model: str, include_usage: bool, created: int) -> None:
         super().__init__(model, created)   # the id comes with the first event
-        self.decoder = SSEDecoder()
         self.include_usage = include_usage
         self.calls = 0                # tool calls sent so far (their indexes)
         self.output = False           # any content, thought or call went out
         self.finish: str | None = None
         self.usage: dict[str, Any] = {}
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        try:
-            events = self.decoder.feed(chunk)
-        except SSEEventTooLarge as exc:
-            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
-        out: list[bytes] = []
-        for event in events:
-            out.extend(self._event(event))
-        return out
-
     def close(self) -> list[bytes]:
-        tail = self.decoder.close()
-        out = self._event(tail) if tail is not None and tail.complete else []
+        out = self.tail()
         if self.over or self.finish is None:
             return out        # no finish reason: the relay calls the stream truncated
         if self.include_usage:
             out.append(self.usage_chunk(chat_usage(self.usage)))
         return [*out, DONE]
 
-    def _event(self, event: Event) -> list[bytes]:
+    def event(self, event: Event) -> list[bytes]:
         if self.over:
             return []
         if not event.has_data:

@@ -5,7 +5,8 @@ stream stays a stream. ``TranslatedStream`` is an ``httpx.AsyncByteStream`` that
 (no generator left suspended), can be abandoned at any await (a cancelled read leaves no half-made
 output; the caller then closes the response), and closes the backend's response when it is closed.
 ``WholeBody`` translates a body that only means something whole (a buffered answer, an error body);
-``ChunkWriter`` writes a translated stream's ``chat.completion.chunk`` events.
+``ChunkWriter`` writes a translated stream's ``chat.completion.chunk`` events, and ``EventTranslator``
+is one for a backend that streams SSE.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, AsyncIterator, Protocol
 import httpx
 
 from switchyard.actors.bodies import body_chunks
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
 from switchyard.protocol.http.client_json import utf8
 
 DONE = b"data: [DONE]\n\n"
@@ -91,6 +93,33 @@ class ChunkWriter:
         self.over = True
         return [data({"error": {"message": f"the {self.backend} stream carried {what}", "type": "upstream_error",
                                 "code": code}})]
+
+
+class EventTranslator(ChunkWriter):
+    """A backend's SSE stream translated event by event (``event``, which subclasses write); an event
+    too large to decode ends the stream in-band."""
+
+    def __init__(self, model: str, created: int, call_id: str = "") -> None:
+        super().__init__(model, created, call_id)
+        self.decoder = SSEDecoder()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        try:
+            events = self.decoder.feed(chunk)
+        except SSEEventTooLarge as exc:
+            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+        out: list[bytes] = []
+        for event in events:
+            out.extend(self.event(event))
+        return out
+
+    def tail(self) -> list[bytes]:
+        """What the stream's last event, complete but unterminated at its end, translates to."""
+        last = self.decoder.close()
+        return self.event(last) if last is not None and last.complete else []
+
+    def event(self, event: Event) -> list[bytes]:
+        raise NotImplementedError
 
 
 class TranslatedStream(httpx.AsyncByteStream):

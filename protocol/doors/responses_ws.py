@@ -198,16 +198,18 @@ class ResponsesSocket:
                 nursery.cancel_scope.cancel()
             nursery.start_soon(self._read, inbox_send)
             while True:
+                # the idle timeout counts the wait for the next event, never the turn being answered
+                text = None
                 with trio.move_on_after(idle):
                     try:
                         text = await inbox.receive()
                     except trio.EndOfChannel:
                         break   # the client left
-                    turns += 1
-                    await self._turn(runtime, key, text)
-                    continue
-                self._end = (1000, f"idle for {idle:g}s")
-                break
+                if text is None:
+                    self._end = (1000, f"idle for {idle:g}s")
+                    break
+                turns += 1
+                await self._turn(runtime, key, text)
             nursery.cancel_scope.cancel()
         if self._end is not None and not self.closed.is_set():
             with trio.CancelScope(shield=True), trio.move_on_after(2):

@@ -127,3 +127,12 @@ async def test_an_idle_socket_is_closed(start_gateway):
                 except Exception:
                     break
         assert ws.closed is not None and ws.closed.code == 1000
+
+
+async def test_a_turn_longer_than_the_idle_timeout_is_not_cut(start_gateway):
+    # the idle timeout counts the wait for the next event, never the turn being answered
+    gw = await start_gateway(config(backend("sim-a", latency="1500ms"),
+                                    server={"bind_address": "127.0.0.1:8080", "realtime_idle_timeout": 1}))
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        events = await turn(ws, type="response.create", model="demo", input="hi")
+    assert events[-1]["type"] == "response.completed"

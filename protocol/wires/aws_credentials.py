@@ -12,7 +12,8 @@ instance metadata service (IMDSv2; off with ``AWS_EC2_METADATA_DISABLED``).
 The shared files (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``,
 default ``~/.aws/credentials`` and ``~/.aws/config``) are read in a worker
 thread and read again after ``FILE_TTL`` (tools rotate them). Role
-credentials are fetched over httpx on Trio and refreshed ``REFRESH_BEFORE``
+credentials are fetched over httpx on Trio (its client built in a worker
+thread too: that loads the CA bundle) and refreshed ``REFRESH_BEFORE``
 their expiry; a failed refresh keeps credentials still valid. A profile
 that needs a process, SSO or a role to assume is refused by name rather
 than half supported. No credentials is ``CredentialsUnavailable``: a
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import configparser
 import datetime
+import functools
 import os
 import time
 from pathlib import Path
@@ -178,7 +180,10 @@ class CredentialProvider:
             if found is None:
                 raise CredentialsUnavailable(f"no AWS credentials: profile {profile!r} is in neither shared file")
             return found
-        async with httpx.AsyncClient(timeout=FETCH_TIMEOUT, trust_env=False) as client:
+        # Building a client loads the CA bundle (tens of ms of blocking file I/O): done in a worker thread.
+        client = await trio.to_thread.run_sync(functools.partial(httpx.AsyncClient, timeout=FETCH_TIMEOUT,
+                                                                 trust_env=False))
+        async with client:
             for source in (from_container, from_instance):
                 found = await source(env, client)
                 if found is not None:

@@ -121,3 +121,23 @@ async def test_no_source_at_all_is_one_clear_error(tmp_path):
     env: dict[str, Any] = isolated(tmp_path)
     with pytest.raises(CredentialsUnavailable, match="none in the environment, the shared files"):
         await CredentialProvider(None, env=lambda: env).get()
+
+
+async def test_role_credentials_are_fetched_without_blocking_the_event_loop(tmp_path, monkeypatch):
+    """The fetching client is built in a worker thread: building one loads the CA bundle from disk."""
+    import threading
+
+    import httpx
+
+    built_on: list[threading.Thread] = []
+    real = httpx.AsyncClient
+
+    def recording(*args: Any, **kwargs: Any) -> httpx.AsyncClient:
+        built_on.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "AsyncClient", recording)
+    async with running(FakeCredentialEndpoints()) as endpoint:
+        env = isolated(tmp_path, AWS_CONTAINER_CREDENTIALS_FULL_URI=endpoint.url + "/creds")
+        assert (await CredentialProvider(None, env=lambda: env).get()).access_key == "AKID1"
+    assert built_on and threading.main_thread() not in built_on

@@ -235,6 +235,11 @@ class ResponsesSocket:
         stream_id = None
         try:
             event = json.loads(text)
+        except ValueError:
+            await self.emit(json.dumps(error_event(InvalidRequest("A websocket message must be JSON",
+                                                                  code="invalid_json"))))
+            return
+        try:
             if not isinstance(event, dict):
                 raise InvalidRequest("A websocket message must be a JSON object (a client event)", param="type")
             stream_id = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
@@ -253,9 +258,6 @@ class ResponsesSocket:
                 await serve_call(runtime, arrival, payload, body, door, self.closed.wait)
             finally:
                 log_fields.unbind(fields)
-        except ValueError:
-            await self.emit(json.dumps(error_event(InvalidRequest("A websocket message must be JSON",
-                                                                  code="invalid_json"))))
         except GatewayError as err:
             extra = {"stream_id": stream_id} if stream_id is not None else {}
             await self.emit(json.dumps(error_event(err, **extra)))

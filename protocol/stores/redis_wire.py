@@ -8,9 +8,10 @@ a command is sent and its reply read from the caller's own task, one command per
 time. Replies are read by coredis's ``Parser`` (which raises its exception classes for error replies);
 a command is a RESP array of bulk strings, packed here.
 
-A command that is cancelled or fails half-way leaves its connection in an unknown state (a reply may
-still come): that connection is closed, never reused. A connection that breaks closes the idle ones
-too (a server that restarted broke them all). Idle connections are kept, up to ``IDLE_MOST``.
+A command that is cancelled or fails half-way, or whose reply is not RESP, leaves its connection in an
+unknown state (a reply may still come): that connection is closed, never reused. A connection that
+breaks closes the idle ones too (a server that restarted broke them all). Idle connections are kept,
+up to ``IDLE_MOST``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 from coredis.constants.resp import DataType
-from coredis.exceptions import RedisError
+from coredis.exceptions import InvalidResponse, RedisError
 from coredis.parser import NOT_ENOUGH_DATA, Parser
 
 DEFAULT_PORT = 6379
@@ -99,6 +100,8 @@ class Wire:
             reply = await connection.call(command, *args)
             reusable = True
             return reply
+        except InvalidResponse:   # bytes that are not RESP: where the next reply begins is unknown
+            raise
         except RedisError:   # an error reply: the connection read all of it and is fine
             reusable = True
             raise

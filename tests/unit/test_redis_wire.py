@@ -7,6 +7,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 
+import coredis.exceptions
 import pytest
 import trio
 
@@ -14,7 +15,7 @@ from switchyard.config.load import load_text
 from switchyard.protocol.stores import redis_settles
 from switchyard.protocol.stores.redis_ops import Scripts, Unavailable
 from switchyard.protocol.stores.redis_script import SCRIPTS
-from switchyard.protocol.stores.redis_wire import Address, Wire
+from switchyard.protocol.stores.redis_wire import Address, Connection, Wire
 from tests import redis
 from tests.servers import free_port
 from tests.unit.test_redis_limits import Clock, demand, snapshot, start
@@ -179,3 +180,18 @@ async def test_rediss_speaks_tls_verified_against_the_ca_in_ssl_cert_file(tmp_pa
     finally:
         server.kill()
         server.wait()
+
+
+async def test_a_reply_that_is_not_resp_never_leaves_its_connection_for_the_next():
+    """The parser's protocol error is a RedisError too, but unlike an error reply it was not read whole:
+    the connection is closed, not kept idle."""
+    client, server = (trio.SocketStream(s) for s in trio.socket.socketpair())
+    wire = Wire(Address("redis://127.0.0.1/0"))
+    wire._idle.append(Connection(client))
+    await server.send_all(b"?not resp\r\n+PONG\r\n")
+    with pytest.raises(coredis.exceptions.InvalidResponse):
+        await wire.call("PING")
+    assert wire._idle == []
+    with pytest.raises(trio.ClosedResourceError):
+        await client.send_all(b"x")
+    await server.aclose()

@@ -119,7 +119,11 @@ class Wire:
         time on handshakes."""
         async def one() -> None:
             opened = await self._open()
-            await opened.call("PING")
+            try:
+                await opened.call("PING")
+            except BaseException:   # no answer (or cancelled): its state is unknown
+                await opened.aclose()
+                raise
             self._idle.append(opened)
         missing = min(count, IDLE_MOST) - len(self._idle)
         async with trio.open_nursery() as nursery:

@@ -195,3 +195,19 @@ async def test_a_reply_that_is_not_resp_never_leaves_its_connection_for_the_next
     with pytest.raises(trio.ClosedResourceError):
         await client.send_all(b"x")
     await server.aclose()
+
+
+async def test_a_connection_warm_opened_is_closed_when_its_ping_is_cancelled(monkeypatch):
+    client, server = (trio.SocketStream(s) for s in trio.socket.socketpair())
+    wire = Wire(Address("redis://127.0.0.1/0"))
+
+    async def opened() -> Connection:
+        return Connection(client)
+
+    monkeypatch.setattr(wire, "_open", opened)
+    with trio.move_on_after(0.05):
+        await wire.warm(1)   # the server side never answers the PING
+    assert wire._idle == []
+    with pytest.raises(trio.ClosedResourceError):
+        await client.send_all(b"x")
+    await server.aclose()

@@ -36,12 +36,12 @@ class SqlOwnerStore:
         p = db.dialect.placeholder
         self._delete = f"DELETE FROM {TABLE} WHERE owner = {p} AND response_id = {p}"
         self._insert = f"INSERT INTO {TABLE} (owner, response_id, backend, created) VALUES ({p}, {p}, {p}, {p})"
-        self._find = f"SELECT owner, backend, seq FROM {TABLE} WHERE response_id = {p} AND created > {p}"
-        self._newer = f"SELECT COUNT(*) FROM {TABLE} WHERE seq > {p}"
+        # the seq of the newest row past the newest max_entries: it and older ones are forgotten (NULL: none)
+        past = f"(SELECT seq FROM {TABLE} ORDER BY seq DESC LIMIT 1 OFFSET {p})"
+        self._find = (f"SELECT owner, backend FROM {TABLE} WHERE response_id = {p} AND created > {p} "
+                      f"AND seq > COALESCE({past}, 0)")
         self._old = f"DELETE FROM {TABLE} WHERE created <= {p}"
-        # the rows past the newest max_entries (none when there are fewer: the subquery is NULL)
-        self._over = (f"DELETE FROM {TABLE} WHERE seq <= "
-                      f"(SELECT seq FROM {TABLE} ORDER BY seq DESC LIMIT 1 OFFSET {p})")
+        self._over = f"DELETE FROM {TABLE} WHERE seq <= {past}"
 
     def __repr__(self) -> str:
         return f"SqlOwnerStore({self.db!r})"
@@ -58,18 +58,15 @@ class SqlOwnerStore:
         self.db.transact(work)
 
     def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
-        def work(cur: Any) -> Found:
-            mine: str | None = None
-            other = False
-            for row_owner, backend, seq in cur.execute(self._find, (response_id, since)).fetchall():
-                if cur.execute(self._newer, (seq,)).fetchone()[0] >= max_entries:
-                    continue   # past the count bound: forgotten, even before a prune deletes it
-                if row_owner == owner:
-                    mine = backend
-                else:
-                    other = True
-            return Found(mine, other)
-        return self.db.transact(work)
+        """One read, outside any write transaction (a lookup never takes SQLite's write lock)."""
+        mine: str | None = None
+        other = False
+        for row_owner, backend in self.db._fetch(self._find, [response_id, since, max_entries]):
+            if row_owner == owner:
+                mine = backend
+            else:
+                other = True
+        return Found(mine, other)
 
     def forget(self, owner: str, response_id: str) -> None:
         self.db.transact(lambda cur: cur.execute(self._delete, (owner, response_id)))

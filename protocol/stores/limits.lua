@@ -220,7 +220,8 @@ return (settle_all(clock(ARGV[1]), 2))
 -- back, in the order admitted: each call is charged to every rate window as an admission at its own
 -- instant (now - age) would have been, never refused; a call still in flight also takes its leases,
 -- reserves its budgets (where their counters exist) and leaves its record, so that its settle gives
--- back what it holds and adds what it spent, as any admitted call's does.
+-- back what it holds and adds what it spent, as any admitted call's does; a call claimed again (its
+-- record is there) takes them once.
 -- KEYS: every call's keys, one call's after another's (as settle's). ARGV: now, lease seconds, then
 -- five per call: where its keys begin (0-based), call id, age in seconds, spec (JSON), record (JSON as
 -- admit's; '' for a call that has settled).
@@ -241,7 +242,9 @@ for c = 3, #ARGV, 5 do
     local tat = math.max(tonumber(redis.call('GET', key) or '0') or 0, at) + d[4] * period / d[3]
     redis.call('SET', key, num(tat), 'PX', math.floor((math.max(tat, now) - now + period) * 1000) + 1000)
   end
-  if record ~= '' and at + lease > now then
+  -- its record there: this call was claimed already (the answer to that claim was lost), and it holds
+  -- its reservations; taking them again would leave the second ones for ever (its settle gives back one)
+  if record ~= '' and at + lease > now and redis.call('EXISTS', K(2)) == 0 then
     for _, k in ipairs(spec.l) do
       redis.call('ZADD', K(k), at + lease, call)
       redis.call('PEXPIRE', K(k), math.floor(lease * 1000) + 1000)

@@ -1,6 +1,7 @@
 """The Redis limiter's own connections (``redis_wire``) and settles riding with admissions, against a
 real Redis (``tests/redis.py``): logging in, the database, TLS, NOSCRIPT, a cancelled command's
-connection never reused, and one script call carrying a settle and the next admission."""
+connection never reused, and one script call carrying a settle and the next admission; a claim sent
+again after its answer was lost."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import coredis.exceptions
 import pytest
 import trio
 
+from switchyard.actors.limits.port import Ticket
+from switchyard.actors.routing import limits as core
 from switchyard.config.load import load_text
 from switchyard.protocol.stores import redis_settles
+from switchyard.protocol.stores.redis_limits import FALLBACK_ORIGIN
 from switchyard.protocol.stores.redis_ops import Scripts, Unavailable
-from switchyard.protocol.stores.redis_script import SCRIPTS
+from switchyard.protocol.stores.redis_script import SCRIPTS, Plan, batch, claim_part
 from switchyard.protocol.stores.redis_wire import Address, Connection, Wire
 from tests import redis
 from tests.servers import free_port
-from tests.unit.test_redis_limits import Clock, demand, snapshot, start
+from tests.unit.test_redis_limits import WALL, Clock, demand, snapshot, start
 
 redis_server, redis_url = redis.redis_server, redis.redis_url   # the fixtures this module uses
 
@@ -211,3 +215,19 @@ async def test_a_connection_warm_opened_is_closed_when_its_ping_is_cancelled(mon
     with pytest.raises(trio.ClosedResourceError):
         await client.send_all(b"x")
     await server.aclose()
+
+
+async def test_a_claim_sent_again_after_its_answer_was_lost_reserves_the_budget_once(nursery, redis_url):
+    snap = snapshot(key_extra="    budget: {limit_usd: 1.0}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock())
+    assert (await limiter.admit(demand(snap, "seed"))).refusal is None   # the budget counter is in Redis
+    d = demand(snap, "c1", worst_usd=0.5)
+    ticket = Ticket(d, Plan(d, WALL).bucket_names, 0.0, FALLBACK_ORIGIN)   # admitted by the local share
+    keys, args = batch([limiter._now(), str(core.LEASE_SECONDS)], [claim_part(ticket, 0.0, None)])
+    for _ in range(2):   # the first claim's answer was lost: the probe's next round sends it again
+        await limiter._scripts.op("claim", keys, args)
+    assert (await limiter.key_view("team-a"))["budget"]["reserved_usd"] == pytest.approx(0.5)
+    limiter._settles.tell((ticket, 100, 0.4))
+    assert await limiter.flush()
+    view = (await limiter.key_view("team-a"))["budget"]
+    assert (view["spent_usd"], view["reserved_usd"]) == (pytest.approx(0.4), pytest.approx(0.0))

@@ -4,9 +4,12 @@ and remembering the id of each response relayed (``actors/stored_owners.py``).
 A new call continuing a stored response is best answered by the backend
 that holds it (another backend does not know the id), so that backend is
 preferred among the candidates when it can take the call; failover still
-reaches the others. A ``previous_response_id`` the gateway relayed for
-another API key is refused with the words a backend uses for an id it does
-not know, so the context of another key's conversation is never reached.
+reaches the others. A ``previous_response_id`` the gateway does not know
+as this key's (relayed for another key, forgotten past the bounds, or not
+found while the shared store is away) is refused with the words a backend
+uses for an id it does not know, so the context of another key's
+conversation is never reached: the backends are called with the gateway's
+credentials, whoever the client is.
 """
 
 from __future__ import annotations
@@ -52,12 +55,14 @@ def holder(runtime: "Runtime", call: Call) -> str | None:
 
 
 async def shared_holder(runtime: "Runtime", call: Call) -> str | None:
-    """``holder`` from the store every worker shares, for an id this worker's memory does not know."""
+    """``holder`` from the store every worker shares, for an id this worker's memory does not know.
+    Raises the 400 for an id not found as this key's there either (fail closed: with the store away,
+    too)."""
     previous = _previous(call)
-    if previous is None or runtime.response_owners.store is None:
+    if previous is None:
         return None
     found = await runtime.response_owners.lookup(owner_of(call.key), previous)
-    if found.backend is None and found.other:
+    if found.backend is None:
         raise _refused(previous)
     return found.backend
 

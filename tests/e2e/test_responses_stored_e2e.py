@@ -124,6 +124,22 @@ async def test_another_keys_response_is_no_previous_response_id(start_gateway):
     assert len(gw.sim("sim-a").requests) == 1
 
 
+async def test_a_previous_response_id_not_relayed_for_this_key_is_refused_before_anything_is_sent(start_gateway):
+    """An id the gateway cannot vouch for as this key's (never relayed, or forgotten past the bounds) is
+    never passed on: the backend is called with the gateway's credentials and could continue another
+    key's conversation."""
+    gw = await start_gateway(keyed(backend("sim-a"), stored_responses={"max_entries": 1}))
+    with sdk(gw, KEY_A) as client:
+        first = await in_thread(client.responses.create, model="demo", input="one")
+        await in_thread(client.responses.create, model="demo", input="two")   # first is forgotten
+        for unknown in ("resp_never_seen", first.id):
+            with pytest.raises(openai.BadRequestError) as refused:
+                await in_thread(client.responses.create, model="demo", input="more", previous_response_id=unknown)
+            assert (refused.value.body["param"], refused.value.body["code"]) == \
+                ("previous_response_id", "previous_response_not_found")
+    assert len(gw.sim("sim-a").requests) == 2
+
+
 async def test_previous_response_id_prefers_the_backend_holding_it(start_gateway):
     gw = await start_gateway(keyed(backend("sim-a"), backend("sim-b")))
 

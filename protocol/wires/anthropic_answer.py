@@ -116,9 +116,6 @@ class StreamTranslator(EventTranslator):
         self.finished = False                # the finish_reason chunk went out
         self.usage: dict[str, Any] = {}
 
-    def close(self) -> list[bytes]:
-        return self.tail()
-
     def event(self, event: Event) -> list[bytes]:
         if self.over:
             return []

@@ -20,24 +20,23 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, AsyncIterator
+from typing import Any
 
 import attrs
 import httpx
 
-from switchyard.actors.bodies import body_chunks
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import SSEDecoder, SSEEventTooLarge
+from switchyard.actors.sse import Event, SSEEventTooLarge
 from switchyard.actors.wire import RESPONSES_API_TYPES, RESPONSES_OVER_CHAT, Special, Wire, Wires
 from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires.chat_answers import chat_to_response
 from switchyard.protocol.wires.chat_bridge import responses_to_chat
 from switchyard.protocol.wires.chat_events import ChatToEvents
+from switchyard.protocol.wires.translated import EventFeed, WholeBody, translated
 
 log = logging.getLogger("switchyard.route")
 
 BRIDGED = RESPONSES_OVER_CHAT   # httpx response extension: the answer came from a chat backend
-_HOP_HEADERS = frozenset({"content-length", "content-encoding", "content-type", "transfer-encoding"})
 _logged: set[tuple[str, str]] = set()        # (backend, model) pairs logged, per worker process
 
 
@@ -85,13 +84,12 @@ class _ChatAttempt:
         response = self.inner.answer(response, self.chat_call)
         if response.status_code >= 300:
             return response   # an error answer is an OpenAI error envelope on both APIs; redirects are judged later
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
         if call.stream:
-            return httpx.Response(response.status_code, headers=[*headers, ("content-type", "text/event-stream")],
-                                  stream=_EventStream(response, ChatToEvents(self.request)),
-                                  extensions={BRIDGED: True})
-        return httpx.Response(response.status_code, headers=[*headers, ("content-type", "application/json")],
-                              stream=_ResponseBody(response, self.request), extensions={BRIDGED: True})
+            out = translated(response, _Events(ChatToEvents(self.request)), "text/event-stream")
+        else:
+            out = translated(response, _ResponseBody(self.request), "application/json")
+        out.extensions[BRIDGED] = True
+        return out
 
 
 def bridged(response: httpx.Response) -> bool:
@@ -99,26 +97,20 @@ def bridged(response: httpx.Response) -> bool:
     return bool(response.extensions.get(BRIDGED))
 
 
-class _ResponseBody(httpx.AsyncByteStream):
+class _ResponseBody(WholeBody):
     """A buffered chat.completion, read whole, as a Response object (anything unreadable as it came)."""
 
-    def __init__(self, upstream: httpx.Response, request: dict[str, Any]) -> None:
-        self.upstream, self.request = upstream, request
+    def __init__(self, request: dict[str, Any]) -> None:
+        super().__init__()
+        self.request = request
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        raw = b"".join([chunk async for chunk in body_chunks(self.upstream)])
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            yield raw   # the relay calls it what it is: not JSON
-            return
-        yield json.dumps(chat_to_response(payload, self.request)).encode()
-
-    async def aclose(self) -> None:
-        await self.upstream.aclose()
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if parsed is None:
+            return [raw]   # the relay calls it what it is: not JSON
+        return [json.dumps(chat_to_response(parsed, self.request)).encode()]
 
 
-class _EventStream(httpx.AsyncByteStream):
+class _Events(EventFeed):
     """A chat SSE stream as Responses events, translated as each chunk arrives.
 
     Comments pass (keep-alives); a chunk that is not JSON passes as a ``data:``
@@ -127,35 +119,27 @@ class _EventStream(httpx.AsyncByteStream):
     the relay calls it truncated.
     """
 
-    def __init__(self, upstream: httpx.Response, translator: ChatToEvents) -> None:
-        self.upstream, self.translator = upstream, translator
+    def __init__(self, translator: ChatToEvents) -> None:
+        super().__init__()
+        self.translator = translator
+        self.cut = False   # an event was too large: nothing follows
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = SSEDecoder()
+    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
+        if self.cut:
+            return []
+        self.cut = True
+        return [b"data: {\n\n"]   # malformed for the relay: the event is lost, the attempt fails
+
+    def event(self, event: Event) -> list[bytes]:
         translator = self.translator
-        async for chunk in body_chunks(self.upstream):
-            try:
-                events = decoder.feed(chunk)
-            except SSEEventTooLarge:
-                yield b"data: {\n\n"   # malformed for the relay: the event is lost, the attempt fails
-                return
-            out: list[bytes] = []
-            for event in events:
-                if translator.done:
-                    break
-                if not event.has_data:
-                    out.append(event.raw)
-                elif event.is_done:
-                    out.append(translator.end())
-                else:
-                    try:
-                        obj: Any = json.loads(event.data)
-                    except ValueError:
-                        out.append(b"data: " + event.data.replace(b"\n", b" ") + b"\n\n")
-                        continue
-                    out.append(translator.feed(obj))
-            if out:
-                yield b"".join(out)
-
-    async def aclose(self) -> None:
-        await self.upstream.aclose()
+        if self.cut or translator.done:
+            return []
+        if not event.has_data:
+            return [event.raw]
+        if event.is_done:
+            return [translator.end()]
+        try:
+            obj: Any = json.loads(event.data)
+        except ValueError:
+            return [b"data: " + event.data.replace(b"\n", b" ") + b"\n\n"]
+        return [translator.feed(obj)]

@@ -5,8 +5,8 @@ stream stays a stream. ``TranslatedStream`` is an ``httpx.AsyncByteStream`` that
 (no generator left suspended), can be abandoned at any await (a cancelled read leaves no half-made
 output; the caller then closes the response), and closes the backend's response when it is closed.
 ``WholeBody`` translates a body that only means something whole (a buffered answer, an error body);
-``ChunkWriter`` writes a translated stream's ``chat.completion.chunk`` events, and ``EventTranslator``
-is one for a backend that streams SSE.
+``EventFeed`` feeds a backend's SSE stream to a translator event by event; ``ChunkWriter`` writes a
+translated stream's ``chat.completion.chunk`` events, and ``EventTranslator`` is both.
 """
 
 from __future__ import annotations
@@ -95,31 +95,47 @@ class ChunkWriter:
                                 "code": code}})]
 
 
-class EventTranslator(ChunkWriter):
-    """A backend's SSE stream translated event by event (``event``, which subclasses write); an event
-    too large to decode ends the stream in-band."""
+class EventFeed:
+    """A backend's SSE stream translated event by event (``event``, which subclasses write); what an event
+    too large to decode becomes is ``too_large``'s to say. Fed as a ``Translator``."""
 
-    def __init__(self, model: str, created: int, call_id: str = "") -> None:
-        super().__init__(model, created, call_id)
+    def __init__(self) -> None:
         self.decoder = SSEDecoder()
 
     def feed(self, chunk: bytes) -> list[bytes]:
         try:
             events = self.decoder.feed(chunk)
         except SSEEventTooLarge as exc:
-            return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+            return self.too_large(exc)
         out: list[bytes] = []
         for event in events:
             out.extend(self.event(event))
         return out
+
+    def close(self) -> list[bytes]:
+        return self.tail()
 
     def tail(self) -> list[bytes]:
         """What the stream's last event, complete but unterminated at its end, translates to."""
         last = self.decoder.close()
         return self.event(last) if last is not None and last.complete else []
 
+    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
+        raise NotImplementedError
+
     def event(self, event: Event) -> list[bytes]:
         raise NotImplementedError
+
+
+class EventTranslator(EventFeed, ChunkWriter):
+    """An ``EventFeed`` writing chat chunks; an event too large to decode ends the stream in-band."""
+
+    def __init__(self, model: str, created: int, call_id: str = "") -> None:
+        ChunkWriter.__init__(self, model, created, call_id)
+        EventFeed.__init__(self)
+
+    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
+        return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
 
 
 class TranslatedStream(httpx.AsyncByteStream):

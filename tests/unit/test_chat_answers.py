@@ -153,3 +153,13 @@ def test_an_in_band_chat_error_is_an_error_event():
 def test_a_stream_without_done_has_no_terminal_event():
     events = run(chunk({"content": "a"}), done=False)
     assert events[-1].type == "response.output_text.delta"
+
+
+def test_a_done_ended_by_a_lone_cr_at_the_very_end_still_completes_the_response():
+    """The bridge reads the backend's SSE like the chat relay does: a last event its lone CR ends is whole."""
+    from switchyard.protocol.wires.responses_on_chat import _Events
+
+    events = _Events(ChatToEvents(REQUEST))
+    raw = b"".join(events.feed(b"data: " + json.dumps(chunk({"content": "a"}, "stop")).encode() + b"\n\ndata: [DONE]\n\r"))
+    assert b"response.completed" not in raw
+    assert b"event: response.completed" in b"".join(events.close())

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Mapping
 
 import httpx
 
@@ -32,8 +32,8 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.wires.responses_bridge import chat_to_responses
-from switchyard.actors.sse import SSEDecoder, SSEEventTooLarge
-from switchyard.actors.bodies import body_chunks
+from switchyard.actors.sse import Event, SSEEventTooLarge
+from switchyard.protocol.wires.translated import EventFeed, WholeBody, translated
 from switchyard.actors.addressing import auth_headers
 
 log = logging.getLogger("switchyard.route")
@@ -41,7 +41,6 @@ log = logging.getLogger("switchyard.route")
 RESPONSES_ONLY = "responses_only_model"
 TOOLS_WITH_REASONING = "tools_with_reasoning"
 REASONS = (RESPONSES_ONLY, TOOLS_WITH_REASONING)
-_HOP_HEADERS = frozenset({"content-length", "content-encoding", "content-type", "transfer-encoding"})
 
 
 class BridgeStats:
@@ -148,37 +147,21 @@ class _BridgeAttempt:
     def answer(self, response: httpx.Response, call: Call) -> httpx.Response:
         if response.status_code >= 300:
             return response   # an error answer is an OpenAI error envelope on both APIs; redirects are judged later
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_HEADERS]
         if call.stream:
-            return httpx.Response(response.status_code, headers=[*headers, ("content-type", "text/event-stream")],
-                                  stream=_ChatStream(response, StreamToChat(self.include_usage)))
-        return httpx.Response(response.status_code, headers=[*headers, ("content-type", "application/json")],
-                              stream=_ChatBody(response))
+            return translated(response, _ChatEvents(StreamToChat(self.include_usage)), "text/event-stream")
+        return translated(response, _ChatBody(), "application/json")
 
 
-class _ChatBody(httpx.AsyncByteStream):
+class _ChatBody(WholeBody):
     """A buffered Response object, read whole, as a chat.completion body (anything unreadable as it came)."""
 
-    def __init__(self, upstream: httpx.Response) -> None:
-        self.upstream = upstream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        raw = b"".join([chunk async for chunk in body_chunks(self.upstream)])
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            yield raw   # the relay calls it what it is: not JSON
-            return
-        if not isinstance(payload, dict) or payload.get("object") != "response":
-            yield raw   # an error object with a success status, or something else: the relay judges it
-            return
-        yield json.dumps(response_to_chat(payload)).encode()
-
-    async def aclose(self) -> None:
-        await self.upstream.aclose()
+    def translate(self, parsed: Any, raw: bytes) -> list[bytes]:
+        if not isinstance(parsed, dict) or parsed.get("object") != "response":
+            return [raw]   # not JSON, an error object with a success status, or something else: the relay judges it
+        return [json.dumps(response_to_chat(parsed)).encode()]
 
 
-class _ChatStream(httpx.AsyncByteStream):
+class _ChatEvents(EventFeed):
     """A Responses event stream as chat.completion.chunk events, translated as each event arrives.
 
     Comments pass; an event that is not JSON passes as a ``data:`` event so the
@@ -187,43 +170,34 @@ class _ChatStream(httpx.AsyncByteStream):
     then calls it truncated.
     """
 
-    def __init__(self, upstream: httpx.Response, translator: StreamToChat) -> None:
-        self.upstream = upstream
+    def __init__(self, translator: StreamToChat) -> None:
+        super().__init__()
         self.translator = translator
+        self.cut = False   # an event was too large: nothing follows
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = SSEDecoder()
+    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
+        if self.cut:
+            return []
+        self.cut = True
+        return [b"data: {\n\n"]   # malformed for the relay: the event is lost, the attempt fails
+
+    def event(self, event: Event) -> list[bytes]:
         translator = self.translator
-        async for chunk in body_chunks(self.upstream):
-            try:
-                events = decoder.feed(chunk)
-            except SSEEventTooLarge:
-                yield b"data: {\n\n"   # malformed for the relay: the event is lost, the attempt fails
-                return
-            out: list[bytes] = []
-            for event in events:
-                if translator.done:
-                    break
-                if not event.has_data:
-                    out.append(event.raw)
-                    continue
-                if event.is_done:
-                    continue
-                try:
-                    obj: Any = json.loads(event.data)
-                except ValueError:
-                    out.append(b"data: " + event.data.replace(b"\n", b" ") + b"\n\n")
-                    continue
-                if isinstance(obj, dict):
-                    out += [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n"
-                            for c in translator.feed(obj)]
-                if translator.done and not translator.failed:
-                    out.append(b"data: [DONE]\n\n")
-            if out:
-                yield b"".join(out)
-
-    async def aclose(self) -> None:
-        await self.upstream.aclose()
+        if self.cut or translator.done:
+            return []
+        if not event.has_data:
+            return [event.raw]
+        if event.is_done:
+            return []
+        try:
+            obj: Any = json.loads(event.data)
+        except ValueError:
+            return [b"data: " + event.data.replace(b"\n", b" ") + b"\n\n"]
+        out = [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n"
+               for c in translator.feed(obj)] if isinstance(obj, dict) else []
+        if translator.done and not translator.failed:
+            out.append(b"data: [DONE]\n\n")
+        return out
 
 
 # Registered at start (protocol/serving/wiring.py): chat calls to a Responses-only model go over /v1/responses.

@@ -152,9 +152,7 @@ class StreamTranslator(EventTranslator):
             self.over = True
             if not self.include_usage:
                 return [DONE]
-            usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                     "choices": [], "usage": chat_usage(self.usage)}
-            return [_data(usage), DONE]
+            return [self.usage_chunk(chat_usage(self.usage)), DONE]
         if kind == "error":
             error = _obj(obj.get("error"))
             self.over = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import attrs
 from attrs import frozen
@@ -123,18 +124,22 @@ class OnUnavailable(str, Enum):
 def redis_url(value: Any) -> str:
     """A ``redis://`` or ``rediss://`` (TLS) URL with a host, and a database number as its path if any.
     No query options: the limiter speaks to Redis itself (protocol/stores/redis_wire.py) and reads
-    only these."""
+    only these. Split as ``redis_wire.Address`` splits it, so what loads is what it can connect to."""
     if isinstance(value, str):
         text = value.strip()
-        scheme, sep, rest = text.partition("://")
-        host, _, path = rest.rpartition("@")[2].partition("/")
-        if sep and scheme in ("redis", "rediss") and host and not any(c in rest for c in "?#"):
-            if path.strip("/") and not path.strip("/").isdigit():
+        parts = urlsplit(text)
+        if parts.scheme in ("redis", "rediss") and parts.hostname:
+            if parts.query or parts.fragment:
+                raise Invalid(f"takes no query options (TLS is rediss://, the database is the path: /0), "
+                              f"got {values.quoted_url(value)}")
+            try:
+                parts.port
+            except ValueError:
+                raise Invalid(f"the port is a number up to 65535, got {values.quoted_url(value)}") from None
+            path = parts.path.strip("/")
+            if path and not path.isdigit():
                 raise Invalid(f"the path is the database number (/0, /1 ...), got {values.quoted_url(value)}")
             return text
-        if sep and scheme in ("redis", "rediss") and host:
-            raise Invalid(f"takes no query options (TLS is rediss://, the database is the path: /0), "
-                          f"got {values.quoted_url(value)}")
     raise Invalid(f"must be a redis:// or rediss:// URL with a host, got {values.quoted_url(value)}")
 
 

@@ -149,6 +149,9 @@ def test_every_script_is_sent_by_its_sha1():
 @pytest.mark.parametrize("url, rule", [
     ("redis://cache:6379/0?ssl_cert_reqs=none", "takes no query options"),
     ("redis://cache:6379/zero", "the path is the database number"),
+    ("redis://cache:65536/0", "the port is a number up to 65535"),
+    ("redis://cache:port/0", "the port is a number up to 65535"),
+    ("redis://:6379/0", "must be a redis:// or rediss:// URL with a host"),
 ])
 def test_state_redis_url_takes_a_database_number_and_no_query_options(url, rule):
     with pytest.raises(Exception) as caught:

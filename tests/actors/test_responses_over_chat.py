@@ -119,7 +119,6 @@ async def test_a_bridged_response_is_not_retrievable(autojump_clock):
 @pytest.mark.parametrize(("field", "value", "param"), [
     ("tools", [{"type": "web_search"}], "tools[0].type"),
     ("background", True, "background"),
-    ("previous_response_id", "resp_1", "previous_response_id"),
 ])
 async def test_what_a_chat_backend_cannot_carry_is_a_400_naming_it_before_any_io(autojump_clock, field, value,
                                                                                    param):
@@ -128,6 +127,25 @@ async def test_what_a_chat_backend_cannot_carry_is_a_400_naming_it_before_any_io
         assert reply.status == 400
         error = reply.json()["error"]
         assert error["param"] == param and error["code"] == "unsupported_request_parameter"
+        assert "claude" in error["message"] and claude(app).requests == []
+
+
+async def test_a_stored_response_cannot_be_continued_on_a_chat_backend(autojump_clock):
+    """The id is this key's (stored by a Responses backend for another model), but the model asked for
+    now is served only by a chat backend, which keeps no responses: a 400 naming the field."""
+    other_model = CONFIG + """
+  - name: oai
+    type: simulated
+    models: [gpt-x]
+    simulation: {latency: 1s, chunks: 3}
+"""
+    async with gateway(other_model) as app:
+        first = (await request(app, "POST", "/v1/responses", {"model": "gpt-x", "input": "hi"})).json()
+        reply = await request(app, "POST", "/v1/responses", {"model": "claude-x", "input": "more",
+                                                             "previous_response_id": first["id"]})
+        assert reply.status == 400
+        error = reply.json()["error"]
+        assert (error["param"], error["code"]) == ("previous_response_id", "unsupported_request_parameter")
         assert "claude" in error["message"] and claude(app).requests == []
 
 

@@ -69,13 +69,16 @@ class Batches(Generic[Item]):
     ``send(items)`` returns one reply per item, or raises. ``lost(item, reply)`` is told of every item
     sent whose caller will not act on its reply, though the script may have run it: its batch failed
     (``reply`` None; the caller hears the exception), or its caller stopped waiting before the reply
-    came. An item whose caller left before it was sent is dropped unsent.
+    came. An item whose caller left before it was sent is dropped unsent. ``others()`` says whether a
+    send now would carry work besides its items (see ``_alone``).
     """
 
     def __init__(self, send: Callable[[list[Item]], Awaitable[list[Any]]],
-                 lost: Callable[[Item, Any], None], *, most: int, lanes: int) -> None:
+                 lost: Callable[[Item, Any], None], *, most: int, lanes: int,
+                 others: Callable[[], bool] = lambda: False) -> None:
         self._send = send
         self._lost = lost
+        self._others = others
         self._most = most
         self._queue: deque[Slot[Item]] = deque()
         self._lot = trio.lowlevel.ParkingLot()
@@ -124,10 +127,14 @@ class Batches(Generic[Item]):
     async def _alone(self, item: Item, bound: float, cap: float, alive: Callable[[], bool]) -> Any:
         """Nothing waits and a lane is free: send ``item`` from the caller's own task (no hand-off to a
         sending task and back), under a scope the watchdog cancels when the bound is due, as ``ask``
-        would end a queued wait."""
+        would end a queued wait. When ``others()`` (the send carries work of others), the caller's
+        leaving waits for the reply or the bound, as a queued call's send goes on without its caller:
+        cut off, work that Redis did would be done again. The caller then hears its cancellation, and
+        ``lost`` its reply."""
         self._lanes.acquire_nowait()
         now = trio.current_time()
-        watch = Watch(trio.CancelScope(deadline=now + cap), now + bound, bound, alive)
+        held = self._others()
+        watch = Watch(trio.CancelScope(deadline=now + cap, shield=held), now + bound, bound, alive)
         self._watched.append(watch)
         if watch.check < self._watch_until:   # due before the watchdog would wake
             self._watch_lot.unpark()
@@ -136,8 +143,9 @@ class Batches(Generic[Item]):
         self.sending += 1
         try:
             with watch.scope:
-                return (await self._send([item]))[0]
-            raise trio.TooSlowError
+                reply = (await self._send([item]))[0]
+            if watch.scope.cancelled_caught:
+                raise trio.TooSlowError
         except BaseException:   # no answer in time, failed, or its caller left: the script may have run it
             self._lost(item, None)
             raise
@@ -145,6 +153,13 @@ class Batches(Generic[Item]):
             watch.done = True
             self.sending -= 1
             self._lanes.release()
+        if held:
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except BaseException:   # its caller left while it was held: as an abandoned slot's reply
+                self._lost(item, reply)
+                raise
+        return reply
 
     async def _watchdog(self) -> None:
         """Wakes at the earliest bound due among the calls sent alone (at most one per lane), or when

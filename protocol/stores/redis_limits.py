@@ -110,7 +110,7 @@ class RedisLimiter:
         self._outage = trio.Event()             # set when one begins: the probe wakes
         self._settles = Settles(self._send_settles, self._now, lambda: self.available, self._fault)
         self._admissions: Batches[Plan] = Batches(self._send_admissions, self._lost, most=ADMIT_BATCH,
-                                                  lanes=ADMIT_LANES)
+                                                  lanes=ADMIT_LANES, others=self._settles.riding)
         self._borrowed: dict[str, Borrowed] = {}   # calls the local share admitted, not yet claimed in Redis
         # budget bucket -> when Redis ran the admission whose state was mirrored (its now, its place in its batch)
         self._mirrored: dict[tuple[str, str, str], tuple[float, int]] = {}

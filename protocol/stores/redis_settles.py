@@ -4,7 +4,9 @@ keeps them (up to SETTLE_QUEUE; past it the oldest are dropped, and counted) unt
 
 Settles ride with admissions: the next admission script call takes what is queued and applies it
 first (``ride``), so a call's settle costs no script call of its own while admissions keep coming. A
-settle waits RIDE_WAIT for one before it is sent alone.
+settle waits RIDE_WAIT for one before it is sent alone. An admission carrying settles is read to its end
+(or its bound) even when its caller leaves: cut off, its settles would go back to the queue though
+Redis ran them (``redis_batch.Batches._alone``).
 
 A settle whose first try's answer was lost may be applied twice when it is retried: its spend then
 counts twice (the safe side: a budget is never overspent by it), never its release.
@@ -96,10 +98,14 @@ class Settles:
         self._sending += len(items)
         return items
 
+    def riding(self) -> bool:
+        """Whether the next admission script call takes settles along (``ride``)."""
+        return bool(self._queue) and self._available()
+
     def ride(self) -> tuple[list[Settle], list[str], list[tuple[list[str], list[str]]]]:
         """Take what is queued (at most SETTLE_BATCH) to ride with an admission script call: the settles,
         and the count and parts that call carries for them. ``rode`` must be told how it went."""
-        items = self._take() if self._queue and self._available() else []
+        items = self._take() if self.riding() else []
         return items, [str(len(items))], [settle_part(*item) for item in items]
 
     def rode(self, items: list[Settle], replies: list[Any] | None) -> None:

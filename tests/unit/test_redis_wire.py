@@ -234,3 +234,27 @@ async def test_a_claim_sent_again_after_its_answer_was_lost_reserves_the_budget_
     assert await limiter.flush()
     view = (await limiter.key_view("team-a"))["budget"]
     assert (view["spent_usd"], view["reserved_usd"]) == (pytest.approx(0.4), pytest.approx(0.0))
+
+
+async def test_a_client_leaving_an_admission_that_carries_settles_never_makes_them_count_twice(
+        nursery, redis_server, redis_url):
+    """Cut off, the script call's settles would go back to the queue though Redis runs them: the call is
+    read to its end (or its bound), and the caller then hears its cancellation."""
+    snap = snapshot(key_extra="    budget: {limit_usd: 10.0}")
+    limiter = await start(nursery, redis_url, snap, clock=Clock(), timeout=2.0)
+    first = await limiter.admit(demand(snap, "a", worst_usd=0.5))
+
+    async def resume_later() -> None:
+        await trio.sleep(0.15)
+        redis_server.resume()
+
+    redis_server.pause()
+    nursery.start_soon(resume_later)
+    limiter.settle(first.ticket, 100, 0.3)
+    with trio.move_on_after(0.05) as left:
+        await limiter.admit(demand(snap, "b", worst_usd=0.5))   # carries the settle; the client leaves
+        await trio.sleep(0)
+    assert left.cancelled_caught
+    assert await limiter.flush(5.0)
+    view = (await limiter.key_view("team-a"))["budget"]
+    assert (view["spent_usd"], view["reserved_usd"]) == (pytest.approx(0.3), pytest.approx(0.0))

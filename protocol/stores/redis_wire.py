@@ -16,6 +16,7 @@ up to ``IDLE_MOST``.
 
 from __future__ import annotations
 
+import select
 import ssl
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -80,6 +81,13 @@ class Connection:
             raise value
         return value
 
+    def closed_while_idle(self) -> bool:
+        """Whether the idle connection can be read from: the server closed it (its idle ``timeout``, a
+        proxy's) or sent what nobody asked for. One ``select`` with no wait."""
+        stream = self.stream.transport_stream if isinstance(self.stream, trio.SSLStream) else self.stream
+        sock = getattr(stream, "socket", None)
+        return sock is not None and bool(select.select([sock.fileno()], [], [], 0)[0])
+
     async def aclose(self) -> None:
         await trio.aclose_forcefully(self.stream)
 
@@ -94,7 +102,7 @@ class Wire:
         self.opened = 0   # connections opened, for the tests and the logs
 
     async def call(self, command: str, *args: Any) -> Any:
-        connection = self._idle.pop() if self._idle else await self._open()
+        connection = await self._take()
         reusable = False
         try:
             reply = await connection.call(command, *args)
@@ -113,6 +121,15 @@ class Wire:
                 self._idle.append(connection)
             else:
                 await connection.aclose()
+
+    async def _take(self) -> Connection:
+        """The most recently used idle connection the server has not closed meanwhile, or a new one."""
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed_while_idle():
+                return connection
+            await connection.aclose()
+        return await self._open()
 
     async def warm(self, count: int) -> None:
         """Have ``count`` connections open and idle (opened together), so a burst does not spend its

@@ -77,8 +77,10 @@ end
 local function settle_all(now, from)
   local replies, last = {}, from + 5 * tonumber(ARGV[from])
   for c = from + 1, last, 5 do
-    local ok, reply = pcall(settle, now, tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]),
-                            tonumber(ARGV[c + 3]) or 0, cjson.decode(ARGV[c + 4]))
+    local ok, reply = pcall(function()   -- a spec that is not JSON fails its settle alone
+      return settle(now, tonumber(ARGV[c]), ARGV[c + 1], tonumber(ARGV[c + 2]), tonumber(ARGV[c + 3]) or 0,
+                    cjson.decode(ARGV[c + 4]))
+    end)
     replies[#replies + 1] = ok and reply or tostring(reply.err or reply)
   end
   return replies, last + 1
@@ -102,9 +104,9 @@ end
 -- dimension's TAT (or '')}. Returns {those replies, the settles' replies (as the settle script's)}.
 local now = clock(ARGV[1])
 local lease, prefix = tonumber(ARGV[2]), ARGV[3]
-local settled, first = settle_all(now, 4)
-
--- a crashed instance's reservations: give them back once their lease time has passed
+-- a crashed instance's reservations: give them back once their lease time has passed. First, so that
+-- nothing that can fail the whole script runs after the riding settles are applied (the caller would
+-- send them again)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 8)
 for _, id in ipairs(stale) do
   local key = prefix .. id
@@ -113,6 +115,8 @@ for _, id in ipairs(stale) do
   redis.call('DEL', key)
   redis.call('ZREM', KEYS[1], id)
 end
+
+local settled, first = settle_all(now, 4)
 
 local function admit(base, call, spec, record)
   local function K(i) return KEYS[base + i] end
@@ -196,8 +200,11 @@ local function admit(base, call, spec, record)
 end
 
 local replies = {}
+local function decoded_admit(base, call, spec, record)   -- a spec that is not JSON fails its call alone
+  return admit(base, call, cjson.decode(spec), record)
+end
 for c = first, #ARGV, 4 do
-  local ok, reply = pcall(admit, tonumber(ARGV[c]), ARGV[c + 1], cjson.decode(ARGV[c + 2]), ARGV[c + 3])
+  local ok, reply = pcall(decoded_admit, tonumber(ARGV[c]), ARGV[c + 1], ARGV[c + 2], ARGV[c + 3])
   replies[#replies + 1] = ok and reply or {'error', tostring(reply.err or reply)}
 end
 return {replies, settled}

@@ -280,3 +280,23 @@ async def test_a_client_leaving_an_admission_that_carries_settles_never_makes_th
     assert await limiter.flush(5.0)
     view = (await limiter.key_view("team-a"))["budget"]
     assert (view["spent_usd"], view["reserved_usd"]) == (pytest.approx(0.3), pytest.approx(0.0))
+
+
+async def test_a_riding_settle_or_admission_whose_spec_is_not_json_fails_alone(redis_url):
+    """Nothing that can fail the whole admit script runs after its riding settles are applied (the
+    limiter would send them again): a malformed settle or admission spec is that call's error only."""
+    from switchyard.actors.routing import limits as core
+    from switchyard.protocol.stores.redis_script import CALLS, Plan, batch
+
+    snap = snapshot("{requests_per_minute: 100}")
+    scripts = Scripts(Wire(Address(redis_url)), 2.0)
+    try:
+        good = Plan(demand(snap, "good"), 0.0).part()
+        bad_settle = (["sy:{sy}:inflight", "sy:{sy}:call:x"], ["x", "0", "", "{not json"])
+        bad_admit = (good[0], ["bad", "{not json", ""])
+        keys, args = batch(["1000", str(core.LEASE_SECONDS), CALLS, "1"], [bad_settle, bad_admit, good])
+        admitted, settled = await scripts.op("admit", keys, args)
+        assert isinstance(settled[0], str)                       # the settle's own error
+        assert admitted[0][0] == "error" and admitted[1][0] == "ok"
+    finally:
+        await scripts.wire.aclose()

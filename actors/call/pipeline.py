@@ -139,8 +139,16 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
     # A call with provider preferences never shares: its preferences are gone from the body.
     shares = call.prefs is None or call.prefs.empty
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
-    served = await runtime.dedup.serve(key, sink, disconnected, actor.run, runtime.nursery,
-                                       flight_id=call.request_id)
+    try:
+        served = await runtime.dedup.serve(key, sink, disconnected, actor.run, runtime.nursery,
+                                           flight_id=call.request_id)
+    except BaseException:
+        # Cancelled from outside (a drain's end, say) before this call's actor ran: nothing else would
+        # give its reservation back. An actor that runs (or ran) settles its own ticket when it ends.
+        if actor.ticket is not None and actor not in runtime.calls:
+            runtime.limiter.settle(actor.ticket, 0, None)
+            actor.ticket = None
+        raise
     if served.role is Role.FOLLOWED:   # this client's actor never ran: its trace says whose answer it got
         if actor.ticket is not None:   # it used nothing of its own
             runtime.limiter.settle(actor.ticket, 0, None)

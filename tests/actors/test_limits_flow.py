@@ -159,3 +159,25 @@ async def test_admin_config_names_the_global_scope_as_written(autojump_clock):
     from switchyard.protocol.admin.api import public
     shown = public(load_text(config(extra="rate_limiting: {global: {requests_per_minute: 9}}\n")).snapshot)
     assert shown["rate_limiting"]["global"]["requests_per_minute"] == 9 and "global_" not in shown["rate_limiting"]
+
+
+async def test_a_dedup_follower_cancelled_while_following_gives_its_reservation_back(autojump_clock):
+    """Its own actor never runs (the leader's answer was to be its answer), so when its task is cancelled
+    from outside (a drain's end, say) the pipeline settles its ticket: the key's slot is not held."""
+    import trio
+    slow = config("rate_limit: {max_concurrent: 2}", "dedup: {enabled: true}\n").replace("latency: 10ms",
+                                                                                          "latency: 1s")
+    async with gateway(slow) as app:
+        async with trio.open_nursery() as n:
+            n.start_soon(post, app)                 # the leader: its flight takes 1 s
+            await trio.sleep(0.1)
+            with trio.move_on_after(0.3):           # the identical call follows it, then is cancelled
+                await post(app)
+        statuses = []
+
+        async def one():
+            statuses.append((await post(app, chat(max_tokens=7))).status)
+        async with trio.open_nursery() as n:        # both slots are free again
+            n.start_soon(one)
+            n.start_soon(one)
+        assert statuses == [200, 200]

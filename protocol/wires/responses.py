@@ -32,8 +32,7 @@ from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.wires.responses_bridge import chat_to_responses
-from switchyard.actors.sse import Event, SSEEventTooLarge
-from switchyard.protocol.wires.translated import EventFeed, WholeBody, translated
+from switchyard.protocol.wires.translated import JsonEvents, WholeBody, translated
 from switchyard.actors.addressing import auth_headers
 
 log = logging.getLogger("switchyard.route")
@@ -161,40 +160,14 @@ class _ChatBody(WholeBody):
         return [json.dumps(response_to_chat(parsed)).encode()]
 
 
-class _ChatEvents(EventFeed):
-    """A Responses event stream as chat.completion.chunk events, translated as each event arrives.
+class _ChatEvents(JsonEvents):
+    """A Responses event stream as chat.completion.chunk events, translated as each event arrives; after
+    the terminal event comes ``[DONE]``."""
 
-    Comments pass; an event that is not JSON passes as a ``data:`` event so the
-    relay counts it malformed; after the terminal event comes ``[DONE]``. A
-    stream that ends without one ends here too, without ``[DONE]``: the relay
-    then calls it truncated.
-    """
-
-    def __init__(self, translator: StreamToChat) -> None:
-        super().__init__()
-        self.translator = translator
-        self.cut = False   # an event was too large: nothing follows
-
-    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
-        if self.cut:
-            return []
-        self.cut = True
-        return [b"data: {\n\n"]   # malformed for the relay: the event is lost, the attempt fails
-
-    def event(self, event: Event) -> list[bytes]:
+    def json_event(self, parsed: Any) -> list[bytes]:
         translator = self.translator
-        if self.cut or translator.done:
-            return []
-        if not event.has_data:
-            return [event.raw]
-        if event.is_done:
-            return []
-        try:
-            obj: Any = json.loads(event.data)
-        except ValueError:
-            return [b"data: " + event.data.replace(b"\n", b" ") + b"\n\n"]
         out = [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n"
-               for c in translator.feed(obj)] if isinstance(obj, dict) else []
+               for c in translator.feed(parsed)] if isinstance(parsed, dict) else []
         if translator.done and not translator.failed:
             out.append(b"data: [DONE]\n\n")
         return out

@@ -26,13 +26,12 @@ import attrs
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import Event, SSEEventTooLarge
 from switchyard.actors.wire import RESPONSES_API_TYPES, RESPONSES_OVER_CHAT, Special, Wire, Wires
 from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires.chat_answers import chat_to_response
 from switchyard.protocol.wires.chat_bridge import responses_to_chat
 from switchyard.protocol.wires.chat_events import ChatToEvents
-from switchyard.protocol.wires.translated import EventFeed, WholeBody, translated
+from switchyard.protocol.wires.translated import JsonEvents, WholeBody, translated
 
 log = logging.getLogger("switchyard.route")
 
@@ -110,36 +109,12 @@ class _ResponseBody(WholeBody):
         return [json.dumps(chat_to_response(parsed, self.request)).encode()]
 
 
-class _Events(EventFeed):
-    """A chat SSE stream as Responses events, translated as each chunk arrives.
+class _Events(JsonEvents):
+    """A chat SSE stream as Responses events, translated as each chunk arrives; ``[DONE]`` is the terminal
+    event."""
 
-    Comments pass (keep-alives); a chunk that is not JSON passes as a ``data:``
-    event, so the relay counts it malformed; ``[DONE]`` is the terminal
-    event. A stream that ends without ``[DONE]`` ends here without one too:
-    the relay calls it truncated.
-    """
+    def done_event(self) -> list[bytes]:
+        return [self.translator.end()]
 
-    def __init__(self, translator: ChatToEvents) -> None:
-        super().__init__()
-        self.translator = translator
-        self.cut = False   # an event was too large: nothing follows
-
-    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
-        if self.cut:
-            return []
-        self.cut = True
-        return [b"data: {\n\n"]   # malformed for the relay: the event is lost, the attempt fails
-
-    def event(self, event: Event) -> list[bytes]:
-        translator = self.translator
-        if self.cut or translator.done:
-            return []
-        if not event.has_data:
-            return [event.raw]
-        if event.is_done:
-            return [translator.end()]
-        try:
-            obj: Any = json.loads(event.data)
-        except ValueError:
-            return [b"data: " + event.data.replace(b"\n", b" ") + b"\n\n"]
-        return [translator.feed(obj)]
+    def json_event(self, parsed: Any) -> list[bytes]:
+        return [self.translator.feed(parsed)]

@@ -127,6 +127,44 @@ class EventFeed:
         raise NotImplementedError
 
 
+class JsonEvents(EventFeed):
+    """A bridge's stream: each JSON event handed to ``json_event``, until ``translator.done``. Comments
+    pass (keep-alives); an event that is not JSON passes as a ``data:`` event, so the relay counts it
+    malformed; an event too large to decode ends the stream with one such event; ``[DONE]`` is
+    ``done_event``'s to translate. A stream that ends without its terminal event ends here without one
+    too: the relay calls it truncated."""
+
+    def __init__(self, translator: Any) -> None:
+        super().__init__()
+        self.translator = translator
+        self.cut = False   # an event was too large: nothing follows
+
+    def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
+        if self.cut:
+            return []
+        self.cut = True
+        return [b"data: {\n\n"]   # malformed for the relay: the event is lost, the attempt fails
+
+    def event(self, event: Event) -> list[bytes]:
+        if self.cut or self.translator.done:
+            return []
+        if not event.has_data:
+            return [event.raw]
+        if event.is_done:
+            return self.done_event()
+        try:
+            parsed: Any = json.loads(event.data)
+        except ValueError:
+            return [b"data: " + event.data.replace(b"\n", b" ") + b"\n\n"]
+        return self.json_event(parsed)
+
+    def done_event(self) -> list[bytes]:
+        return []
+
+    def json_event(self, parsed: Any) -> list[bytes]:
+        raise NotImplementedError
+
+
 class EventTranslator(EventFeed, ChunkWriter):
     """An ``EventFeed`` writing chat chunks; an event too large to decode ends the stream in-band."""
 

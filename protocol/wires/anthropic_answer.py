@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import Event, encode_data
+from switchyard.actors.sse import Event
 from switchyard.protocol.wires.translated import DONE, EventTranslator, Translator, WholeBody, translated
 from switchyard.protocol.wires.translated import data as _data
 from switchyard.protocol.wires.translated import obj as _obj
@@ -116,17 +116,7 @@ class StreamTranslator(EventTranslator):
         self.finished = False                # the finish_reason chunk went out
         self.usage: dict[str, Any] = {}
 
-    def event(self, event: Event) -> list[bytes]:
-        if self.over:
-            return []
-        if not event.has_data:
-            return [event.raw]      # comments: keep-alives once committed
-        try:
-            obj = json.loads(event.data)
-        except ValueError:
-            return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
-        if not isinstance(obj, dict):
-            return self.fail("an event that is not a JSON object", "upstream_malformed_event")
+    def object_event(self, obj: dict[str, Any], event: Event) -> list[bytes]:
         kind = obj.get("type") or event.event
         if kind == "message_start":
             message = _obj(obj.get("message"))

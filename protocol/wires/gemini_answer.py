@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.actors.sse import Event, encode_data
+from switchyard.actors.sse import Event
 from switchyard.protocol.wires.translated import DONE, EventTranslator, Translator, WholeBody, translated
 from switchyard.protocol.wires.translated import data as _data
 from switchyard.protocol.wires.translated import obj as _obj
@@ -171,17 +171,7 @@ class StreamTranslator(EventTranslator):
             out.append(self.usage_chunk(chat_usage(self.usage)))
         return [*out, DONE]
 
-    def event(self, event: Event) -> list[bytes]:
-        if self.over:
-            return []
-        if not event.has_data:
-            return [event.raw]      # comments: keep-alives once committed
-        try:
-            obj = json.loads(event.data)
-        except ValueError:
-            return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
-        if not isinstance(obj, dict):
-            return self.fail("an event that is not a JSON object", "upstream_malformed_event")
+    def object_event(self, obj: dict[str, Any], event: Event) -> list[bytes]:
         if isinstance(obj.get("error"), dict):
             error = obj["error"]
             self.over = True

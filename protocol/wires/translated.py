@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Protocol
 import httpx
 
 from switchyard.actors.bodies import body_chunks
-from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge, encode_data
 from switchyard.protocol.http.client_json import utf8
 
 DONE = b"data: [DONE]\n\n"
@@ -174,6 +174,23 @@ class EventTranslator(EventFeed, ChunkWriter):
 
     def too_large(self, exc: SSEEventTooLarge) -> list[bytes]:
         return self.fail(f"an event too large to handle: {exc}", "upstream_event_too_large")
+
+    def event(self, event: Event) -> list[bytes]:
+        if self.over:
+            return []
+        if not event.has_data:
+            return [event.raw]      # comments: keep-alives once committed
+        try:
+            parsed = json.loads(event.data)
+        except ValueError:
+            return [encode_data(event.data)]   # the relay counts it malformed and fails the attempt
+        if not isinstance(parsed, dict):
+            return self.fail("an event that is not a JSON object", "upstream_malformed_event")
+        return self.object_event(parsed, event)
+
+    def object_event(self, obj: dict[str, Any], event: Event) -> list[bytes]:
+        """One event that is a JSON object, in the backend's shape (``event`` for its SSE fields)."""
+        raise NotImplementedError
 
 
 class TranslatedStream(httpx.AsyncByteStream):

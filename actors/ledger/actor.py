@@ -343,6 +343,10 @@ class LedgerActor:
         """Totals per group (see UsageStore); records still queued or spilled are not counted yet."""
         return await self._read(self.store.summary, query)
 
+    async def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:
+        """Counts and latency histograms per time slot and group (see UsageStore); same lag as ``summary``."""
+        return await self._read(self.store.traffic, query, step)
+
     async def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")

@@ -31,6 +31,14 @@ class UsageStore(Protocol):
 
     def summary(self, query: UsageQuery) -> list[dict[str, Any]]: ...
 
+    def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:
+        """The matching records spread over time: one row per time slot (``floor(time / step)``, ``step``
+        whole seconds) and group (``query.group_by``: ``model``, ``backend`` or None for one series) that
+        has records: ``{"slot", "group", "requests", "errors", "latency_ms", "ttfb_ms"}``, the last two
+        histograms over ``traffic.BOUNDS_MS`` (``ttfb_ms`` counts the records that have one). Rows come
+        sorted by group (None last), then slot; every store answers the same rows for the same records."""
+        ...
+
     def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
         """The matching records, oldest first, at most ``limit`` (group_by is ignored)."""
         ...

@@ -41,6 +41,8 @@ class UsageReader(Protocol):
 
     async def summary(self, query: UsageQuery) -> list[dict[str, Any]]: ...
 
+    async def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]: ...
+
     async def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]: ...
 
     async def for_request(self, request_id: str) -> list[LedgerRecord]: ...
@@ -60,7 +62,7 @@ class UsageAdmin:
         """``{"groups": [...]}``: the totals of the matching records, one row per group (one without
         ``group_by``), as the store gives them."""
         query, _ = _query(scope, QUERY_PARAMS)
-        groups = await _ask(runtime, lambda reader: reader.summary(query))
+        groups = await ask(runtime, lambda reader: reader.summary(query))
         await self.respond(send, 200, json.dumps({"groups": groups}).encode())
 
     async def csv(self, runtime: "Runtime", scope: Any, receive: Any, send: Any) -> None:
@@ -68,10 +70,10 @@ class UsageAdmin:
         at most ``limit``)."""
         query, limit = _query(scope, (*QUERY_PARAMS, "limit"))
         if query.group_by is not None:
-            groups = await _ask(runtime, lambda reader: reader.summary(query))
+            groups = await ask(runtime, lambda reader: reader.summary(query))
             pieces = csv_chunks(group_columns(query.group_by), groups)
         else:
-            records = await _ask(runtime, lambda reader: reader.records(query, limit))
+            records = await ask(runtime, lambda reader: reader.records(query, limit))
             pieces = csv_chunks(RECORD_COLUMNS, (record_view(r) for r in records))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", CSV_TYPE),
@@ -86,7 +88,7 @@ class UsageAdmin:
         if scope["method"] != "GET":
             raise MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}", allowed=("GET",))
         request_id = scope["path"][len(REQUEST_PREFIX):]
-        records = await _ask(runtime, lambda reader: reader.for_request(request_id))
+        records = await ask(runtime, lambda reader: reader.for_request(request_id))
         client = [r for r in records if r.purpose == "client"]
         if not client:
             raise RouteNotFound(f"No usage record for request id '{request_id}' (the ledger keeps "
@@ -106,8 +108,8 @@ def _query(scope: Any, allowed: tuple[str, ...]) -> tuple[UsageQuery, int]:
         raise InvalidRequest(str(exc), param=exc.param, code=exc.code) from None
 
 
-async def _ask(runtime: "Runtime", question: Callable[[UsageReader], Awaitable[Any]]) -> Any:
-    """The reader's answer; 503 when the ledger's store cannot answer."""
+async def ask(runtime: "Runtime", question: Callable[[UsageReader], Awaitable[Any]]) -> Any:
+    """The reader's answer; 503 when the ledger's store cannot answer (every ledger route says so alike)."""
     try:
         return await question(usage_reader(runtime))
     except StoreUnavailable as exc:

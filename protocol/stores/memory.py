@@ -10,6 +10,7 @@ import time
 from collections import deque
 from typing import Any, Iterable, Sequence
 
+from switchyard.actors.ledger import traffic as spread
 from switchyard.actors.ledger.record import GROUP_FIELDS, LedgerRecord, UsageQuery
 
 KEEP = 1_000_000   # records kept; the oldest go first (a gateway that needs them all uses a real store)
@@ -62,6 +63,21 @@ class MemoryStore:
             return [groups.get(None) or {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0,
                                          "cost": None}]
         return [groups[k] for k in sorted(groups, key=lambda v: (v is None, v or ""))]
+
+    def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:
+        spread.check(query.group_by, step)
+        rows: dict[tuple[int, Any], dict[str, Any]] = {}
+        for r in self._matching(query):
+            key = (spread.slot_of(r.time, step), group_value(r, query.group_by))
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = spread.new_row(*key)
+            row["requests"] += 1
+            row["errors"] += 1 if r.failed else 0
+            row["latency_ms"][spread.bucket_of(r.latency_ms)] += 1
+            if r.ttfb_ms is not None:
+                row["ttfb_ms"][spread.bucket_of(r.ttfb_ms)] += 1
+        return spread.ordered(rows.values())
 
     def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
         out = sorted(self._matching(query), key=lambda r: r.time)

@@ -33,6 +33,7 @@ DIALECT = sql.Dialect(
     day="to_char(to_timestamp(floor(time)) AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
     hour="""to_char(to_timestamp(floor(time)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00:00Z"')""",
     collate=' COLLATE "C"',   # code point order, whatever the database's locale
+    slot="FLOOR(time / %s::double precision)::bigint",
     migrations=migrations.POSTGRESQL,
     lock=f"SELECT pg_advisory_xact_lock({LOCK_KEY})",
 )

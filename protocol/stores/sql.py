@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from attrs import frozen
 
+from switchyard.actors.ledger import traffic as spread
 from switchyard.actors.ledger.record import FIELDS, GROUP_FIELDS, GROUPS, LedgerRecord, StoreUnavailable, UsageQuery
 from switchyard.protocol.stores.memory import group_field
 from switchyard.protocol.stores.migrations import Migration
@@ -42,6 +43,7 @@ class Dialect:
     day: str                         # the UTC day of ``time``, as 2026-12-01
     hour: str                        # the UTC hour of ``time``, as 2026-12-01T13:00:00Z
     collate: str                     # after a group in ORDER BY: text sorts by code point, as Python's sort does
+    slot: str                        # floor(time / <one placeholder: the step>), an integer
     migrations: tuple[Migration, ...]
     lock: str | None = None          # run first in each migration's transaction, so one instance migrates at a time
 
@@ -125,6 +127,46 @@ def summary_rows(q: UsageQuery, rows: Sequence[Sequence[Any]]) -> list[dict[str,
     return [{name: row[0], **dict(zip(TOTAL_NAMES, row[1:]))} for row in rows]
 
 
+def bucket_case(column: str) -> str:
+    """The histogram bucket of ``column`` as ``traffic.bucket_of`` gives it, from the same bounds (ours,
+    never a user's value, so they are written into the SQL)."""
+    whens = " ".join(f"WHEN {column} <= {bound!r} THEN {i}" for i, bound in enumerate(spread.BOUNDS_MS))
+    return f"CASE {whens} ELSE {len(spread.BOUNDS_MS)} END"
+
+
+def traffic(d: Dialect, q: UsageQuery, step: int) -> tuple[str, list[Any]]:
+    """One statement (one snapshot of the table): rows ``(kind, slot, group, bucket, count, errors)``,
+    kind 0 counting records by latency bucket (with their errors), kind 1 by time-to-first-byte bucket
+    (records with one). At most slots x groups x buckets rows, whatever the traffic."""
+    spread.check(q.group_by, step)
+    filters, params = where(d, q)
+    group = GROUP_FIELDS[q.group_by] if q.group_by is not None else "NULL"
+    with_ttfb = f"{filters} AND ttfb_ms IS NOT NULL" if filters else " WHERE ttfb_ms IS NOT NULL"
+    parts = []
+    for kind, column, rows in ((0, "latency_ms", filters), (1, "ttfb_ms", with_ttfb)):
+        errors = "SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END)" if kind == 0 else "0"
+        parts.append(f"SELECT {kind}, slot, g, b, COUNT(*), {errors} FROM "
+                     f"(SELECT {d.slot} AS slot, {group} AS g, {bucket_case(column)} AS b, status "
+                     f"FROM {TABLE}{rows}) AS t{kind} GROUP BY slot, g, b")
+    return " UNION ALL ".join(parts), [step, *params, step, *params]
+
+
+def traffic_rows(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    out: dict[tuple[int, Any], dict[str, Any]] = {}
+    for kind, slot, group, bucket, count, errors in rows:
+        key = (int(slot), group)
+        row = out.get(key)
+        if row is None:
+            row = out[key] = spread.new_row(*key)
+        if kind == 0:
+            row["requests"] += int(count)
+            row["errors"] += int(errors)
+            row["latency_ms"][int(bucket)] += int(count)
+        else:
+            row["ttfb_ms"][int(bucket)] += int(count)
+    return spread.ordered(out.values())
+
+
 def records(d: Dialect, q: UsageQuery, limit: int) -> tuple[str, list[Any]]:
     if not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be a whole number >= 0, got {limit!r}")
@@ -175,6 +217,10 @@ class Reads:
     def summary(self, query: UsageQuery) -> list[dict[str, Any]]:
         statement, params = summary(self.dialect, query)
         return summary_rows(query, self._fetch(statement, params))
+
+    def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:
+        statement, params = traffic(self.dialect, query, step)
+        return traffic_rows(self._fetch(statement, params))
 
     def records(self, query: UsageQuery, limit: int) -> list[LedgerRecord]:
         statement, params = records(self.dialect, query, limit)

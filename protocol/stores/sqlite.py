@@ -27,6 +27,7 @@ DIALECT = sql.Dialect(
     day="strftime('%Y-%m-%d', CAST(time AS INTEGER), 'unixepoch')",
     hour="strftime('%Y-%m-%dT%H:00:00Z', CAST(time AS INTEGER), 'unixepoch')",
     collate="",   # BINARY: UTF-8 bytes, which sort as code points do
+    slot="CAST(time / ? AS INTEGER)",   # truncation is floor for the positive times a ledger holds
     migrations=migrations.SQLITE,
     # BEGIN IMMEDIATE takes the write lock: two processes opening one file migrate one after the other
 )

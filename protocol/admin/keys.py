@@ -1,4 +1,5 @@
-"""``GET /admin/keys/{id}``: one API key's limits as they stand: window counts, calls in flight, budgets left.
+"""``GET /admin/keys/{id}``: one API key's limits as they stand: window counts, calls in flight, budgets left;
+``GET /admin/keys``: every key of the running config, each as its own page shows it.
 
 Read from the running limiter (Redis's shared counters with ``state.redis_url``,
 else this worker's), never from the config alone, so what it shows is what
@@ -22,6 +23,18 @@ PREFIX = "/admin/keys/"
 class KeysAdmin:
     def __init__(self, respond: Callable[..., Awaitable[None]]) -> None:
         self.respond = respond
+        self.routes = {"/admin/keys": {"GET": self.all_keys}}
+
+    async def all_keys(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """``{"keys": [...]}`` in config order. A key a reload removed while the list was read is left out:
+        the list is the running config's."""
+        views = []
+        for key in runtime.snapshot.api_keys.keys:
+            try:
+                views.append(await runtime.limiter.key_view(key.id))
+            except KeyError:
+                continue
+        await self.respond(send, 200, json.dumps({"keys": views}).encode())
 
     async def one_key(self, runtime: "Runtime", scope: dict[str, Any], send: Any) -> None:
         if scope["method"] != "GET":

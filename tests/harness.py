@@ -61,7 +61,8 @@ async def request(app: App, method: str, path: str, body: bytes | dict | None = 
             if not message.get("more_body", False):
                 reply.ended_at = trio.current_time()
 
-    scope = {"type": "http", "method": method, "path": path, "headers": headers or []}
+    path, _, query = path.partition("?")
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "headers": headers or []}
     await app(scope, receive, send)
     return reply
 

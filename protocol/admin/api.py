@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import time
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +20,9 @@ import trio
 
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.config.fields import YAML_KEY
+from switchyard.protocol.admin import session
+from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
+from switchyard.protocol.admin.console import ConsoleUi
 from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin.prompts import PromptsAdmin
 from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
@@ -28,7 +32,7 @@ from switchyard.protocol.admin.keys import KeysAdmin
 from switchyard.protocol.admin.usage import REQUEST_PREFIX as USAGE_REQUEST_PREFIX
 from switchyard.protocol.admin.usage import UsageAdmin
 from switchyard.protocol.admin.traffic import TrafficAdmin
-from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, RouteNotFound
+from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -63,12 +67,16 @@ class AdminApi:
         self.routes.update(self.keys.routes)
         self.traffic = TrafficAdmin(respond)
         self.routes.update(self.traffic.routes)
+        self.console = ConsoleUi()
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
         path = scope["path"]
         if token is None:
             raise RouteNotFound(f"No route for {scope['method']} {path}")
+        if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
+            await self.console.handle(runtime, scope, receive, send)   # its login page needs no token yet
+            return
         self._authenticate(scope, token)
         methods = self.routes.get(path)
         if methods is not None:
@@ -96,14 +104,22 @@ class AdminApi:
 
     @staticmethod
     def _authenticate(scope: Scope, token: str) -> None:
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                given = value
-                break
-        scheme, _, credential = given.partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), token.encode()):
-            raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>'")
+        """A bearer token, or the console's session cookie (with its CSRF token on a change)."""
+        given = session.header(scope["headers"], b"authorization")
+        if given is not None:
+            scheme, _, credential = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), token.encode()):
+                raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>'")
+            return
+        cookie = session.session_cookie(scope["headers"])
+        if cookie is None or not session.valid_session(token, cookie, time.time()):
+            raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>' (or the "
+                                      "console's login)")
+        if scope["method"] not in session.SAFE_METHODS:
+            csrf = session.header(scope["headers"], session.CSRF_HEADER)
+            if csrf is None or not session.valid_csrf(token, cookie, csrf):
+                raise PermissionDenied("A change made with the console's login needs its 'x-csrf-token' header",
+                                       code="csrf_token_invalid")
 
     async def request_events(self, runtime: "Runtime", request_id: str, send: Send) -> None:
         """The route events of one recent call (the last 1,000 calls are kept)."""

@@ -1,0 +1,175 @@
+"""``/admin/ui/``: the operator console, pages in the browser over the admin JSON API.
+
+The pages are a thin shell rendered here (a title, the navigation, the
+session's CSRF token) and a little hand-written JavaScript in ``ui/`` that
+reads the same ``/admin/*`` JSON a script would, puts every value in the page
+as text (never as markup) and draws its charts as SVG. Everything ships in
+the package: no CDN, no font, no build step, so the console works with no
+internet.
+
+Every answer carries a strict Content-Security-Policy: scripts, styles and
+fetches from this origin only, no inline script or style, no framing. The
+login form trades ``admin.token`` for the session cookie (``session.py``);
+a page asked for without a valid session sends the browser to the form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from urllib.parse import parse_qsl, quote
+
+import trio
+
+from switchyard.actors.errors import MethodNotAllowed, PermissionDenied, RouteNotFound
+from switchyard.protocol.admin import session
+from switchyard.protocol.http.asgi import read_body
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+PREFIX = "/admin/ui"
+UI = Path(__file__).with_name("ui")
+# page -> its title, in the navigation's order; the first is the console's home
+PAGES = {"backends": "Backends", "traffic": "Traffic", "usage": "Usage and spend", "request": "One request",
+         "config": "Config"}
+ASSET_TYPES = {".css": b"text/css; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
+               ".png": b"image/png", ".svg": b"image/svg+xml"}
+LOGIN_BODY_LIMIT = 4096
+WRONG_TOKEN_PAUSE = 1.0   # seconds a wrong token waits for its answer: guessing is slow
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+def _assets() -> dict[str, tuple[bytes, bytes, bytes]]:
+    """name -> (content, content type, ETag) of every static file, read once."""
+    out = {}
+    for path in sorted(UI.iterdir()):
+        kind = ASSET_TYPES.get(path.suffix)
+        if kind is not None and path.is_file():
+            content = path.read_bytes()
+            out[path.name] = (content, kind, f'"{hashlib.sha256(content).hexdigest()[:16]}"'.encode())
+    return out
+
+
+ASSETS = _assets()
+SHELL = (UI / "shell.html").read_text(encoding="utf-8")
+LOGIN = (UI / "login.html").read_text(encoding="utf-8")
+
+
+class ConsoleUi:
+    """Answers every path under PREFIX; the admin API hands them over before its own token check."""
+
+    async def handle(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send) -> None:
+        token = runtime.snapshot.admin.token
+        assert token is not None   # the admin API answers 404 for everything without one
+        path, method = scope["path"], scope["method"]
+        if path == PREFIX:
+            await _answer(send, 308, b"", [(b"location", b"ui/")])
+            return
+        name = path[len(PREFIX) + 1:]
+        if name.startswith("static/"):
+            self._allow(method, path, ("GET", "HEAD"))
+            await self.asset(scope, name[len("static/"):], send)
+        elif name == "login":
+            self._allow(method, path, ("GET", "POST"))
+            if method == "POST":
+                await self.login(runtime, scope, receive, send, token)
+            else:
+                await self.login_page(scope, send, "")
+        elif name == "logout":
+            self._allow(method, path, ("POST",))
+            await self.logout(runtime, scope, receive, send, token)
+        elif name in ("", *PAGES):
+            self._allow(method, path, ("GET", "HEAD"))
+            await self.page(scope, name or next(iter(PAGES)), send, token)
+        else:
+            raise RouteNotFound(f"No console page at {path}")
+
+    @staticmethod
+    def _allow(method: str, path: str, allowed: tuple[str, ...]) -> None:
+        if method not in allowed:
+            raise MethodNotAllowed(f"{method} is not allowed on {path}", allowed=allowed)
+
+    async def asset(self, scope: dict[str, Any], name: str, send: Send) -> None:
+        found = ASSETS.get(name)
+        if found is None:
+            raise RouteNotFound(f"No console file named '{name}'")
+        content, kind, etag = found
+        headers = [(b"content-type", kind), (b"etag", etag), (b"cache-control", b"no-cache")]
+        if session.header(scope["headers"], b"if-none-match") == etag.decode():
+            await _answer(send, 304, b"", headers)
+        else:
+            await _answer(send, 200, b"" if scope["method"] == "HEAD" else content, headers)
+
+    async def page(self, scope: dict[str, Any], name: str, send: Send, token: str) -> None:
+        cookie = session.session_cookie(scope["headers"])
+        if cookie is None or not session.valid_session(token, cookie, time.time()):
+            await _answer(send, 303, b"", [(b"location", f"login?next={quote(name)}".encode()),
+                                            (b"cache-control", b"no-store")])
+            return
+        current = ' aria-current="page"'
+        nav = "".join(f'<a href="{page}"{current if page == name else ""}>{html.escape(title)}</a>'
+                      for page, title in PAGES.items())
+        body = (SHELL.replace("{{title}}", html.escape(PAGES[name]))
+                .replace("{{page}}", html.escape(name))
+                .replace("{{csrf}}", html.escape(session.csrf_token(token, cookie)))
+                .replace("{{nav}}", nav))
+        await _answer(send, 200, b"" if scope["method"] == "HEAD" else body.encode(),
+                      [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])
+
+    async def login_page(self, scope: dict[str, Any], send: Send, message: str, status: int = 200) -> None:
+        params = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        body = (LOGIN.replace("{{next}}", html.escape(_next_page(params.get("next"))))
+                .replace("{{message}}", html.escape(message)))
+        await _answer(send, status, body.encode(),
+                      [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])
+
+    async def login(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send, token: str) -> None:
+        """The form's token for a session cookie, then on to the page asked for; a wrong token waits, then 401."""
+        raw = await read_body(scope, receive, LOGIN_BODY_LIMIT, runtime.snapshot.server)
+        form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        given = form.get("token", "")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            await trio.sleep(WRONG_TOKEN_PAUSE)
+            await self.login_page({**scope, "query_string": f"next={quote(form.get('next', ''))}".encode()},
+                                  send, "That is not the admin token.", 401)
+            return
+        cookie = session.new_session(token, time.time())
+        await _answer(send, 303, b"", [(b"location", _next_page(form.get("next")).encode()),
+                                       (b"set-cookie", session.set_cookie(cookie, session.over_https(scope))),
+                                       (b"cache-control", b"no-store")])
+
+    async def logout(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send, token: str) -> None:
+        """Forget the cookie (the form carries the page's CSRF token: another site cannot log you out)."""
+        cookie = session.session_cookie(scope["headers"])
+        raw = await read_body(scope, receive, LOGIN_BODY_LIMIT, runtime.snapshot.server)
+        form = dict(parse_qsl(raw.decode("utf-8", "replace")))
+        if cookie is not None and not session.valid_csrf(token, cookie, form.get("csrf", "")):
+            raise PermissionDenied("Logging out needs the page's CSRF token", code="csrf_token_invalid")
+        await _answer(send, 303, b"", [(b"location", b"login"),
+                                       (b"set-cookie", session.clear_cookie(session.over_https(scope)))])
+
+
+def _next_page(wanted: str | None) -> str:
+    """Where a login goes on to: a console page by name, never a URL (no open redirect)."""
+    return wanted if wanted in PAGES else next(iter(PAGES))
+
+
+async def _answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    headers = [*headers, *SECURITY_HEADERS, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,62 @@
+// Traffic: requests/s, error rate, p50/p95 latency and time to first byte per model or per backend, over the
+// last hour by default, from GET /admin/traffic (the usage ledger: every worker and instance).
+"use strict";
+
+(() => {
+  const {el, table, ms, percent, count, replace, content, section} = Console;
+  const REFRESH = 15;
+  const WINDOWS = {"15 min": [900, 15], "1 hour": [3600, 60], "6 hours": [21600, 300], "24 hours": [86400, 1200]};
+  const controls = {group: "model", window: "1 hour"};
+
+  function select(name, options, current, onChange) {
+    const node = el("select", {name, id: `traffic-${name}`}, options.map((o) => el("option", {value: o,
+      selected: o === current}, o)));
+    node.addEventListener("change", () => onChange(node.value));
+    return el("label", null, `${name} `, node);
+  }
+
+  function points(series, pick) {
+    return series.map((s) => ({name: s.group === null ? "(none)" : s.group,
+      points: s.points.map((p) => [p.time, pick(p)])}));
+  }
+
+  let refresh = null;
+  const bar = el("div", {class: "controls"},
+    select("group by", ["model", "backend"], controls.group, (v) => { controls.group = v; refresh(); }),
+    select("window", Object.keys(WINDOWS), controls.window, (v) => { controls.window = v; refresh(); }));
+  const charts = el("div", {class: "charts"});
+  const totals = el("div");
+  replace(content, bar, charts, totals);
+
+  async function render() {
+    const [span, step] = WINDOWS[controls.window];
+    const to = Math.ceil(Date.now() / 1000 / step) * step;
+    const query = new URLSearchParams({group_by: controls.group, from: String(to - span), to: String(to),
+      step: String(step)});
+    const data = await Console.get(`traffic?${query}`);
+    const range = {from: data.from, to: data.to};
+    const s = data.series;
+    const unit = (v) => `${count(v)}/s`;
+    replace(charts,
+      Charts.lines("Requests per second", points(s, (p) => p.requests_per_second), unit, range),
+      Charts.lines("Error rate", points(s, (p) => p.error_rate), percent, range),
+      Charts.lines("Latency p50", points(s, (p) => p.latency_ms.p50), ms, range),
+      Charts.lines("Latency p95", points(s, (p) => p.latency_ms.p95), ms, range),
+      Charts.lines("Time to first byte p50", points(s, (p) => p.ttfb_ms.p50), ms, range),
+      Charts.lines("Time to first byte p95", points(s, (p) => p.ttfb_ms.p95), ms, range));
+    replace(totals, section(`Over the ${controls.window}, by ${controls.group}`, table([
+      {title: controls.group, value: (t) => t.group === null ? "(none)" : t.group},
+      {title: "Requests", numeric: true, value: (t) => count(t.requests)},
+      {title: "Errors", numeric: true, value: (t) => count(t.errors)},
+      {title: "Error rate", numeric: true, value: (t) => percent(t.requests ? t.errors / t.requests : null)},
+      {title: "Latency p50", numeric: true, value: (t) => ms(t.latency_ms.p50)},
+      {title: "Latency p95", numeric: true, value: (t) => ms(t.latency_ms.p95)},
+      {title: "TTFB p50", numeric: true, value: (t) => ms(t.ttfb_ms.p50)},
+      {title: "TTFB p95", numeric: true, value: (t) => ms(t.ttfb_ms.p95)},
+    ], data.totals, (t) => ({"data-group": t.group}), "No calls in this window.")),
+    el("p", {class: "muted"}, "Read from the usage ledger: every worker and instance, each call once it is " +
+      "written (within usage.flush_interval of its end). Percentiles are estimated from latency buckets."));
+  }
+
+  refresh = Console.every(REFRESH, render);
+})();

@@ -1,0 +1,114 @@
+// Usage and spend: by key, organization or model over a chosen range, from GET /admin/usage (the ledger),
+// with its CSV; and each key's limits and what is left of its budget, from GET /admin/keys.
+"use strict";
+
+(() => {
+  const {el, table, usd, count, replace, content, section, dateTime} = Console;
+  const REFRESH = 30;
+  const GROUPS = {key: "key_id", org: "organization_id", model: "model"};
+  const DAY = 86400;
+
+  function local(unix) {   // a datetime-local input's value, in the browser's time zone
+    const d = new Date(unix * 1000);
+    const p = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+  }
+
+  const now = Math.floor(Date.now() / 1000);
+  const from = el("input", {type: "datetime-local", id: "usage-from", value: local(now - DAY)});
+  const to = el("input", {type: "datetime-local", id: "usage-to", value: local(now + 60)});
+  const group = el("select", {id: "usage-group"}, Object.keys(GROUPS).map((g) => el("option", {value: g}, g)));
+  const show = el("button", {type: "button", id: "usage-show"}, "Show");
+  const csv = el("p", {class: "links"});
+  const charts = el("div", {class: "charts"});
+  const groups = el("div");
+  const keys = el("div");
+  replace(content,
+    el("div", {class: "controls"}, el("label", null, "from ", from), el("label", null, "to ", to),
+      el("label", null, "group by ", group), show),
+    csv, charts, groups, keys);
+
+  function range() {
+    const since = Date.parse(from.value) / 1000, until = Date.parse(to.value) / 1000;
+    if (!(since < until)) throw new Console.ApiError(400, {message: "from must be earlier than to", param: "from"});
+    return {since: Math.floor(since), until: Math.ceil(until)};
+  }
+
+  function timeOf(row) {   // an hour row's "2026-12-01T13:00:00Z", a day row's "2026-12-01"
+    return Date.parse(row.hour || `${row.day}T00:00:00Z`) / 1000;
+  }
+
+  // One point per UTC hour or day of the range, zero where the ledger has no row (it lists only those with calls).
+  function slots(rows, step, since, until, pick) {
+    const seconds = step === "hour" ? 3600 : DAY;
+    const found = new Map(rows.map((r) => [timeOf(r), pick(r)]));
+    const out = [];
+    for (let t = Math.floor(since / seconds) * seconds; t < until; t += seconds) out.push([t, found.get(t) || 0]);
+    return out;
+  }
+
+  async function render() {
+    const {since, until} = range();
+    const by = group.value;
+    const base = {from: String(since), to: String(until)};
+    const step = until - since <= 3 * DAY ? "hour" : "day";
+    const [grouped, overTime, limits] = await Promise.all([
+      Console.get(`usage?${new URLSearchParams({...base, group_by: by})}`),
+      Console.get(`usage?${new URLSearchParams({...base, group_by: step})}`),
+      Console.get("keys"),
+    ]);
+    const field = GROUPS[by];
+    const rows = grouped.groups.map((g) => ({...g, label: g[field] === null ? "(none)" : g[field]}));
+    replace(csv, "Export as CSV: ",
+      el("a", {href: `../usage.csv?${new URLSearchParams({...base, group_by: by})}`, download: "usage.csv"},
+        `totals by ${by}`), " · ",
+      el("a", {href: `../usage.csv?${new URLSearchParams(base)}`, download: "usage.csv"}, "every call"));
+    const byCost = [...rows].sort((a, b) => (b.cost || 0) - (a.cost || 0) || b.requests - a.requests);
+    const span = {from: since, to: until};
+    replace(charts,
+      Charts.bars(`Cost by ${by}`, byCost.map((r) => ({label: r.label, value: r.cost || 0})), (v) => usd(v)),
+      Charts.bars(`Requests by ${by}`, byCost.map((r) => ({label: r.label, value: r.requests})), count),
+      Charts.lines(`Requests per ${step}`, [{name: "requests",
+        points: slots(overTime.groups, step, since, until, (g) => g.requests)}], count, span),
+      Charts.lines(`Cost per ${step}`, [{name: "cost",
+        points: slots(overTime.groups, step, since, until, (g) => g.cost || 0)}], (v) => usd(v), span));
+    replace(groups, section(`By ${by}`, table([
+      {title: by, value: (r) => r.label},
+      {title: "Requests", numeric: true, value: (r) => count(r.requests)},
+      {title: "Errors", numeric: true, value: (r) => count(r.errors)},
+      {title: "Input tokens", numeric: true, value: (r) => count(r.input_tokens)},
+      {title: "Output tokens", numeric: true, value: (r) => count(r.output_tokens)},
+      {title: "Cost", numeric: true, value: (r) => usd(r.cost)},
+    ], byCost, (r) => ({"data-group": r.label}), "No calls in this range.")));
+    replace(keys, section("Keys: limits and budgets left", table([
+      {title: "Key", value: (k) => k.id},
+      {title: "Organization", value: (k) => k.organization_id},
+      {title: "Rate limits", value: (k) => windows(k.rate_limit)},
+      {title: "Budget", value: (k) => budget(k.budget)},
+      {title: "Organization budget", value: (k) => k.organization ? budget(k.organization.budget) : null},
+    ], limits.keys, (k) => ({"data-key": k.id}), "No API keys in the config.")));
+  }
+
+  function windows(scope) {
+    if (!scope) return el("span", {class: "muted"}, "none");
+    const lines = Object.entries(scope.windows).map(([name, w]) =>
+      el("div", null, `${name.replace(/_/g, " ")}: ${count(w.remaining)} of ${count(w.limit)} left`));
+    if (scope.max_concurrent !== undefined) {
+      lines.push(el("div", null, `in flight ${scope.in_flight} of ${scope.max_concurrent}`));
+    }
+    return lines.length ? el("div", null, lines) : el("span", {class: "muted"}, "none");
+  }
+
+  function budget(b) {
+    if (!b) return el("span", {class: "muted"}, "none");
+    return el("div", null,
+      b.limit_usd !== undefined ? el("div", null, `${usd(b.left_usd)} of ${usd(b.limit_usd)} left`) : null,
+      b.limit_tokens !== undefined ? el("div", null, `${count(b.left_tokens)} of ${count(b.limit_tokens)} tokens left`)
+        : null,
+      el("div", {class: "muted"}, `${b.period}, resets ${dateTime(b.resets_at)}`));
+  }
+
+  const refresh = Console.every(REFRESH, render);
+  show.addEventListener("click", refresh);
+  group.addEventListener("change", refresh);
+})();

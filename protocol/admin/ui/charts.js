@@ -59,6 +59,7 @@ const Charts = (() => {
       for (const [t, v] of s.points) {
         if (v === null || v === undefined) { flush(); continue; }
         run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+        if (v === 0) continue;   // a dot marks a slot with something in it; the line carries the zeros
         const dot = svg("circle", {cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2.5, class: "dot"});
         dot.appendChild(svg("title", {}, `${s.name} · ${Console.clock(t)} · ${format(v)}`));
         group.appendChild(dot);

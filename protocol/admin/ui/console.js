@@ -137,7 +137,9 @@ const Console = (() => {
 
   function usd(value) {
     if (value === null || value === undefined) return null;
-    return value >= 1 ? `$${value.toFixed(2)}` : `$${value.toPrecision(3)}`;
+    if (value >= 1 || value === 0) return `$${value.toFixed(2)}`;
+    if (value < 0.000001) return "< $0.000001";
+    return `$${parseFloat(value.toPrecision(3))}`;
   }
 
   function count(value) {

@@ -8,11 +8,10 @@
   const WINDOWS = {"15 min": [900, 15], "1 hour": [3600, 60], "6 hours": [21600, 300], "24 hours": [86400, 1200]};
   const controls = {group: "model", window: "1 hour"};
 
-  function select(name, options, current, onChange) {
-    const node = el("select", {name, id: `traffic-${name}`}, options.map((o) => el("option", {value: o,
-      selected: o === current}, o)));
+  function select(label, id, options, current, onChange) {
+    const node = el("select", {id}, options.map((o) => el("option", {value: o, selected: o === current}, o)));
     node.addEventListener("change", () => onChange(node.value));
-    return el("label", null, `${name} `, node);
+    return el("label", null, `${label} `, node);
   }
 
   function points(series, pick) {
@@ -22,8 +21,8 @@
 
   let refresh = null;
   const bar = el("div", {class: "controls"},
-    select("group by", ["model", "backend"], controls.group, (v) => { controls.group = v; refresh(); }),
-    select("window", Object.keys(WINDOWS), controls.window, (v) => { controls.window = v; refresh(); }));
+    select("group by", "traffic-group", ["model", "backend"], controls.group, (v) => { controls.group = v; refresh(); }),
+    select("window", "traffic-window", Object.keys(WINDOWS), controls.window, (v) => { controls.window = v; refresh(); }));
   const charts = el("div", {class: "charts"});
   const totals = el("div");
   replace(content, bar, charts, totals);

@@ -9,6 +9,7 @@ slow), or served a shared answer (a dedup follower, which consumed nothing).
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -48,6 +49,14 @@ def outcome(trace: Any) -> tuple[int, str | None]:
     return CLIENT_LEFT, "client_disconnected"
 
 
+def route_events_of(trace: Any) -> str | None:
+    """The trace as the ledger keeps it: None for one attempt that completed (the record says it all),
+    else its route events as compact JSON."""
+    if trace.attempt == 1 and trace.terminal == "completed":
+        return None
+    return json.dumps(trace.as_dict(), separators=(",", ":"))
+
+
 def call_record(trace: Any, *, key: Any, model: str | None, stream: bool, counts: TokenCounts,
                 cost: Decimal | None, estimated: bool, served: tuple[str | None, str | None],
                 purpose: str = "client") -> LedgerRecord:
@@ -62,7 +71,7 @@ def call_record(trace: Any, *, key: Any, model: str | None, stream: bool, counts
         input_tokens=counts.input, output_tokens=counts.output, cached_tokens=counts.cached,
         reasoning_tokens=counts.reasoning, cost=None if cost is None else float(cost), estimated=estimated,
         latency_ms=_ms(trace.ended if trace.ended is not None else 0.0) or 0.0, ttfb_ms=_ms(trace.first_byte),
-        stream=stream, purpose=purpose, trace_id=trace.trace_id)
+        stream=stream, purpose=purpose, trace_id=trace.trace_id, route_events=route_events_of(trace))
 
 
 def refusal_record(request_id: str, route: str, *, key: Any, status: int, code: str | None, model: Any,

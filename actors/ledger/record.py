@@ -49,6 +49,9 @@ class LedgerRecord:
     stream: bool = False
     purpose: str = "client"           # client | classifier
     trace_id: str | None = None
+    # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
+    # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.
+    route_events: str | None = None
     record_id: str = field(factory=new_record_id)   # the store's key: a replay never counts twice
 
     @property

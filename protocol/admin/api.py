@@ -30,7 +30,7 @@ from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
 from switchyard.protocol.admin.keys import PREFIX as KEYS_PREFIX
 from switchyard.protocol.admin.keys import KeysAdmin
 from switchyard.protocol.admin.usage import REQUEST_PREFIX as USAGE_REQUEST_PREFIX
-from switchyard.protocol.admin.usage import UsageAdmin
+from switchyard.protocol.admin.usage import UsageAdmin, kept_route_events
 from switchyard.protocol.admin.traffic import TrafficAdmin
 from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
 
@@ -122,11 +122,19 @@ class AdminApi:
                                        code="csrf_token_invalid")
 
     async def request_events(self, runtime: "Runtime", request_id: str, send: Send) -> None:
-        """The route events of one recent call (the last 1,000 calls are kept)."""
+        """The route events of one call: from this worker's memory (its last 1,000 calls), else from the
+        usage ledger, which keeps them for every call but one clean attempt, whichever worker served it."""
         trace = runtime.traces.get(request_id)
-        if trace is None:
-            raise RouteNotFound(f"No recent call with request id '{request_id}'", code="request_not_found")
-        await self.respond(send, 200, json.dumps(trace.as_dict()).encode())
+        if trace is not None:
+            body = {**trace.as_dict(), "source": "worker"}
+        else:
+            kept = await kept_route_events(runtime, request_id)
+            if kept is None:
+                raise RouteNotFound(f"No route events for request id '{request_id}': it is not among this worker's "
+                                    "last 1,000 calls, and the usage ledger keeps them only for calls that did not "
+                                    "end in one clean attempt", code="request_not_found")
+            body = {**kept, "source": "ledger"}
+        await self.respond(send, 200, json.dumps(body).encode())
 
     async def reload(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         """Reload the config file now: 200 when applied or unchanged, 422 with every error when invalid."""

@@ -99,6 +99,16 @@ class UsageAdmin:
         await self.respond(send, 200, json.dumps(body).encode())
 
 
+async def kept_route_events(runtime: "Runtime", request_id: str) -> dict[str, Any] | None:
+    """The route events the ledger kept for ``request_id`` (every call but one clean attempt); None when it has
+    none. 503 when its store cannot answer."""
+    records = await ask(runtime, lambda reader: reader.for_request(request_id))
+    for rec in records:
+        if rec.purpose == "client" and rec.route_events is not None:
+            return json.loads(rec.route_events)
+    return None
+
+
 def _query(scope: Any, allowed: tuple[str, ...]) -> tuple[UsageQuery, int]:
     """The query string's UsageQuery and ``limit``; a 400 naming the parameter when one breaks its rule."""
     try:

@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from switchyard.actors.ledger.record import FIELDS, GROUP_FIELDS, LedgerRecord
 
-RECORD_COLUMNS = tuple(name for name in FIELDS if name != "record_id")   # the store's key stays inside
+# the store's key stays inside; route events are JSON of their own (in a record's view, not in CSV)
+RECORD_COLUMNS = tuple(name for name in FIELDS if name not in ("record_id", "route_events"))
 TOTALS = ("requests", "errors", "input_tokens", "output_tokens", "cost")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CHUNK_ROWS = 2000        # CSV rows per piece of a streamed answer
@@ -28,7 +29,7 @@ def rfc3339(seconds: float) -> str:
 
 
 def record_view(rec: LedgerRecord) -> dict[str, Any]:
-    """Every field of ``rec`` but ``record_id``; ``time`` as RFC 3339."""
+    """Every field of ``rec`` but ``record_id`` and ``route_events``; ``time`` as RFC 3339."""
     out = {name: getattr(rec, name) for name in RECORD_COLUMNS}
     out["time"] = rfc3339(rec.time)
     return out

@@ -9,6 +9,10 @@ A migration is a tuple of statements, run in one transaction.
 Migration 2 adds ``stored_response_owners``: which backend created which stored
 response, per API key (``protocol/stores/response_owners.py``); ``seq`` orders
 the rows as they were written, so the ``max_entries`` bound drops the oldest.
+
+Migration 3 adds ``route_events``: a call's route events as JSON, for every
+call but one clean attempt, so the console finds them whichever worker or
+instance served the call.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ SQLITE: tuple[Migration, ...] = (
         "CREATE INDEX stored_response_owners_id ON stored_response_owners (response_id)",
         "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
     ),
+    ("ALTER TABLE usage_records ADD COLUMN route_events TEXT",),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -109,4 +114,5 @@ POSTGRESQL: tuple[Migration, ...] = (
         "CREATE INDEX stored_response_owners_id ON stored_response_owners (response_id)",
         "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
     ),
+    ("ALTER TABLE usage_records ADD COLUMN route_events text",),
 )

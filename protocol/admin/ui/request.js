@@ -67,13 +67,15 @@
       optional(`usage/requests/${quoted}`)]);
     const parts = [];
     if (trace.missing) {
-      parts.push(section("Route events", el("p", {class: "muted"}, `${trace.missing.message}. Route events are ` +
-        "kept in memory by the worker process that served the call (its last 1,000 calls); with several " +
-        "workers this lookup may reach another one.")));
+      parts.push(section("Route events", el("p", {class: "muted"}, `${trace.missing.message}. A call that ended ` +
+        "in one clean attempt has them only in the memory of the worker that served it; its ledger record " +
+        "below says where it went and how long it took.")));
     } else {
       parts.push(el("p", {class: "summary"}, "Ended ", badge(trace.terminal_status || "in progress"),
         ` after ${trace.attempts} attempt(s)`, trace.first_byte_ms !== null
-          ? ` · first byte at ${ms(trace.first_byte_ms)}` : "", trace.trace_id ? ` · trace ${trace.trace_id}` : ""));
+          ? ` · first byte at ${ms(trace.first_byte_ms)}` : "", trace.trace_id ? ` · trace ${trace.trace_id}` : "",
+        el("span", {class: "muted", id: "events-source"}, trace.source === "ledger"
+          ? " · events from the usage ledger" : " · events from this worker's memory")));
       parts.push(section("Attempts", table([
         {title: "#", numeric: true, value: (a) => a.attempt},
         {title: "Backend", value: (a) => a.backend},

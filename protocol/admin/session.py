@@ -39,7 +39,7 @@ def new_session(token: str, now: float) -> str:
 def valid_session(token: str, session: str, now: float) -> bool:
     """``session`` was made with ``token`` and has not expired."""
     expires, dot, mac = session.partition(".")
-    if not dot or not expires.isdigit() or len(expires) > 12:
+    if not dot or not expires.isascii() or not expires.isdigit() or len(expires) > 12:   # "²" is a digit to isdigit
         return False
     if int(expires) <= now:
         return False

@@ -194,3 +194,15 @@ async def test_a_login_form_value_with_markup_is_escaped_in_the_page():
         reply = await request(app, "GET", "/admin/ui/login?next=%22%3E%3Cscript%3Ealert(1)%3C/script%3E")
         assert b"<script>alert" not in reply.body
         assert b'name="next" value="backends"' in reply.body
+
+
+async def test_a_cookie_whose_expiry_is_not_ascii_digits_is_refused_not_an_error():
+    async with gateway(CONFIG) as app:
+        # the cookie header is read as latin-1, where "²" (0xB2) counts as a digit to str.isdigit but not to int
+        for forged in ("\u00b2.00ff", "\u00b9\u00b3.00ff"):
+            reply = await request(app, "GET", "/admin/backends",
+                                  headers=[(b"cookie", f"{session.COOKIE}={forged}".encode("latin-1"))])
+            assert reply.status == 401
+            page = await request(app, "GET", "/admin/ui/backends",
+                                 headers=[(b"cookie", f"{session.COOKIE}={forged}".encode("latin-1"))])
+            assert page.status == 303

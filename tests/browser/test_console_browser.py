@@ -37,6 +37,15 @@ def wait_for_ledger(page: Any, served: Served, key_id: str, requests: int) -> No
         waited += 0.1
 
 
+def calls_then_log_in(page: Any, served: Served, key_id: str, calls: int) -> None:
+    """``calls`` chat calls with ``key_id``, in the ledger, then the console logged in."""
+    api = client(served, key_id)
+    for _ in range(calls):
+        chat(api)
+    wait_for_ledger(page, served, key_id, calls)
+    log_in(page, served)
+
+
 def test_login_trades_the_admin_token_for_the_console(page, served):
     page.goto(served.url + "/admin/ui/usage")
     expect(page).to_have_url(served.url + "/admin/ui/login?next=usage")
@@ -103,11 +112,7 @@ def test_a_request_found_by_its_id_shows_its_attempts(page, served):
 
 
 def test_usage_chart_has_the_calls_just_made(page, served):
-    api = client(served, "team-usage")
-    for _ in range(3):
-        chat(api)
-    wait_for_ledger(page, served, "team-usage", 3)
-    log_in(page, served)
+    calls_then_log_in(page, served, "team-usage", 3)
     page.click('nav a[href="usage"]')
     bar = page.locator('figure:has(figcaption:text-is("Requests by key")) g[data-label="team-usage"]')
     expect(bar).to_contain_text("3")
@@ -139,11 +144,7 @@ def test_a_hostile_model_name_renders_as_text(page, served):
 
 
 def test_traffic_page_charts_requests_per_model(page, served):
-    api = client(served, "team-traffic")
-    for _ in range(2):
-        chat(api)
-    wait_for_ledger(page, served, "team-traffic", 2)
-    log_in(page, served)
+    calls_then_log_in(page, served, "team-traffic", 2)
     page.click('nav a[href="traffic"]')
     demo = page.locator('tr[data-group="demo"] td')
     expect(demo.first).to_have_text("demo")

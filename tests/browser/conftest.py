@@ -75,12 +75,13 @@ def console_config(data_dir: Path, spare_health: int = 200) -> dict[str, Any]:
 class Served:
     """``switchyard serve`` on a free port, its config file, and a way to change it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, config: dict[str, Any] | None = None) -> None:
+        """``config``: what to serve (``console_config`` when None)."""
         self.root = root
         self.config_path = root / "console.yaml"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.write(console_config(root / "data"))
+        self.write(config if config is not None else console_config(root / "data"))
         self.log = (root / "serve.log").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(self.config_path),

@@ -7,12 +7,28 @@
   const {el, table, age, ms, percent, count, badge, replace, content, section} = Console;
   const REFRESH = 3;
 
-  function health(b, now) {
-    if (!b.enabled) return el("div", null, badge("disabled"));
+  // The state a backend's row shows: a backend no check judges (checks off) is "unchecked", whatever state its
+  // record keeps from the start.
+  function state(b, checksOn) {
+    if (!b.enabled) return "disabled";
+    return b.health && checksOn ? b.health.state : "unchecked";
+  }
+
+  // A record no check has moved keeps since = 0 (not a time on the gateway's clock): it dates from the start.
+  function since(h, now) {
+    if (h.last_check === null || h.last_check === undefined) return "not checked yet";
+    return h.since ? `since ${age(now - h.since)}` : "since start";
+  }
+
+  function health(b, now, checksOn) {
+    const shown = state(b, checksOn);
+    if (shown === "disabled") return el("div", null, badge("disabled"));
     const h = b.health;
-    if (!h) return el("div", null, badge("unchecked"), el("div", {class: "muted"}, "health checks off"));
+    if (shown === "unchecked") {
+      return el("div", null, badge("unchecked"), el("div", {class: "muted"}, "health checks off"));
+    }
     return el("div", null, badge(h.state),
-      el("div", {class: "muted"}, `since ${age(now - h.since) || "start"}`),
+      el("div", {class: "muted"}, since(h, now)),
       h.last_error ? el("div", {class: "why"}, h.last_error) : null,
       h.failures ? el("div", {class: "muted"}, `${h.failures} failed check(s) in a row`) : null);
   }
@@ -54,6 +70,7 @@
     const [backends, stats] = await Promise.all([Console.get("backends"), Console.get("stats/backends")]);
     const byName = Object.fromEntries(stats.backends.map((s) => [s.name, s]));
     const now = backends.now;
+    const checksOn = backends.health_checks_enabled;
     const rows = backends.backends;
     const down = rows.filter((b) => b.health && b.health.state === "unhealthy").length;
     const summary = el("p", {class: "summary"}, `${rows.length} backend(s)`,
@@ -62,14 +79,13 @@
     const grid = table([
       {title: "Backend", value: (b) => el("div", null, el("strong", null, b.name),
         el("div", {class: "muted"}, `${b.type} · ${b.url}`))},
-      {title: "Health", value: (b) => health(b, now)},
+      {title: "Health", value: (b) => health(b, now, checksOn)},
       {title: "Circuits by model", value: (b) => circuits(b, now)},
       {title: "In flight", numeric: true, value: (b) => count(b.in_flight)},
       {title: "Latency (avg)", numeric: true, value: (b) => ms(b.latency_avg === null ? null : b.latency_avg * 1000)},
       {title: "Engine load", value: (b) => engine(byName[b.name])},
       {title: "Observed quota", value: (b) => quota(byName[b.name])},
-    ], rows, (b) => ({"data-backend": b.name, "data-state": b.enabled ? (b.health ? b.health.state : "unchecked")
-      : "disabled"}), "No backends configured.");
+    ], rows, (b) => ({"data-backend": b.name, "data-state": state(b, checksOn)}), "No backends configured.");
     replace(content, summary, section("Backends", grid));
   }
 

@@ -1,14 +1,19 @@
-"""The console when parts of what it reads are off or failing (docs/console.md): health checks turned off and
-a disabled backend."""
+"""The console when parts of what it reads are off or failing (docs/console.md): health checks turned off, a
+disabled backend, and the usage ledger answering 503 while this worker still holds a call's route events."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Served, console_config, log_in, screenshot
+from tests.browser.test_console_browser import chat, client
+
+LEDGER_DOWN = {"error": {"message": "The usage ledger's store is unavailable: usage.db: database is locked",
+                         "type": "server_error", "param": None, "code": "usage_ledger_unavailable"}}
 
 
 def degraded_config(root: Any) -> dict[str, Any]:
@@ -42,3 +47,19 @@ def test_backends_page_shows_backends_unchecked_while_health_checks_are_off(page
     expect(page.locator(".summary")).to_contain_text("health checks are off")
     screenshot(page, "backends-checks-off")
 
+
+def test_a_request_whose_ledger_record_cannot_be_read_still_shows_its_attempts(page, served):
+    raw = chat(client(served, "team-request"), model="flaky")   # sim-broken answers 503; falls back to demo
+    request_id = raw.headers["x-continuum-request-id"]
+    log_in(page, served)
+    expect(page.locator("tr[data-backend]")).to_have_count(5)
+    # the ledger's store down, as GET /admin/usage/requests/{id} then answers; the events are in this worker
+    page.route("**/admin/usage/requests/**", lambda route: route.fulfill(
+        status=503, content_type="application/json", body=json.dumps(LEDGER_DOWN)))
+    page.goto(f"{served.url}/admin/ui/request?id={request_id}")
+    attempts = page.locator("#request-result tr[data-attempt]")
+    expect(attempts).to_have_count(2)
+    expect(attempts.nth(0)).to_contain_text("failed: status 503")
+    expect(page.locator("#request-result [role=alert]")).to_contain_text("usage_ledger_unavailable")
+    expect(page.locator("#status")).not_to_have_class("status error")
+    screenshot(page, "request-ledger-down")

@@ -51,13 +51,19 @@
         : value)))));
   }
 
+  // One of the page's two answers, or {missing: the error}: a ledger that cannot answer (503) still leaves the
+  // events this worker holds on the page, and the other way round. A lost login (401) goes to the form.
   async function optional(path) {
     try {
       return await Console.get(path);
     } catch (err) {
-      if (err.status === 404) return {missing: err};
-      throw err;
+      if (err.status === 401 || !(err instanceof Console.ApiError)) throw err;
+      return {missing: err};
     }
+  }
+
+  function unread(err) {
+    return el("p", {class: "bad", role: "alert"}, `Could not read it: ${Console.failure(err)}`);
   }
 
   async function find(id) {
@@ -66,7 +72,9 @@
     const [trace, record] = await Promise.all([optional(`requests/${quoted}/events`),
       optional(`usage/requests/${quoted}`)]);
     const parts = [];
-    if (trace.missing) {
+    if (trace.missing && trace.missing.status !== 404) {
+      parts.push(section("Route events", unread(trace.missing)));
+    } else if (trace.missing) {
       parts.push(section("Route events", el("p", {class: "muted"}, `${trace.missing.message}. A call that ended ` +
         "in one clean attempt has them only in the memory of the worker that served it; its ledger record " +
         "below says where it went and how long it took.")));
@@ -95,8 +103,9 @@
         {title: "Detail", value: (e) => el("code", null, detail(e))},
       ], trace.events, (e) => ({"data-event": e.event}))));
     }
-    parts.push(section("Ledger record", record.missing ? el("p", {class: "muted"}, record.missing.message)
-      : recordTable(record)));
+    const missing = record.missing;
+    parts.push(section("Ledger record", !missing ? recordTable(record)
+      : missing.status === 404 ? el("p", {class: "muted"}, missing.message) : unread(missing)));
     replace(result, parts);
     Console.setStatus(`Request ${id}`, false);
   }

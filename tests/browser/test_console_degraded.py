@@ -1,9 +1,11 @@
 """The console when parts of what it reads are off or failing (docs/console.md): health checks turned off, a
-disabled backend, and the usage ledger answering 503 while this worker still holds a call's route events."""
+disabled backend, and the usage ledger answering 503 while this worker still holds a call's route events and
+the limiter still holds the keys' budgets."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterator
 
 import pytest
@@ -63,3 +65,15 @@ def test_a_request_whose_ledger_record_cannot_be_read_still_shows_its_attempts(p
     expect(page.locator("#request-result [role=alert]")).to_contain_text("usage_ledger_unavailable")
     expect(page.locator("#status")).not_to_have_class("status error")
     screenshot(page, "request-ledger-down")
+
+
+def test_usage_page_shows_the_keys_limits_while_the_ledger_cannot_answer(page, served):
+    log_in(page, served)
+    expect(page.locator("tr[data-backend]")).to_have_count(5)
+    # the ledger's store down, as GET /admin/usage then answers; /admin/keys reads the limiter, not the ledger
+    page.route(re.compile(r"/admin/usage\?"), lambda route: route.fulfill(
+        status=503, content_type="application/json", body=json.dumps(LEDGER_DOWN)))
+    page.click('nav a[href="usage"]')
+    expect(page.locator('tr[data-key="team-usage"]')).to_contain_text("of $5.00 left")
+    expect(page.locator("#status")).to_contain_text("usage_ledger_unavailable")
+    screenshot(page, "usage-ledger-down")

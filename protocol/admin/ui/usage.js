@@ -47,15 +47,21 @@
     return out;
   }
 
+  // The ledger's part and the limiter's are read and drawn apart: a ledger that cannot answer (503) leaves the
+  // keys' limits and budgets on the page, and the other way round; the status line says what failed.
   async function render() {
+    const failed = (await Promise.allSettled([renderUsage(), renderKeys()])).find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+
+  async function renderUsage() {
     const {since, until} = range();
     const by = group.value;
     const base = {from: String(since), to: String(until)};
     const step = until - since <= 3 * DAY ? "hour" : "day";
-    const [grouped, overTime, limits] = await Promise.all([
+    const [grouped, overTime] = await Promise.all([
       Console.get(`usage?${new URLSearchParams({...base, group_by: by})}`),
       Console.get(`usage?${new URLSearchParams({...base, group_by: step})}`),
-      Console.get("keys"),
     ]);
     const field = GROUPS[by];
     const rows = grouped.groups.map((g) => ({...g, label: g[field] === null ? "(none)" : g[field]}));
@@ -80,6 +86,10 @@
       {title: "Output tokens", numeric: true, value: (r) => count(r.output_tokens)},
       {title: "Cost", numeric: true, value: (r) => usd(r.cost)},
     ], byCost, (r) => ({"data-group": r.label}), "No calls in this range.")));
+  }
+
+  async function renderKeys() {
+    const limits = await Console.get("keys");
     replace(keys, section("Keys: limits and budgets left", table([
       {title: "Key", value: (k) => k.id},
       {title: "Organization", value: (k) => k.organization_id},

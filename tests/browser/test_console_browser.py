@@ -5,6 +5,7 @@ as a screenshot (conftest.py says where)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import openai
@@ -175,3 +176,12 @@ def test_config_page_reload_names_the_error_at_its_dotted_path(page, served):
     page.click("#reload")
     expect(page.locator("#reload-outcome")).to_contain_text("unchanged")
     screenshot(page, "config")
+
+
+def test_config_page_shows_when_the_last_reload_was_as_a_date(page, served):
+    log_in(page, served)
+    page.click('nav a[href="config"]')
+    page.click("#reload")
+    expect(page.locator("#reload-outcome")).to_contain_text(re.compile("unchanged|applied"))
+    last = page.locator("#reload-status tr").filter(has_text="last reload").locator("td")
+    expect(last).to_have_text(re.compile(r"^(unchanged|applied), \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(admin\)$"))

@@ -17,8 +17,9 @@
       : JSON.stringify(e))));
   }
 
+  // `at` is UTC ISO 8601 ("2026-12-01T13:00:00Z"), shown in the browser's time zone as every other time.
   function when(entry) {
-    return entry ? `${dateTime(entry.at)} (${entry.trigger})` : null;
+    return entry ? `${dateTime(Date.parse(entry.at) / 1000)} (${entry.trigger})` : null;
   }
 
   function statusTable(s) {

@@ -52,6 +52,10 @@ class LedgerRecord:
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
     # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.
     route_events: str | None = None
+    cache_hit: bool = False           # answered from the response cache: nothing went upstream, cost 0
+    # The guardrails' verdicts on the call as JSON: which guardrail, stage, mode, action and detectors
+    # (counts only: never the matched text); None when no guardrail applied.
+    guardrails: str | None = None
     record_id: str = field(factory=new_record_id)   # the store's key: a replay never counts twice
 
     @property

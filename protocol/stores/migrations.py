@@ -13,6 +13,9 @@ the rows as they were written, so the ``max_entries`` bound drops the oldest.
 Migration 3 adds ``route_events``: a call's route events as JSON, for every
 call but one clean attempt, so the console finds them whichever worker or
 instance served the call.
+
+Migration 4 adds ``cache_hit`` (answered from the response cache) and
+``guardrails`` (the guardrails' verdicts as JSON, never the matched text).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ SQLITE: tuple[Migration, ...] = (
         "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
     ),
     ("ALTER TABLE usage_records ADD COLUMN route_events TEXT",),
+    ("ALTER TABLE usage_records ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
+     "ALTER TABLE usage_records ADD COLUMN guardrails TEXT"),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -115,4 +120,6 @@ POSTGRESQL: tuple[Migration, ...] = (
         "CREATE INDEX stored_response_owners_created ON stored_response_owners (created)",
     ),
     ("ALTER TABLE usage_records ADD COLUMN route_events text",),
+    ("ALTER TABLE usage_records ADD COLUMN cache_hit boolean NOT NULL DEFAULT false",
+     "ALTER TABLE usage_records ADD COLUMN guardrails text"),
 )

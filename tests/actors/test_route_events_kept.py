@@ -98,7 +98,8 @@ def test_a_ledger_of_an_older_schema_gains_the_column_and_keeps_its_records(tmp_
         for statement in statements:
             conn.execute(statement)
         conn.execute("INSERT INTO schema_version VALUES (?, 0)", (version,))
-    old_columns = [c for c in LedgerRecord.__attrs_attrs__ if c.name != "route_events"]
+    later = ("route_events", "cache_hit", "guardrails")   # columns of migrations 3 and 4
+    old_columns = [c for c in LedgerRecord.__attrs_attrs__ if c.name not in later]
     names = ", ".join(c.name for c in old_columns)
     conn.execute(f"INSERT INTO usage_records ({names}) VALUES ({', '.join('?' * len(old_columns))})",
                  ("req_old", 1.0, None, None, "chat", "demo", "demo", "a", 1, 200, None, 1, 1, 0, 0, None, 0,
@@ -109,7 +110,7 @@ def test_a_ledger_of_an_older_schema_gains_the_column_and_keeps_its_records(tmp_
     store.open()
     try:
         [old] = store.for_request("req_old")
-        assert old.route_events is None and old.model == "demo"
+        assert (old.route_events, old.cache_hit, old.guardrails, old.model) == (None, False, None, "demo")
         store.write([LedgerRecord(request_id="req_new", time=2.0, key_id=None, organization_id=None, endpoint="chat",
                                   model="demo", served_model="demo", backend="a", attempts=2, status=200,
                                   error_code=None, route_events='{"events":[]}')])

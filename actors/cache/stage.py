@@ -1,0 +1,220 @@
+"""The response cache's stage in the call pipeline: look up, answer a hit, or record and store a miss.
+
+It runs after admission and the rate limits (a hit is a request like any
+other: it counts against the key's rate limits, and costs 0) and before
+dedup and the call's own run (``actors/call/pipeline.py``). Per call it
+decides one of three, told to the client in ``x-continuum-cache``:
+
+- ``bypass`` (a reason, counted): the cache is not for this call -- the
+  operator's scope (``key.opted_out``), ``Cache-Control: no-store`` or
+  ``no-cache`` (that one may still store), no single settled backend
+  (``key.settled``), or the store could not be asked;
+- ``hit``: the stored answer is replayed into the client's sink, buffered
+  as JSON or streamed re-chunked (``answer.py``), and recorded like a call
+  (route events ``accepted``, ``cache_hit``, ``completed``; a ledger record
+  with ``cache_hit``, cost 0, no attempts, the backend whose answer it was);
+- ``miss``: the call runs with a ``Recorder`` around the sink it writes to,
+  and its answer is stored only when it is whole and clean: status 200,
+  finished, not failed, from the settled backend with no route change, a
+  buffered body with a finish reason or a stream that ended with a finish
+  reason and ``[DONE]``, and not larger than ``max_entry_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+import attrs
+
+from switchyard.actors.cache.answer import Unclean, clean_completion, fold_stream, stream_events, with_model
+from switchyard.actors.cache.key import cache_key, opted_out, settled
+from switchyard.actors.cache.recorder import Recorder
+from switchyard.actors.cache.store import CacheStore, StoreFailed
+from switchyard.actors.call import attempt_body
+from switchyard.actors.ledger.counts import TokenCounts
+from switchyard.actors.ledger.entries import call_record
+from switchyard.config.response_cache import ResponseCacheConfig
+from switchyard.config.schema import BackendConfig
+
+if TYPE_CHECKING:
+    from switchyard.actors.call.request import RequestActor
+    from switchyard.actors.relay import ResponseSink
+
+log = logging.getLogger("switchyard.cache")
+
+HEADER = b"x-continuum-cache"
+JSON_TYPE = b"application/json"
+SSE_TYPE = b"text/event-stream"
+Run = Callable[["ResponseSink", Callable[[], Awaitable[None]]], Awaitable[None]]
+
+
+@attrs.frozen
+class Lookup:
+    """What the stage did: ``answered`` (a hit went out), or how the call runs (``run``)."""
+
+    answered: bool = False
+    key: bytes | None = None                 # a miss to record under this key
+    backend: BackendConfig | None = None
+
+
+OFF = Lookup()
+
+
+class ResponseCache:
+    """One per process (the Runtime's): the store, and the counters the metrics read."""
+
+    def __init__(self, settings: Callable[[], ResponseCacheConfig], store: CacheStore) -> None:
+        self.settings = settings     # the running revision's section
+        self.store = store
+        self.hits = 0
+        self.misses = 0
+        self.stored = 0
+        self.bypasses: Counter[str] = Counter()     # by reason
+        self.not_stored: Counter[str] = Counter()   # misses whose answer was not stored, by reason
+
+    # --- the lookup ----------------------------------------------------------------
+
+    async def lookup(self, actor: "RequestActor", sink: "ResponseSink", headers: Mapping[bytes, bytes]) -> Lookup:
+        """Answer ``actor``'s call from the cache, or say how it runs; the answer's header is set either way."""
+        settings = actor.call.snapshot.response_cache
+        if not settings.enabled:
+            return OFF
+        directives = _cache_control(headers)
+        reason = opted_out(settings, actor.call, actor.model)
+        if reason is None and "no-store" in directives:
+            reason = "no_store"
+        target = settled(actor) if reason is None else reason
+        if isinstance(target, str):
+            return self._bypass(actor, target)
+        scope = None if settings.shared_across_keys or actor.call.key is None else actor.call.key.id
+        key = cache_key(actor.call, scope, actor.model, target)
+        if "no-cache" in directives:
+            self._bypass(actor, "no_cache")
+            return Lookup(key=key, backend=target)   # not read, but a clean answer is stored
+        try:
+            found = await self.store.get(key)
+        except StoreFailed as exc:
+            log.warning("response cache lookup failed, the call runs uncached: %s", exc)
+            return self._bypass(actor, "store_unavailable")
+        if found is not None:
+            try:
+                entry = json.loads(found)
+                await self._answer(actor, sink, entry)
+                self.hits += 1
+                return Lookup(answered=True)
+            except (ValueError, KeyError, TypeError):
+                if sink.started:
+                    raise
+                log.warning("response cache entry unreadable; answered by the backend instead")
+        self.misses += 1
+        _tell(actor, b"miss")
+        return Lookup(key=key, backend=target)
+
+    def _bypass(self, actor: "RequestActor", reason: str) -> Lookup:
+        self.bypasses[reason] += 1
+        _tell(actor, b"bypass")
+        return OFF
+
+    # --- a hit -----------------------------------------------------------------------
+
+    async def _answer(self, actor: "RequestActor", sink: "ResponseSink", entry: dict[str, Any]) -> None:
+        call, trace = actor.call, actor.trace
+        backend, model = entry["backend"], entry["model"]
+        completion = with_model(entry["answer"], call.model if actor.variant is not None else None)
+        trace.add("cache_hit", backend=backend, model=model)
+        headers = [*attempt_body.param_headers(call), *call.route_headers, (HEADER, b"hit")]
+        if call.stream:
+            options = call.payload.get("stream_options")
+            events = stream_events(completion, isinstance(options, dict) and options.get("include_usage") is True)
+            await sink.start(200, [(b"content-type", SSE_TYPE), *headers])
+            trace.answered(backend)
+            for event in events:
+                await sink.send(event)
+        else:
+            await sink.start(200, [(b"content-type", JSON_TYPE), *headers])
+            trace.answered(backend)
+            await sink.send(json.dumps(completion, ensure_ascii=False).encode())
+        await sink.finish()
+        trace.add("completed", backend=backend, model=model)
+        rt = actor.runtime
+        rt.traces.store(trace)
+        if actor.ticket is not None:   # a request against the key's rate limits; no tokens, no cost
+            rt.limiter.settle(actor.ticket, 0, 0.0)
+            actor.ticket = None
+        record = call_record(trace, key=call.key, model=call.model, stream=call.stream, counts=TokenCounts(),
+                             cost=None, estimated=False, served=(backend, model))
+        rt.ledger.record(attrs.evolve(record, backend=backend, served_model=model, cost=0.0, cache_hit=True))
+
+    # --- a miss ----------------------------------------------------------------------
+
+    def recording(self, actor: "RequestActor", lookup: Lookup) -> Run:
+        """``actor.run``, recording its answer and storing it if clean (a miss); as it is otherwise."""
+        if lookup.key is None:
+            return actor.run
+        key, backend = lookup.key, lookup.backend
+        assert backend is not None
+
+        async def run(sink: "ResponseSink", disconnected: Callable[[], Awaitable[None]]) -> None:
+            settings = actor.call.snapshot.response_cache
+            recorder = Recorder(sink, settings.max_entry_bytes * 4)
+            await actor.run(recorder, disconnected)
+            await self._store(actor, recorder, key, backend, settings)
+        return run
+
+    async def _store(self, actor: "RequestActor", rec: Recorder, key: bytes, backend: BackendConfig,
+                     settings: ResponseCacheConfig) -> None:
+        reason = _unclean(actor, rec, backend)
+        value = b""
+        if reason is None:
+            try:
+                answer = fold_stream(rec.body, actor.relay.usage) if actor.call.stream else clean_completion(rec.body)
+                if actor.variant is not None and answer.get("model") == actor.call.model:
+                    answer["model"] = actor.model   # stored under the base's name; a variant's hit says its own
+                value = json.dumps({"v": 1, "backend": backend.name, "model": actor.model, "answer": answer},
+                                   ensure_ascii=False, separators=(",", ":")).encode()
+            except Unclean as exc:
+                reason = str(exc)
+        if reason is None and len(value) > settings.max_entry_bytes:
+            reason = "too_large"
+        if reason is not None:
+            self.not_stored[reason] += 1
+            return
+        try:
+            await self.store.put(key, value, settings.ttl)
+        except StoreFailed as exc:
+            log.warning("response cache store failed: %s", exc)
+            self.not_stored["store_unavailable"] += 1
+            return
+        self.stored += 1
+
+
+def _unclean(actor: "RequestActor", rec: Recorder, backend: BackendConfig) -> str | None:
+    """Why the recorded answer is not one to store, from the sink and the route events; None: it is."""
+    if rec.failed or rec.status not in (0, 200):
+        return "error"
+    if not rec.finished or actor.trace.terminal != "completed":
+        return "truncated"
+    if actor.call.stream and not actor.relay.state.done:
+        return "truncated"   # ended on a finish reason alone: the relay closed it, the backend never did
+    if rec.overflow:
+        return "too_large"
+    if any(e["event"] == "route_changed" for e in actor.trace.events):
+        return "route_changed"
+    if actor.trace.events and actor.trace.events[-1].get("backend") != backend.name:
+        return "route_changed"   # a pin given up: another backend answered
+    return None
+
+
+def _tell(actor: "RequestActor", outcome: bytes) -> None:
+    """Every answer of the call (errors too) carries the outcome, like its other route headers."""
+    actor.call = attrs.evolve(actor.call, route_headers=(*actor.call.route_headers, (HEADER, outcome)))
+
+
+def _cache_control(headers: Mapping[bytes, bytes]) -> set[str]:
+    value = headers.get(b"cache-control")
+    if not value:
+        return set()
+    return {d.strip().split("=", 1)[0].lower() for d in value.decode("latin-1").split(",")}

@@ -37,6 +37,7 @@ from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.usage import UsageConfig
+from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.schema import (
     BackendType,
     ConsistentHashConfig,
@@ -173,6 +174,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     rate_limiting = load_limits.rate_limiting(top.section("rate_limiting"))
     organizations = load_limits.organizations(top)
     state = load_limits.state(top.section("state"), server)
+    guardrails = load_guardrails(top)
     top.finish()
 
     if not top.raw.get("backends"):
@@ -206,7 +208,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
                     smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
-                    usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state)
+                    usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
+                    guardrails=guardrails)
 
 
 def _health(r: Reader) -> HealthChecks:

@@ -17,6 +17,7 @@ from attrs import frozen
 from switchyard.config import rules, values
 from switchyard.config.access import Access
 from switchyard.config.fields import field, section
+from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
 from switchyard.config.metadata import (
     CatalogueEntry,
@@ -291,6 +292,7 @@ class Snapshot:
     rate_limiting: RateLimiting = RateLimiting()   # client limits by scope
     organizations: Mapping[str, Organization] = attrs.field(factory=dict)   # by id, in file order
     state: State = State()                         # where the limiters' counters live
+    guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     revision: str = ""
     source: str = "<defaults>"
 

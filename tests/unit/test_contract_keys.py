@@ -38,7 +38,7 @@ def test_a_nested_contract_key_is_refused_at_its_dotted_path(text, path):
     assert refused(text).errors == [f"{path}: {REFUSED} (see {DOC})"]
 
 
-@pytest.mark.parametrize("key", ["guardrails", "response_cache"])
+@pytest.mark.parametrize("key", ["response_cache"])
 def test_a_planned_key_is_not_supported_yet(key):
     assert refused(f"{key}: {{enabled: true}}\n").errors == [f"{key}: {REFUSED} yet (see {DOC})"]
 
@@ -59,11 +59,11 @@ def test_the_same_name_elsewhere_is_an_unknown_key():
 
 
 def test_every_refused_key_is_reported_in_one_load():
-    err = refused("guardrails: {}\nresponse_cache: {}\nweb_search: {}\n"
+    err = refused("response_cache: {}\nweb_search: {}\n"
                   "fallback: {quality_check: {}}\nprefix_routing: {salt_echo: true}\nbogus: 1\n")
-    assert sorted(err.unsupported) == ["fallback.quality_check", "guardrails", "prefix_routing.salt_echo",
+    assert sorted(err.unsupported) == ["fallback.quality_check", "prefix_routing.salt_echo",
                                        "response_cache", "web_search"]
-    assert "bogus: unknown key" in err.errors and len(err.errors) == 6
+    assert "bogus: unknown key" in err.errors and len(err.errors) == 5
 
 
 def test_every_table_entry_links_a_doc_page_that_has_the_section():
@@ -83,14 +83,14 @@ def _slug(heading: str) -> str:
 
 def test_config_validate_lists_every_contract_key_together(tmp_path, capsys):
     path = tmp_path / "contract.yaml"
-    path.write_text(MINIMAL + "guardrails: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
+    path.write_text(MINIMAL + "response_cache: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
                               "retry: {bogus: 1}\n")
     assert main(["config", "validate", str(path)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert f"error: guardrails: {REFUSED} yet (see {DOC})" in out
+    assert f"error: response_cache: {REFUSED} yet (see {DOC})" in out
     assert f"error: web_search: {REFUSED} (see {DOC})" in out
     assert f"error: prefix_routing.salt_echo: {REFUSED} (see {DOC})" in out
     assert "error: retry.bogus: unknown key" in out
     assert (f"not supported by Switchyard (3 key(s) of the configuration contract): "
-            f"prefix_routing.salt_echo, guardrails, web_search (see {DOC})") in out
+            f"prefix_routing.salt_echo, response_cache, web_search (see {DOC})") in out
     assert out[-1] == f"{path}: 4 error(s), 0 warning(s)"

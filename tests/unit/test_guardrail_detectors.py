@@ -1,0 +1,158 @@
+"""The guardrails' built-in detectors, masking and config, as pure functions (issue 23)."""
+
+import pytest
+
+from switchyard.actors.guardrails.detectors import BUILT_IN, iban_valid, luhn
+from switchyard.actors.guardrails.texts import Slot, request_slots, rewrite
+from switchyard.actors.guardrails.verdicts import Masker, judge
+from switchyard.config.guardrails import Guardrail
+from switchyard.config.load import ConfigError, load_text
+
+
+def found(detector, text):
+    return [text[s:e] for s, e in BUILT_IN[detector].find(text)]
+
+
+@pytest.mark.parametrize("detector, text, value", [
+    ("email", "연락처는 hong@example.com 입니다", "hong@example.com"),
+    ("email", "write to first.last+tag@mail.example.co.uk.", "first.last+tag@mail.example.co.uk"),
+    ("phone", "call +1 415 555 2671 today", "+1 415 555 2671"),
+    ("phone", "휴대폰 010-1234-5678 으로", "010-1234-5678"),
+    ("phone", "office (415) 555-2671", "(415) 555-2671"),
+    ("payment_card", "card 4111 1111 1111 1111 exp 12/30", "4111 1111 1111 1111"),
+    ("payment_card", "amex 378282246310005", "378282246310005"),
+    ("iban", "pay to GB82 WEST 1234 5698 7654 32 please", "GB82 WEST 1234 5698 7654 32"),
+    ("iban", "IBAN DE89370400440532013000", "DE89370400440532013000"),
+    ("ip_address", "server at 192.168.10.25 is down", "192.168.10.25"),
+    ("ip_address", "v6 2001:db8::8a2e:370:7334 answers", "2001:db8::8a2e:370:7334"),
+    ("secret", "key sk-proj-abcdefghijklmnopqrstuvwx1234", "sk-proj-abcdefghijklmnopqrstuvwx1234"),
+    ("secret", "anthropic sk-ant-api03-abcdefghijklmnopqrstuv", "sk-ant-api03-abcdefghijklmnopqrstuv"),
+    ("secret", "aws AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE"),
+    ("secret", "gh ghp_" + "a" * 36, "ghp_" + "a" * 36),
+    ("secret", "slack xoxb-1234567890-abcdef", "xoxb-1234567890-abcdef"),
+    ("secret", "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
+])
+def test_each_detector_finds_its_shape(detector, text, value):
+    assert found(detector, text) == [value]
+
+
+def test_a_private_key_block_is_found_whole():
+    block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc==\n-----END RSA PRIVATE KEY-----"
+    assert found("secret", f"here:\n{block}\nthanks") == [block]
+
+
+@pytest.mark.parametrize("detector, text", [
+    ("email", "no address here, just user at example dot com"),
+    ("email", "a handle like @someone is not an address"),
+    ("phone", "the meeting is on 2024-01-15 at 10:30"),
+    ("phone", "version 1.2.3 and order 12345"),
+    ("payment_card", "card 4111 1111 1111 1112 fails the Luhn check"),
+    ("payment_card", "order number 1234567890123"),
+    ("iban", "GB82 WEST 1234 5698 7654 33 has a bad checksum"),
+    ("ip_address", "999.1.1.1 is no address, nor is 1.2.3"),
+    ("secret", "sk-short and the word secret are no secrets"),
+])
+def test_each_detector_passes_over_look_alikes(detector, text):
+    assert found(detector, text) == []
+
+
+def test_the_luhn_check_takes_a_valid_number_and_refuses_an_invalid_one():
+    assert luhn("4539578763621486") and not luhn("4539578763621487")
+
+
+def test_the_iban_check_is_mod_97():
+    assert iban_valid("GB82WEST12345698765432") and not iban_valid("GB82WEST12345698765433")
+
+
+def guardrail(**kw):
+    kw.setdefault("name", "pii")
+    return Guardrail(**kw)
+
+
+def slots(*texts):
+    return [Slot(("messages", i, "content"), "user", t) for i, t in enumerate(texts)]
+
+
+def test_masking_gives_the_same_value_the_same_placeholder_across_messages():
+    g = guardrail(detectors=(("email", "mask"), ("phone", "mask")))
+    out = judge(g, "input", slots("Owner: a@x.com", "mail a@x.com or b@y.org, call +1 415 555 2671"), Masker())
+    assert out.texts == ("Owner: <EMAIL_1>", "mail <EMAIL_1> or <EMAIL_2>, call <PHONE_1>")
+    assert out.verdict.action == "mask" and dict(out.verdict.detectors) == {"email": 3, "phone": 1}
+
+
+def test_block_wins_over_mask_and_names_the_detector():
+    g = guardrail(detectors=(("email", "mask"), ("payment_card", "block")))
+    out = judge(g, "input", slots("a@x.com 4111111111111111"), Masker())
+    assert out.verdict.action == "block" and out.blocked_by == "payment_card"
+
+
+def test_log_records_and_changes_nothing():
+    g = guardrail(detectors=(("email", "log"),))
+    out = judge(g, "input", slots("a@x.com"), Masker())
+    assert out.texts == ("a@x.com",) and out.verdict.action == "log"
+
+
+def test_monitor_mode_records_what_it_would_do_and_changes_nothing():
+    g = guardrail(mode="monitor", detectors=(("email", "mask"), ("secret", "block")))
+    out = judge(g, "input", slots("a@x.com"), Masker())
+    assert out.texts == ("a@x.com",) and out.verdict.action == "mask" and out.blocked_by is None
+
+
+def test_a_verdict_never_holds_the_matched_text():
+    g = guardrail(detectors=(("email", "mask"),))
+    out = judge(g, "input", slots("a@x.com"), Masker())
+    assert "a@x.com" not in repr(out.verdict.as_dict())
+
+
+def test_an_operator_pattern_masks_with_its_own_name():
+    loaded = load_text(CONFIG + "    patterns:\n      - {name: employee_id, regex: 'EMP-\\d{6}', action: mask}\n")
+    [g] = loaded.snapshot.guardrails
+    out = judge(g, "input", slots("ask EMP-123456 or a@x.com"), Masker())
+    assert out.texts == ("ask <EMPLOYEE_ID_1> or <EMAIL_1>",)
+
+
+def test_texts_are_read_from_parts_system_messages_and_tool_call_arguments_and_written_back_in_place():
+    payload = {"model": "m", "temperature": 0, "messages": [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": [{"type": "text", "text": "t"}, {"type": "image_url", "image_url": {"url": "u"}}]},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}]}
+    got = request_slots(payload)
+    assert [s.text for s in got] == ["s", "t", "{\"a\": 1}"] and got[2].arguments
+    out = rewrite(payload, got, ["S", "T", "{\"a\": 2}"])
+    assert out["messages"][1]["content"][0]["text"] == "T" and out["messages"][1]["content"][1]["type"] == "image_url"
+    assert out["messages"][2]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 2}"
+    assert payload["messages"][0]["content"] == "s"   # the original is untouched
+
+
+CONFIG = """
+backends: [{name: sim, type: simulated, models: [demo]}]
+guardrails:
+  - name: pii
+    detectors: {email: mask}
+"""
+
+
+@pytest.mark.parametrize("text, error", [
+    ("  - {name: a, detectors: {email: erase}}\n", "guardrails[0].detectors: email: must be one of mask, block, log"),
+    ("  - {name: a, detectors: {ssn: mask}}\n", "guardrails[0].detectors: key 'ssn': must be one of email"),
+    ("  - {name: a, patterns: [{name: x, regex: '(unclosed'}]}\n",
+     "guardrails[0].patterns[0].regex: is not a valid regular expression"),
+    ("  - {name: a, patterns: [{name: x, regex: 'a*'}]}\n",
+     "guardrails[0].patterns[0].regex: must not match the empty string"),
+    ("  - {name: a, mode: audit, detectors: {email: log}}\n", "guardrails[0].mode: must be one of enforce, monitor"),
+    ("  - {name: a, stage: after, detectors: {email: log}}\n", "guardrails[0].stage: must be one of input"),
+    ("  - {name: a}\n", "guardrails[0]: must name detectors, patterns or a webhook"),
+    ("  - {name: a, webhook: {url: 'http://h/x', on_failure: retry}}\n",
+     "guardrails[0].webhook.on_failure: must be one of fail_open, fail_closed"),
+    ("  - {name: a, webhook: {timeout: 1s}}\n", "guardrails[0].webhook.url: is required"),
+    ("  - {name: a, detectors: {email: log}, webhook: {url: 'http://h/x'}}\n",
+     "guardrails[0].webhook: a guardrail has either detectors/patterns or a webhook"),
+    ("  - {name: a, detectors: {email: log}}\n  - {name: a, detectors: {email: log}}\n",
+     "guardrails[1].name: duplicate guardrail name 'a'"),
+])
+def test_every_bad_value_is_a_load_error_naming_its_path(text, error):
+    with pytest.raises(ConfigError) as exc:
+        load_text("backends: [{name: sim, type: simulated, models: [demo]}]\nguardrails:\n" + text)
+    assert any(e.startswith(error) for e in exc.value.errors), exc.value.errors

@@ -40,7 +40,7 @@ TERMINAL = ("completed", "failed", "client_disconnected")
 class CallTrace:
     __slots__ = ("request_id", "revision", "started", "events", "attempt", "terminal", "trace_id", "x_request_id",
                  "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall", "parent_id", "flags",
-                 "spent")
+                 "spent", "guardrails")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
                  x_request_id: str | None = None, client_ref: str | None = None,
@@ -68,6 +68,7 @@ class CallTrace:
         self.first_byte: float | None = None
         self.first_byte_backend: str | None = None
         self.ended: float | None = None
+        self.guardrails: Any = None   # the call's guardrail Screen (its verdicts go to the ledger), if any
 
     def add(self, event: str, *, backend: str | None = None, model: str | None = None, **detail: Any) -> None:
         entry: dict[str, Any] = {

@@ -109,6 +109,8 @@ class Runtime:
         # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
         self.variant_requests: dict[tuple[str, str], int] = {}
         self.request_params_outcomes: dict[str, int] = {}   # applied | rejected, for request_params_total
+        # (guardrail, stage, action, mode) -> verdicts, for guardrail_verdicts_total
+        self.guardrail_verdicts: dict[tuple[str, str, str, str], int] = {}
         self.calls: set[Any] = set()        # RequestActors in flight, for the drain
         self.draining = False
         self.supervisor: Supervisor | None = None

@@ -1,5 +1,5 @@
-"""One call from its parsed body to its answer: presets, provider preferences, parse, smart
-routing, the RequestActor, admission, then dedup or a run of its own.
+"""One call from its parsed body to its answer: presets, provider preferences, parse, the guardrails'
+input stage, smart routing, the RequestActor, admission, then dedup or a run of its own.
 
 The protocol layer keeps what is HTTP (reading the body, authentication, the
 sink's wire shape) and hands the rest in as values: the ``Arrival`` says who
@@ -18,6 +18,8 @@ from attrs import frozen
 
 from switchyard.actors.classifier import load_state
 from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.guardrails import stage as guardrails
+from switchyard.actors.guardrails.output import guard
 from switchyard.actors.errors import GatewayError
 from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
@@ -84,6 +86,16 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     if door.shape is not None:
         call = door.shape(call)
     sink = door.sink_for(call)
+    screen = guardrails.screen_for(runtime, call)   # None unless a guardrail's scope takes the call
+    if screen is not None:
+        sink = guard(sink, screen, call)   # the output stage, on fresh answers and cache hits alike
+        try:
+            call = await screen.screen_input(call)   # the input stage: before anything reads the prompt
+        except GatewayError as err:
+            refused = RequestActor(runtime, call)
+            refused.trace.route, refused.trace.guardrails = arrival.route, screen
+            await refused.refuse(sink, err)
+            return
     # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
     if door.endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
         try:
@@ -91,11 +103,12 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
                 call, headers, load_state(arrival.in_flight, snapshot.server.max_concurrent_requests))
         except GatewayError as err:   # no candidate: refused like any call, with its route events
             refused = RequestActor(runtime, call)
-            refused.trace.route = arrival.route
+            refused.trace.route, refused.trace.guardrails = arrival.route, screen
             await refused.refuse(sink, err)
             return
     actor = RequestActor(runtime, call)
     actor.trace.route = arrival.route   # the client-facing route (a metric label): one of the fixed routes
+    actor.trace.guardrails = screen
     try:
         actor.admit()
     except GatewayError as err:

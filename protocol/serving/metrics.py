@@ -90,6 +90,9 @@ class RuntimeCollector(Collector):
         yield dedup
         yield _counted("responses_bridge", "Chat calls dispatched to a backend's /v1/responses through the "
                        "Responses API bridge, by reason (per worker process)", ["reason"], BRIDGE.counts, REASONS)
+        yield _counted("guardrail_verdicts", "Guardrail verdicts, by guardrail, stage (input, output), action "
+                       "(mask, block, log; allow, rewrite; unread, skipped) and mode (enforce, monitor)",
+                       ["guardrail", "stage", "action", "mode"], rt.guardrail_verdicts)
         yield from self._telemetry(rt)
         yield from _smart_routing(rt)
 

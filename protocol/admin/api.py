@@ -21,6 +21,7 @@ import trio
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.config.fields import YAML_KEY
 from switchyard.protocol.admin import session
+from switchyard.protocol.http.asgi import JSON
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
 from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
@@ -45,8 +46,20 @@ Handler = Callable[["Runtime", Scope, Any, Send], Awaitable[None]]
 TRACE_PREFIX, TRACE_SUFFIX = "/admin/requests/", "/events"
 
 
+# On every answer of the admin JSON routes: what they show is for the operator only, never kept by a browser or
+# a proxy, and never read as another content type.
+PRIVATE = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
+
+
+def private(respond: Respond) -> Respond:
+    async def answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] = JSON) -> None:
+        await respond(send, status, body, [*headers, *PRIVATE])
+    return answer
+
+
 class AdminApi:
     def __init__(self, respond: Respond) -> None:
+        respond = private(respond)
         self.respond = respond
         # Exact paths: path -> method -> handler(runtime, scope, receive, send).
         self.routes: dict[str, dict[str, Handler]] = {

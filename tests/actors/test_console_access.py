@@ -206,3 +206,12 @@ async def test_a_cookie_whose_expiry_is_not_ascii_digits_is_refused_not_an_error
             page = await request(app, "GET", "/admin/ui/backends",
                                  headers=[(b"cookie", f"{session.COOKIE}={forged}".encode("latin-1"))])
             assert page.status == 303
+
+
+async def test_admin_json_answers_are_never_cached_nor_sniffed():
+    async with gateway(CONFIG) as app:
+        for path in ("/admin/backends", "/admin/config", "/admin/keys"):
+            reply = await request(app, "GET", path, headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
+            assert reply.status == 200
+            assert reply.headers[b"cache-control"] == b"no-store"
+            assert reply.headers[b"x-content-type-options"] == b"nosniff"

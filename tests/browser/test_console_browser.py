@@ -185,3 +185,32 @@ def test_config_page_shows_when_the_last_reload_was_as_a_date(page, served):
     expect(page.locator("#reload-outcome")).to_contain_text(re.compile("unchanged|applied"))
     last = page.locator("#reload-status tr").filter(has_text="last reload").locator("td")
     expect(last).to_have_text(re.compile(r"^(unchanged|applied), \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(admin\)$"))
+
+
+def test_config_page_reads_the_running_config_again_when_a_reload_elsewhere_changes_it(page, served):
+    log_in(page, served)
+    page.click('nav a[href="config"]')
+    expect(page.locator("#config-json")).to_contain_text('"name": "sim-a"')
+    changed = console_config(served.root / "data")
+    changed["backends"][0]["weight"] = 7
+    try:
+        served.write(changed)
+        assert served.admin("POST", "/admin/config/reload").json()["result"] == "applied"   # not the page's button
+        expect(page.locator("#config-json")).to_contain_text('"weight": 7', timeout=10_000)
+    finally:
+        served.write(console_config(served.root / "data"))
+        served.admin("POST", "/admin/config/reload")
+
+
+def test_traffic_charts_draw_the_busiest_groups_and_the_table_lists_all(page, served):
+    api = client(served, "team-many")
+    for n in range(9):
+        with pytest.raises(openai.NotFoundError):
+            chat(api, model=f"nosuch-{n}")
+    wait_for_ledger(page, served, "team-many", 9)
+    log_in(page, served)
+    page.click('nav a[href="traffic"]')
+    expect(page.locator("#traffic-charted")).to_contain_text("The charts show the 8 models with the most requests")
+    legend = page.locator('figure:has(figcaption:text-is("Requests per second")) ul.legend li')
+    expect(legend).to_have_count(8)
+    assert page.locator("tr[data-group]").count() >= 10   # every model, the nine unknown ones and demo

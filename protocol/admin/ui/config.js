@@ -35,14 +35,19 @@
     return el("table", {class: "record"}, el("tbody", null, body));
   }
 
+  let shown = null;   // the revision the JSON below shows: read again when a reload (of any kind) changes it
+
   async function renderConfig() {
     const config = await Console.get("config");
+    shown = config.revision;
     replace(running, section("Running config (secrets masked)",
       el("pre", {class: "json", id: "config-json"}, JSON.stringify(config, null, 2))));
   }
 
   async function renderStatus() {
-    replace(status, statusTable(await Console.get("config/hot-reload-status")));
+    const current = await Console.get("config/hot-reload-status");
+    replace(status, statusTable(current));
+    if (shown !== null && current.revision !== shown) await renderConfig();
   }
 
   button.addEventListener("click", async () => {

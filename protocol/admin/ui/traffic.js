@@ -7,6 +7,7 @@
   const REFRESH = 15;
   const WINDOWS = {"15 min": [900, 15], "1 hour": [3600, 60], "6 hours": [21600, 300], "24 hours": [86400, 1200]};
   const controls = {group: "model", window: "1 hour"};
+  const CHARTED = 8;   // groups drawn in the charts: one colour each
 
   function select(label, id, options, current, onChange) {
     const node = el("select", {id}, options.map((o) => el("option", {value: o, selected: o === current}, o)));
@@ -34,7 +35,10 @@
       step: String(step)});
     const data = await Console.get(`traffic?${query}`);
     const range = {from: data.from, to: data.to};
-    const s = data.series;
+    // The charts draw the busiest groups (past the palette, lines could not be told apart); the table lists all.
+    const busiest = new Set([...data.totals].sort((a, b) => b.requests - a.requests).slice(0, CHARTED)
+      .map((t) => t.group));
+    const s = data.series.filter((one) => busiest.has(one.group));
     const unit = (v) => `${count(v)}/s`;
     replace(charts,
       Charts.lines("Requests per second", points(s, (p) => p.requests_per_second), unit, range),
@@ -53,6 +57,9 @@
       {title: "TTFB p50", numeric: true, value: (t) => ms(t.ttfb_ms.p50)},
       {title: "TTFB p95", numeric: true, value: (t) => ms(t.ttfb_ms.p95)},
     ], data.totals, (t) => ({"data-group": t.group}), "No calls in this window.")),
+    data.totals.length > CHARTED ? el("p", {class: "muted", id: "traffic-charted"}, `The charts show the ` +
+      `${CHARTED} ${controls.group}s with the most requests of ${data.totals.length}; the table lists them all.`)
+      : null,
     el("p", {class: "muted"}, "Read from the usage ledger: every worker and instance, each call once it is " +
       "written (within usage.flush_interval of its end). Percentiles are estimated from latency buckets."));
   }

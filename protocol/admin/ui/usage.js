@@ -28,7 +28,16 @@
       el("label", null, "group by ", group), show),
     csv, charts, groups, keys);
 
+  // Until someone picks a range, it is the last 24 hours as of each refresh, so new calls keep showing.
+  let following = true;
+  for (const input of [from, to]) input.addEventListener("change", () => { following = false; });
+
   function range() {
+    if (following) {
+      const at = Math.floor(Date.now() / 1000);
+      from.value = local(at - DAY);
+      to.value = local(at + 60);
+    }
     const since = Date.parse(from.value) / 1000, until = Date.parse(to.value) / 1000;
     if (!(since < until)) throw new Console.ApiError(400, {message: "from must be earlier than to", param: "from"});
     return {since: Math.floor(since), until: Math.ceil(until)};

@@ -73,6 +73,11 @@ LOGIN = (UI / "login.html").read_text(encoding="utf-8")
 class ConsoleUi:
     """Answers every path under PREFIX; the admin API hands them over before its own token check."""
 
+    def __init__(self) -> None:
+        # Wrong tokens wait their pause one after another: guesses sent in parallel get no faster than one a
+        # second per worker. The right token never waits behind them.
+        self._wrong_tokens = trio.Lock()
+
     async def handle(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token
         assert token is not None   # the admin API answers 404 for everything without one
@@ -144,7 +149,8 @@ class ConsoleUi:
         form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         given = form.get("token", "")
         if not hmac.compare_digest(given.encode(), token.encode()):
-            await trio.sleep(WRONG_TOKEN_PAUSE)
+            async with self._wrong_tokens:
+                await trio.sleep(WRONG_TOKEN_PAUSE)
             await self.login_page({**scope, "query_string": f"next={quote(form.get('next', ''))}".encode()},
                                   send, "That is not the admin token.", 401)
             return

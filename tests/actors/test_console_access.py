@@ -74,6 +74,24 @@ async def test_a_wrong_token_waits_then_answers_401_with_the_form(autojump_clock
         assert b"That is not the admin token." in reply.body
 
 
+async def test_wrong_tokens_sent_together_wait_one_after_another_and_the_right_one_never_waits(autojump_clock):
+    async with gateway(CONFIG) as app:
+        began = trio.current_time()
+        ended: list[tuple[str, float, int]] = []
+
+        async def attempt(token: str) -> None:
+            reply = await login(app, token=token)
+            ended.append((token, trio.current_time() - began, reply.status))
+
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(attempt, f"guess-{n}")
+            await trio.sleep(0.1)
+            nursery.start_soon(attempt, TOKEN)
+        assert sorted(t for _, t, status in ended if status == 401) == [WRONG_TOKEN_PAUSE * k for k in (1, 2, 3)]
+        assert [(t, status) for token, t, status in ended if token == TOKEN] == [(0.1, 303)]
+
+
 async def test_login_goes_on_only_to_a_console_page_never_to_a_url():
     async with gateway(CONFIG) as app:
         reply = await login(app, next_page="https://elsewhere.example/")

@@ -44,6 +44,8 @@ from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
 from switchyard.actors.ports import CallSpans, MetricsFor, SpansFor, Upstream
 from switchyard.actors.wire import Wires
+from switchyard.actors.cache.stage import ResponseCache
+from switchyard.actors.cache.store import CacheStore, MemoryStore
 
 log = logging.getLogger("switchyard.config")
 
@@ -67,7 +69,8 @@ class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
                  spill_name: str = spill.NAME, workers: int = 1, limiter_for: Callable[["Runtime"], Limiter] | None = None,
                  metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True,
-                 spans_for: SpansFor | None = None, owner_store: OwnerStore | None = None) -> None:
+                 spans_for: SpansFor | None = None, owner_store: OwnerStore | None = None,
+                 cache_store_for: Callable[["Runtime"], CacheStore] | None = None) -> None:
         self.snapshot = snapshot
         self.workers = workers   # worker processes of this instance (limits without Redis need exactly one)
         self.config_path = Path(config_path) if config_path else None
@@ -93,6 +96,10 @@ class Runtime:
         self.limiter: Limiter = limiter_for(self) if limiter_for is not None else LocalLimiter(
             lambda: self.snapshot, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
+        # Answers kept and served again (response_cache): this worker's memory, or the fleet's Redis; made once.
+        cached = snapshot.response_cache
+        self.cache = ResponseCache(lambda: self.snapshot.response_cache, cache_store_for(self) if cache_store_for
+                                   else MemoryStore(cached.max_entries, cached.max_bytes))
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
         # Every finished call's trace feeds this Runtime's metrics (the protocol layer's exporter).

@@ -25,7 +25,6 @@ class Unsupported:
 
 
 UNSUPPORTED: dict[str, Unsupported] = {u.path: u for u in (
-    Unsupported("response_cache", planned=True),
     Unsupported("web_search"),
     Unsupported("fallback.quality_check"),
     Unsupported("prefix_routing.salt_echo"),

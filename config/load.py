@@ -37,6 +37,7 @@ from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.usage import UsageConfig
+from switchyard.config import response_cache as load_cache
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.schema import (
     BackendType,
@@ -174,6 +175,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     rate_limiting = load_limits.rate_limiting(top.section("rate_limiting"))
     organizations = load_limits.organizations(top)
     state = load_limits.state(top.section("state"), server)
+    response_cache = load_section(load_cache.ResponseCacheConfig, top.section("response_cache"),
+                                  lambda c, r: load_cache.check(c, state, r))
     guardrails = load_guardrails(top)
     top.finish()
 
@@ -209,7 +212,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
-                    guardrails=guardrails)
+                    guardrails=guardrails, response_cache=response_cache)
 
 
 def _health(r: Reader) -> HealthChecks:

@@ -44,7 +44,7 @@ class ResponseCacheConfig:
     models: tuple[str, ...] = field(("*",), rules.string_list(rules.string()))
     # API key ids whose calls are cached; absent: every key's, and calls without a key
     keys: tuple[str, ...] | None = field(None, rules.string_list(rules.string()))
-    # temperature above 0, or absent (the providers' default is 1), is sampled: not cached unless true
+    # a call that sends a temperature above 0 asks for a sampled answer: not cached unless true
     cache_temperature_above_zero: bool = field(False, rules.boolean)
     # one key's answer may answer another key's identical call
     shared_across_keys: bool = field(False, rules.boolean)

@@ -19,6 +19,7 @@ from switchyard.config.access import Access
 from switchyard.config.fields import field, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
+from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -292,6 +293,7 @@ class Snapshot:
     rate_limiting: RateLimiting = RateLimiting()   # client limits by scope
     organizations: Mapping[str, Organization] = attrs.field(factory=dict)   # by id, in file order
     state: State = State()                         # where the limiters' counters live
+    response_cache: ResponseCacheConfig = ResponseCacheConfig()   # answers kept and served again
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     revision: str = ""
     source: str = "<defaults>"

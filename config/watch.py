@@ -32,6 +32,10 @@ RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {
     "timeouts.connection": lambda s: s.timeouts.connection,
     "logging": lambda s: s.logging,
     "tracing": lambda s: s.tracing,
+    # the response cache's store object, made at start (the rest of the section applies live)
+    "response_cache.store": lambda s: s.response_cache.store,
+    "response_cache.max_entries": lambda s: s.response_cache.max_entries,
+    "response_cache.max_bytes": lambda s: s.response_cache.max_bytes,
 }
 
 
@@ -56,6 +60,9 @@ def apply_live(running: Snapshot, new: Snapshot) -> Applied:
         tracing=running.tracing,
         usage=running.usage,
         state=running.state,
+        response_cache=attrs.evolve(new.response_cache, store=running.response_cache.store,
+                                    max_entries=running.response_cache.max_entries,
+                                    max_bytes=running.response_cache.max_bytes),
     )
     return Applied(kept, pending)
 

@@ -33,10 +33,11 @@ from switchyard.actors.routing import variants
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
-    from switchyard.actors.call.request import RequestActor
     from switchyard.config.response_cache import ResponseCacheConfig
 
 _UNKEYED = ("stream", "stream_options", "model")
+# The call's RequestActor (actors/call/request.py): not imported, so the packages import no cycle.
+Actor = Any
 
 
 def cache_key(call: Call, scope: str | None, model: str, backend: BackendConfig) -> bytes:
@@ -79,14 +80,13 @@ def opted_out(settings: "ResponseCacheConfig", call: Call, model: str) -> str | 
     if settings.keys is not None and (call.key is None or call.key.id not in settings.keys):
         return "key"
     if not settings.cache_temperature_above_zero:
-        temperature = call.payload.get("temperature")
-        # absent: the providers' default (1) samples too
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature > 0:
+        temperature = call.payload.get("temperature")   # absent: not sent (a Messages client may not send it)
+        if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0:
             return "temperature"
     return None
 
 
-def settled(actor: "RequestActor") -> BackendConfig | str:
+def settled(actor: Actor) -> BackendConfig | str:
     """The one backend the call can go to, or why there is not exactly one (a bypass reason)."""
     rt, call, model = actor.runtime, actor.call, actor.model
     if actor.variant is not None and actor.variant.variant == variants.ONLINE:

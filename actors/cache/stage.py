@@ -30,17 +30,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 import attrs
 
 from switchyard.actors.cache.answer import Unclean, clean_completion, fold_stream, stream_events, with_model
-from switchyard.actors.cache.key import cache_key, opted_out, settled
+from switchyard.actors.cache.key import Actor, cache_key, opted_out, settled
 from switchyard.actors.cache.recorder import Recorder
 from switchyard.actors.cache.store import CacheStore, StoreFailed
-from switchyard.actors.call import attempt_body
+from switchyard.actors.params import HEADER as PARAMS_HEADER, header_value
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
 from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
-    from switchyard.actors.call.request import RequestActor
     from switchyard.actors.relay import ResponseSink
 
 log = logging.getLogger("switchyard.cache")
@@ -48,6 +47,11 @@ log = logging.getLogger("switchyard.cache")
 HEADER = b"x-continuum-cache"
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream"
+# Every reason a call bypasses the cache, and a miss's answer is not stored (docs/cache.md; the metrics' labels).
+BYPASS_REASONS = ("endpoint", "model", "key", "temperature", "no_store", "no_cache", "variant_online",
+                  "provider_preferences", "fallback_chain", "several_backends", "no_backend", "store_unavailable")
+NOT_STORED_REASONS = ("error", "truncated", "route_changed", "no_finish_reason", "malformed", "too_large",
+                      "store_unavailable")
 Run = Callable[["ResponseSink", Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
@@ -77,7 +81,7 @@ class ResponseCache:
 
     # --- the lookup ----------------------------------------------------------------
 
-    async def lookup(self, actor: "RequestActor", sink: "ResponseSink", headers: Mapping[bytes, bytes]) -> Lookup:
+    async def lookup(self, actor: Actor, sink: "ResponseSink", headers: Mapping[bytes, bytes]) -> Lookup:
         """Answer ``actor``'s call from the cache, or say how it runs; the answer's header is set either way."""
         settings = actor.call.snapshot.response_cache
         if not settings.enabled:
@@ -113,19 +117,21 @@ class ResponseCache:
         _tell(actor, b"miss")
         return Lookup(key=key, backend=target)
 
-    def _bypass(self, actor: "RequestActor", reason: str) -> Lookup:
+    def _bypass(self, actor: Actor, reason: str) -> Lookup:
         self.bypasses[reason] += 1
         _tell(actor, b"bypass")
         return OFF
 
     # --- a hit -----------------------------------------------------------------------
 
-    async def _answer(self, actor: "RequestActor", sink: "ResponseSink", entry: dict[str, Any]) -> None:
+    async def _answer(self, actor: Actor, sink: "ResponseSink", entry: dict[str, Any]) -> None:
         call, trace = actor.call, actor.trace
         backend, model = entry["backend"], entry["model"]
         completion = with_model(entry["answer"], call.model if actor.variant is not None else None)
         trace.add("cache_hit", backend=backend, model=model)
-        headers = [*attempt_body.param_headers(call), *call.route_headers, (HEADER, b"hit")]
+        params = header_value(call.param_tokens)   # x-continuum-request-params, as a fresh answer has it
+        headers = [*([(PARAMS_HEADER, params)] if params is not None else []), *call.route_headers,
+                   (HEADER, b"hit")]
         if call.stream:
             options = call.payload.get("stream_options")
             events = stream_events(completion, isinstance(options, dict) and options.get("include_usage") is True)
@@ -150,7 +156,7 @@ class ResponseCache:
 
     # --- a miss ----------------------------------------------------------------------
 
-    def recording(self, actor: "RequestActor", lookup: Lookup) -> Run:
+    def recording(self, actor: Actor, lookup: Lookup) -> Run:
         """``actor.run``, recording its answer and storing it if clean (a miss); as it is otherwise."""
         if lookup.key is None:
             return actor.run
@@ -164,7 +170,7 @@ class ResponseCache:
             await self._store(actor, recorder, key, backend, settings)
         return run
 
-    async def _store(self, actor: "RequestActor", rec: Recorder, key: bytes, backend: BackendConfig,
+    async def _store(self, actor: Actor, rec: Recorder, key: bytes, backend: BackendConfig,
                      settings: ResponseCacheConfig) -> None:
         reason = _unclean(actor, rec, backend)
         value = b""
@@ -191,7 +197,7 @@ class ResponseCache:
         self.stored += 1
 
 
-def _unclean(actor: "RequestActor", rec: Recorder, backend: BackendConfig) -> str | None:
+def _unclean(actor: Actor, rec: Recorder, backend: BackendConfig) -> str | None:
     """Why the recorded answer is not one to store, from the sink and the route events; None: it is."""
     if rec.failed or rec.status not in (0, 200):
         return "error"
@@ -208,7 +214,7 @@ def _unclean(actor: "RequestActor", rec: Recorder, backend: BackendConfig) -> st
     return None
 
 
-def _tell(actor: "RequestActor", outcome: bytes) -> None:
+def _tell(actor: Actor, outcome: bytes) -> None:
     """Every answer of the call (errors too) carries the outcome, like its other route headers."""
     actor.call = attrs.evolve(actor.call, route_headers=(*actor.call.route_headers, (HEADER, outcome)))
 

@@ -116,10 +116,14 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         return
     if snapshot.limits_enabled and not await within_limits(runtime, actor, sink, arrival):
         return
+    cached = await runtime.cache.lookup(actor, sink, headers)   # response_cache: a hit is answered here
+    if cached.answered:
+        return
+    run = runtime.cache.recording(actor, cached)   # a miss stores its answer if it comes back clean
     if call.snapshot.dedup.enabled and runtime.nursery is not None:
-        await dispatch(runtime, actor, sink, disconnected)
+        await dispatch(runtime, actor, sink, disconnected, run)
     else:   # the common case, one frame shorter on every wake-up
-        await actor.run(sink, disconnected)
+        await run(sink, disconnected)
 
 
 async def within_limits(runtime: "Runtime", actor: RequestActor, sink: ResponseSink, arrival: Arrival) -> bool:
@@ -146,14 +150,16 @@ async def within_limits(runtime: "Runtime", actor: RequestActor, sink: ResponseS
 
 
 async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
-                   disconnected: Callable[[], Awaitable[None]]) -> None:
-    """Run the admitted call shared with identical calls in flight (``dedup`` is on)."""
+                   disconnected: Callable[[], Awaitable[None]],
+                   run: Callable[[ResponseSink, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None) -> None:
+    """Run the admitted call shared with identical calls in flight (``dedup`` is on); ``run`` is how the
+    flight's lead runs it (``actor.run``, or the cache's recording of it)."""
     call = actor.call   # admitted: the body as dispatched
     # A call with provider preferences never shares: its preferences are gone from the body.
     shares = call.prefs is None or call.prefs.empty
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
     try:
-        served = await runtime.dedup.serve(key, sink, disconnected, actor.run, runtime.nursery,
+        served = await runtime.dedup.serve(key, sink, disconnected, run or actor.run, runtime.nursery,
                                            flight_id=call.request_id)
     except BaseException:
         # Cancelled from outside (a drain's end, say) before this call's actor ran: nothing else would

@@ -18,6 +18,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from switchyard.actors.cache.stage import BYPASS_REASONS, NOT_STORED_REASONS
 from switchyard.actors.dedup import Role
 from switchyard.actors.mailbox import Mailbox
 from switchyard.actors.routing.variants import VARIANTS
@@ -95,6 +96,7 @@ class RuntimeCollector(Collector):
                        ["guardrail", "stage", "action", "mode"], rt.guardrail_verdicts)
         yield from self._telemetry(rt)
         yield from _smart_routing(rt)
+        yield from _response_cache(rt)
 
     def _telemetry(self, rt: "Runtime") -> Iterator[Metric]:
         """Mailbox drops, engine-page polling, and the load-aware routing terms' verdicts."""
@@ -178,3 +180,27 @@ def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
 
 def exposition(runtime: "Runtime") -> bytes:
     return generate_latest(runtime.metrics.registry)
+
+
+def _response_cache(rt: "Runtime") -> Iterator[Metric]:
+    """The response cache's outcomes (every reason from zero) and, for the memory store, what it holds."""
+    cache = rt.cache
+    yield CounterMetricFamily("response_cache_hits", "Calls answered from the response cache", value=cache.hits)
+    yield CounterMetricFamily("response_cache_misses", "Calls looked up in the response cache and not found",
+                              value=cache.misses)
+    yield _counted("response_cache_bypasses", "Calls that did not read the response cache (response_cache "
+                   "enabled), by reason", ["reason"], cache.bypasses, BYPASS_REASONS)
+    yield CounterMetricFamily("response_cache_stores", "Answers written to the response cache", value=cache.stored)
+    yield _counted("response_cache_not_stored", "Misses whose answer was not written to the response cache, "
+                   "by reason", ["reason"], cache.not_stored, NOT_STORED_REASONS)
+    store = cache.store
+    evictions = CounterMetricFamily("response_cache_evictions", "Entries the memory store dropped: the least "
+                                    "recently used to make room (size), or past their TTL (expired)",
+                                    labels=["reason"])
+    evictions.add_metric(["size"], store.evictions)
+    evictions.add_metric(["expired"], store.expirations)
+    yield evictions
+    if store.stored_bytes is not None:   # the memory store's; Redis reports its own (INFO memory)
+        yield GaugeMetricFamily("response_cache_stored_bytes", "Bytes the memory store holds (keys and entries)",
+                                value=store.stored_bytes)
+        yield GaugeMetricFamily("response_cache_entries", "Entries the memory store holds", value=store.entries)

@@ -12,6 +12,7 @@ import attrs
 from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
+from switchyard.config.response_cache import CacheStore
 from switchyard.config.schema import BackendType, Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.wires import anthropic as anthropic_wire
@@ -21,6 +22,7 @@ from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.wires import responses_on_chat
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.response_owners import open_owner_store
+from switchyard.protocol.stores.redis_cache import RedisCacheStore
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
@@ -49,12 +51,20 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                    workers=int(os.environ.get(WORKERS_ENV, "1")),
                    limiter_for=shared_limiter if snapshot.state.redis_url else None,
                    metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for,
-                   owner_store=open_owner_store(snapshot.usage, snapshot.server.data_path()))
+                   owner_store=open_owner_store(snapshot.usage, snapshot.server.data_path()),
+                   cache_store_for=shared_cache if snapshot.response_cache.store is CacheStore.REDIS else None)
 
 
 def shared_limiter(runtime: Runtime) -> RedisLimiter:
     """With ``state.redis_url``: every worker and instance counts in one Redis (budgets seeded from the ledger)."""
     return RedisLimiter(runtime.snapshot.state, lambda: runtime.snapshot, ledger=runtime.ledger.summary)
+
+
+def shared_cache(runtime: Runtime) -> RedisCacheStore:
+    """With ``response_cache.store: redis``: one cache for the fleet, in the Redis of ``state.redis_url``."""
+    url = runtime.snapshot.state.redis_url
+    assert url is not None   # the config refuses store: redis without it
+    return RedisCacheStore(url, lambda: runtime.snapshot.response_cache)
 
 
 def spill_name() -> str:

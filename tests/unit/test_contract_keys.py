@@ -38,11 +38,6 @@ def test_a_nested_contract_key_is_refused_at_its_dotted_path(text, path):
     assert refused(text).errors == [f"{path}: {REFUSED} (see {DOC})"]
 
 
-@pytest.mark.parametrize("key", ["response_cache"])
-def test_a_planned_key_is_not_supported_yet(key):
-    assert refused(f"{key}: {{enabled: true}}\n").errors == [f"{key}: {REFUSED} yet (see {DOC})"]
-
-
 def test_a_contract_key_is_refused_even_when_it_turns_the_feature_off():
     assert refused("web_search: {enabled: false}\n").unsupported == ["web_search"]
 
@@ -59,10 +54,10 @@ def test_the_same_name_elsewhere_is_an_unknown_key():
 
 
 def test_every_refused_key_is_reported_in_one_load():
-    err = refused("response_cache: {}\nweb_search: {}\n"
+    err = refused("kv_cache_index: {}\nweb_search: {}\n"
                   "fallback: {quality_check: {}}\nprefix_routing: {salt_echo: true}\nbogus: 1\n")
-    assert sorted(err.unsupported) == ["fallback.quality_check", "prefix_routing.salt_echo",
-                                       "response_cache", "web_search"]
+    assert sorted(err.unsupported) == ["fallback.quality_check", "kv_cache_index", "prefix_routing.salt_echo",
+                                       "web_search"]
     assert "bogus: unknown key" in err.errors and len(err.errors) == 5
 
 
@@ -83,14 +78,14 @@ def _slug(heading: str) -> str:
 
 def test_config_validate_lists_every_contract_key_together(tmp_path, capsys):
     path = tmp_path / "contract.yaml"
-    path.write_text(MINIMAL + "response_cache: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
+    path.write_text(MINIMAL + "kv_cache_index: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
                               "retry: {bogus: 1}\n")
     assert main(["config", "validate", str(path)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert f"error: response_cache: {REFUSED} yet (see {DOC})" in out
+    assert f"error: kv_cache_index: {REFUSED} (see {DOC})" in out
     assert f"error: web_search: {REFUSED} (see {DOC})" in out
     assert f"error: prefix_routing.salt_echo: {REFUSED} (see {DOC})" in out
     assert "error: retry.bogus: unknown key" in out
     assert (f"not supported by Switchyard (3 key(s) of the configuration contract): "
-            f"prefix_routing.salt_echo, response_cache, web_search (see {DOC})") in out
+            f"prefix_routing.salt_echo, kv_cache_index, web_search (see {DOC})") in out
     assert out[-1] == f"{path}: 4 error(s), 0 warning(s)"

@@ -92,7 +92,7 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
                             ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
-                            limits_timeout: float | None = None) -> Path:
+                            limits_timeout: float | None = None, guardrails: bool = False) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -112,6 +112,8 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     run can use, counted in that Redis: every call is admitted through the
     shared limiter and none is refused, so the two differ by the limits alone.
     `limits_timeout` sets state.operation_timeout (None: the build's default).
+    `guardrails` adds one guardrail with every built-in detector, enforce mode, both stages, scoped to
+    the bench models.
     """
     assert not (features and (keyed or limits_redis)), "keyed/limits_redis apply to the bare variant"
     assert keyed or not limits_redis, "limits_redis needs keyed"
@@ -179,8 +181,20 @@ tracing:
 """
     if ledger is not None:
         text += f"usage:\n  ledger: {ledger}\n"
+    if guardrails:
+        text += GUARDRAILS
     path.write_text(text)
     return path
+
+
+GUARDRAILS = """\
+guardrails:
+  - name: bench-pii
+    mode: enforce
+    stage: both
+    models: ["bench*"]
+    detectors: {email: mask, phone: mask, iban: mask, ip_address: mask, payment_card: block, secret: block}
+"""
 
 
 def switchyard_env(workdir: Path, name: str) -> dict[str, str]:

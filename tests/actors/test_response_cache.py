@@ -329,3 +329,27 @@ async def test_the_metrics_count_hits_misses_bypasses_stores_and_bytes(autojump_
     assert float(lines["response_cache_stored_bytes"]) > 0
     assert float(lines["response_cache_entries"]) == 1
     assert float(lines['response_cache_evictions_total{reason="size"}']) == 0
+
+
+async def test_a_dedup_followers_copy_is_never_stored_only_the_leaders_answer(autojump_clock):
+    async with gateway(config(top="dedup: {enabled: true}\n")) as app:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(call, app, ask(stream=True))
+        again = await call(app, ask())
+    assert served(app) == 1
+    assert app.runtime.dedup.counts  # the three shared one flight
+    assert app.runtime.cache.stored == 1
+    assert again.headers[b"x-continuum-cache"] == b"hit"
+
+
+async def test_a_reload_that_keeps_the_backend_keeps_the_cache_and_one_that_moves_it_does_not(autojump_clock):
+    from switchyard.config.load import load_text
+    async with gateway(config()) as app:
+        await call(app, ask())
+        app.runtime.apply(load_text(config(top="dedup: {enabled: false}\n")).snapshot)   # a new revision
+        kept = await call(app, ask())
+        app.runtime.apply(load_text(config(backends=("b",))).snapshot)   # the model moved to another backend
+        fresh = await call(app, ask())
+    assert kept.headers[b"x-continuum-cache"] == b"hit"
+    assert fresh.headers[b"x-continuum-cache"] == b"miss"

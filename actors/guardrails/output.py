@@ -26,7 +26,18 @@ if TYPE_CHECKING:
     from switchyard.actors.relay import ResponseSink
 
 
-class GuardedSink:
+class _Wrapping:
+    """What a sink wrapper passes on: the inner sink's other attributes (``streaming``, ...)."""
+
+    inner: "ResponseSink"
+
+    def __getattr__(self, name: str) -> object:
+        if name == "inner":   # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class GuardedSink(_Wrapping):
     """The door's sink behind the output guardrails (``ResponseSink``)."""
 
     def __init__(self, inner: "ResponseSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:
@@ -101,7 +112,7 @@ class GuardedSink:
         return body if changed is answer else json.dumps(changed).encode()
 
 
-class _StreamNote:
+class _StreamNote(_Wrapping):
     """A streamed answer's sink: passed through; once a 200 starts, each output guardrail's ``skipped``."""
 
     def __init__(self, inner: "ResponseSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:

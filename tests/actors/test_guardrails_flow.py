@@ -182,3 +182,17 @@ async def test_verdicts_reach_the_ledger_and_the_metrics_and_the_matched_text_re
         assert 'guardrail_verdicts_total{action="mask",guardrail="pii",mode="enforce",stage="output"} 1.0' in metrics
         everything = repr([r.__dict__ for r in caplog.records]) + repr(recs) + metrics
         assert EMAIL not in everything and KEY not in everything and "10.0.0.7" not in everything
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_guarded_call_is_shared_under_dedup_like_any_other(autojump_clock, stream):
+    async with gateway(config(stage="both") + "dedup: {enabled: true}\n") as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(("user", f"mail {EMAIL}"), stream=stream))
+        assert reply.status == 200 and sent(app)[0]["messages"][0]["content"] == "mail <EMAIL_1>"
+
+
+async def test_the_output_stage_masks_an_answer_of_the_messages_door(autojump_clock):
+    async with gateway(config(stage="output", answer=f"'reach {EMAIL}'")) as app:
+        reply = await request(app, "POST", "/anthropic/v1/messages", {
+            "model": "demo", "max_tokens": 20, "messages": [{"role": "user", "content": "who?"}]})
+        assert reply.status == 200 and reply.json()["content"][0]["text"] == "reach <EMAIL_1>"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+import attrs
 from attrs import frozen
 
 from switchyard.config import rules, values
@@ -35,8 +36,8 @@ def _words(choices: tuple[str, ...]) -> rules.Rule[str]:
     return rules.one_of({c: c for c in choices})
 
 
-def regex(value: Any) -> re.Pattern[str]:
-    """A Python regular expression, compiled now; one that matches the empty string is refused
+def regex(value: Any) -> str:
+    """A Python regular expression that compiles; one that matches the empty string is refused
     (it would match between every two characters)."""
     text = rules.string()(value)
     try:
@@ -45,7 +46,7 @@ def regex(value: Any) -> re.Pattern[str]:
         raise Invalid(f"is not a valid regular expression: {exc}") from None
     if compiled.fullmatch(""):
         raise Invalid("must not match the empty string")
-    return compiled
+    return text
 
 
 def detector_actions(value: Any) -> tuple[tuple[str, str], ...]:
@@ -67,8 +68,20 @@ class Pattern:
     """An operator's named regular expression: a detector of its own."""
 
     name: str = field("", rules.string(_PATTERN_NAME, _PATTERN_WHAT))
-    regex: re.Pattern[str] | None = field(None, regex)
+    regex: str = field("", regex)
     action: str = field("mask", _words(ACTIONS))
+    # compiled once, at load (the admin API shows ``regex``, the source)
+    compiled: re.Pattern[str] | None = attrs.field(init=False, repr=False, eq=False, metadata={"internal": True})
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "compiled", re.compile(self.regex) if self.regex else None)
+
+
+def _secret(default: Any, rule: rules.Rule[Any]) -> Any:
+    """A field the admin API masks (``metadata["secret"]``) and repr leaves out: a token in a header."""
+    f = field(default, rule, repr=False)
+    f.metadata["secret"] = True
+    return f
 
 
 @frozen
@@ -78,7 +91,7 @@ class Webhook:
     url: str = field("", values.http_url)
     timeout: float = field(2.0, rules.duration(minimum=0.001, maximum=60))
     on_failure: str = field("fail_closed", _words(ON_FAILURE))
-    headers: tuple[tuple[str, str], ...] = field((), otlp_headers, repr=False)
+    headers: tuple[tuple[str, str], ...] = _secret((), otlp_headers)   # masked by the admin API
 
 
 @frozen

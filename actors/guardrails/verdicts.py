@@ -91,7 +91,7 @@ def rules_of(g: Guardrail) -> tuple[tuple[Detector, str], ...]:
     """The guardrail's detectors in precedence order (built-ins, then the operator's patterns)."""
     chosen = dict(g.detectors)
     out = [(BUILT_IN[name], chosen[name]) for name in PRECEDENCE if name in chosen]
-    out.extend((operator_detector(p.name, p.regex), p.action) for p in g.patterns if p.regex is not None)
+    out.extend((operator_detector(p.name, p.compiled), p.action) for p in g.patterns if p.compiled is not None)
     return tuple(out)
 
 

@@ -4,14 +4,17 @@ Whether the call that stored it streamed or not, the cache keeps the
 buffered object: a stream is folded into it (``fold_stream``) once it has
 ended cleanly, with every choice's text, reasoning (a native backend's
 signed blocks included), refusal, tool calls and finish reason, and its
-usage. A buffered hit is that object as JSON; a streaming hit is
-``stream_events``: the same answer *re-chunked*, per choice one event for
-the role, one per reasoning block part, one for the text, one per tool
-call, then the finish event, the usage event when the client asked for
-usage (``stream_options.include_usage``), and ``[DONE]``. Every event is a
-``chat.completion.chunk`` with the original id, created time, model and
-system fingerprint, so the SDKs (and the Messages door's translation) read
-it as they read the original.
+usage; a stream's own events are kept beside it. A buffered hit is that
+object as JSON. A streaming hit (``stream_events``) is, for an answer
+stored from a stream, its original events, one per original chunk, as
+they were sent; for one stored from a buffered call, the answer
+*re-chunked*: per choice one event for the role, one per reasoning block
+part, one for the text, one per tool call, then the finish event. Either
+way the usage event follows when the client asked for usage
+(``stream_options.include_usage``; left out when it did not), then
+``[DONE]``. Every event is a ``chat.completion.chunk`` with the original
+id, created time, model and system fingerprint, so the SDKs (and the
+Messages door's translation) read it as they read the original.
 
 An answer that is not whole -- a buffered body without a finish reason, a
 stream without ``[DONE]`` or a finish reason, an in-band error, a malformed
@@ -51,8 +54,9 @@ def clean_completion(body: bytes) -> dict[str, Any]:
     return _without_cost(payload)
 
 
-def fold_stream(data: bytes, usage: Any = None) -> dict[str, Any]:
-    """A recorded chat stream (the bytes the client got) as one chat.completion.
+def fold_stream(data: bytes, usage: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """A recorded chat stream (the bytes the client got) as one chat.completion, and its events' data
+    (a usage-only event left out: the replay adds usage as its client asks).
 
     ``usage`` is the backend's usage when the stream carried none to the
     client (the router asked for it and hid it).
@@ -64,6 +68,7 @@ def fold_stream(data: bytes, usage: Any = None) -> dict[str, Any]:
         events.append(tail)
     out: dict[str, Any] = {}
     choices: dict[int, _Choice] = {}
+    kept: list[str] = []
     done = False
     for event in events:
         if not event.has_data:
@@ -86,6 +91,12 @@ def fold_stream(data: bytes, usage: Any = None) -> dict[str, Any]:
                 out[key] = chunk[key]
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
+            if not chunk.get("choices"):
+                continue
+            chunk = {k: v for k, v in chunk.items() if k != "usage"}
+            kept.append(json.dumps(chunk, separators=(",", ":"), ensure_ascii=False))
+        else:
+            kept.append(event.data.decode())
         for c in chunk.get("choices") or ():
             if not isinstance(c, dict):
                 raise Unclean("malformed")
@@ -103,7 +114,7 @@ def fold_stream(data: bytes, usage: Any = None) -> dict[str, Any]:
             completion[key] = out[key]
     if isinstance(usage, dict):
         completion["usage"] = usage
-    return _without_cost(completion)
+    return _without_cost(completion), kept
 
 
 class _Choice:
@@ -186,14 +197,23 @@ def _without_cost(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def stream_events(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
-    """The stored answer re-chunked as a chat stream (see the module's docstring)."""
+def stream_events(completion: dict[str, Any], include_usage: bool, events: list[str] | None = None) -> list[bytes]:
+    """The stored answer as a chat stream: its original ``events`` if it has them, else re-chunked (see the
+    module's docstring)."""
     head = {"id": completion.get("id", ""), "object": "chat.completion.chunk",
             "created": completion.get("created", 0), "model": completion.get("model", "")}
     for key in ("system_fingerprint", "service_tier"):
         if key in completion:
             head[key] = completion[key]
     out: list[bytes] = []
+    if events is not None:
+        model = completion.get("model")
+        for data in events:
+            chunk = json.loads(data)
+            if chunk.get("model") != model:   # a variant's hit names the client's model, as the original did
+                data = json.dumps({**chunk, "model": model}, separators=(",", ":"), ensure_ascii=False)
+            out.append(b"data: " + data.encode() + b"\n\n")
+        return _ending(out, head, completion, include_usage)
 
     def emit(index: int, delta: dict[str, Any], **choice: Any) -> None:
         out.append(_event({**head, "choices": [{"index": index, "delta": delta, "logprobs": None,
@@ -228,6 +248,11 @@ def stream_events(completion: dict[str, Any], include_usage: bool) -> list[bytes
         if isinstance(choice.get("logprobs"), dict):
             last["logprobs"] = choice["logprobs"]
         emit(index, {}, **last)
+    return _ending(out, head, completion, include_usage)
+
+
+def _ending(out: list[bytes], head: dict[str, Any], completion: dict[str, Any], include_usage: bool) -> list[bytes]:
+    """The usage event when the client asked for it, then ``[DONE]``."""
     if include_usage and isinstance(completion.get("usage"), dict):
         out.append(_event({**head, "choices": [], "usage": completion["usage"]}))
     out.append(DONE)

@@ -10,7 +10,7 @@ decides one of three, told to the client in ``x-continuum-cache``:
   ``no-cache`` (that one may still store), no single settled backend
   (``key.settled``), or the store could not be asked;
 - ``hit``: the stored answer is replayed into the client's sink, buffered
-  as JSON or streamed re-chunked (``answer.py``), and recorded like a call
+  as JSON or as a stream (``answer.py``), and recorded like a call
   (route events ``accepted``, ``cache_hit``, ``completed``; a ledger record
   with ``cache_hit``, cost 0, no attempts, the backend whose answer it was);
 - ``miss``: the call runs with a ``Recorder`` around the sink it writes to,
@@ -134,7 +134,8 @@ class ResponseCache:
                    (HEADER, b"hit")]
         if call.stream:
             options = call.payload.get("stream_options")
-            events = stream_events(completion, isinstance(options, dict) and options.get("include_usage") is True)
+            events = stream_events(completion, isinstance(options, dict) and options.get("include_usage") is True,
+                                   entry.get("events"))
             await sink.start(200, [(b"content-type", SSE_TYPE), *headers])
             trace.answered(backend)
             for event in events:
@@ -176,11 +177,14 @@ class ResponseCache:
         value = b""
         if reason is None:
             try:
-                answer = fold_stream(rec.body, actor.relay.usage) if actor.call.stream else clean_completion(rec.body)
+                answer, events = fold_stream(rec.body, actor.relay.usage) if actor.call.stream else \
+                    (clean_completion(rec.body), None)
                 if actor.variant is not None and answer.get("model") == actor.call.model:
                     answer["model"] = actor.model   # stored under the base's name; a variant's hit says its own
-                value = json.dumps({"v": 1, "backend": backend.name, "model": actor.model, "answer": answer},
-                                   ensure_ascii=False, separators=(",", ":")).encode()
+                entry = {"v": 1, "backend": backend.name, "model": actor.model, "answer": answer}
+                if events is not None:
+                    entry["events"] = events
+                value = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
             except Unclean as exc:
                 reason = str(exc)
         if reason is None and len(value) > settings.max_entry_bytes:

@@ -86,9 +86,19 @@ async def test_a_streamed_answer_is_replayed_as_a_stream_with_the_same_text_and_
     assert text_of(again) == text_of(first) == "The answer is forty two."
     assert finish_of(again) == finish_of(first) == "stop"
     assert again.events()[-1] == b"[DONE]"
-    chunk = json.loads(again.events()[0])
-    original = json.loads(first.events()[0])
-    assert (chunk["object"], chunk["id"], chunk["model"]) == (original["object"], original["id"], original["model"])
+    assert [json.loads(e) for e in again.events()[:-1]] == [json.loads(e) for e in first.events()[:-1]]   # per chunk
+
+
+async def test_a_buffered_answer_streamed_to_a_hit_is_re_chunked_with_the_original_identity(autojump_clock):
+    async with gateway(config()) as app:
+        first = await call(app, ask())
+        again = await call(app, ask(stream=True))
+    original = first.json()
+    chunks = [json.loads(e) for e in again.events()[:-1]]
+    assert {(c["object"], c["id"], c["model"], c["created"]) for c in chunks} == \
+        {("chat.completion.chunk", original["id"], original["model"], original["created"])}
+    assert len(chunks) == 3   # the role, the text, the finish
+    assert text_of(again) == original["choices"][0]["message"]["content"]
 
 
 async def test_a_stored_stream_answers_a_buffered_call_and_the_other_way_round(autojump_clock):

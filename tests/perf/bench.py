@@ -32,6 +32,9 @@ ports (targets.py builds them):
   switchyard-guardrails (opt-in) `switchyard` with one guardrail running every built-in detector
                       in enforce mode on both stages for its models (nothing in the bench's
                       prompt or answer matches): the cost of reading every call, vs `switchyard`
+  switchyard-cache    (opt-in) `switchyard` with response_cache on (memory): the load repeats
+                      one request, so almost every call is a hit answered from the cache;
+                      the hit path vs `switchyard`'s backend call
 
 Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
 ledger (server.data_dir's default) lives in the work dir, never in the
@@ -126,12 +129,13 @@ from targets import (
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
                "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
-               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails")
+               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
 LIMITS_TARGET = "switchyard-limits"   # the one target whose limits live in the run's redis-server
 GUARDRAILS_TARGET = "switchyard-guardrails"   # `switchyard` with every built-in detector on its models
+CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the load's one request is a hit
 ADMISSION = "rate_limit_admission_seconds"
 REFUSALS = "rate_limit_refusals_total"
 
@@ -199,7 +203,7 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
               ("switchyard-base", False, 1, args.base_cmd, None, False),
               ("switchyard-memledger", False, 1, None, "memory", False),
               ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True),
-              (GUARDRAILS_TARGET, False, 1, None, None, False))
+              (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False))
     for name, features, workers, cmd, ledger, keyed in builds:
         if name in targets:
             port = free_port()
@@ -209,7 +213,7 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
                                              ledger, keyed=keyed, limits_redis=limits_redis,
                                              limits_timeout=args.limits_timeout if limits_redis else None,
-                                             guardrails=name == GUARDRAILS_TARGET)
+                                             guardrails=name == GUARDRAILS_TARGET, cache=name == CACHE_TARGET)
             headers = FEATURES_HEADERS if features else KEY_HEADERS if keyed else None
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=headers,

@@ -92,7 +92,8 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
                             ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
-                            limits_timeout: float | None = None, guardrails: bool = False) -> Path:
+                            limits_timeout: float | None = None, guardrails: bool = False,
+                            cache: bool = False) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -114,6 +115,8 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     `limits_timeout` sets state.operation_timeout (None: the build's default).
     `guardrails` adds one guardrail with every built-in detector, enforce mode, both stages, scoped to
     the bench models.
+    `cache` turns the response cache on (memory): the load repeats one request, so after the first
+    call of each model every call is a hit (no temperature is sent, and each model has one backend).
     """
     assert not (features and (keyed or limits_redis)), "keyed/limits_redis apply to the bare variant"
     assert keyed or not limits_redis, "limits_redis needs keyed"
@@ -183,6 +186,8 @@ tracing:
         text += f"usage:\n  ledger: {ledger}\n"
     if guardrails:
         text += GUARDRAILS
+    if cache:
+        text += "response_cache:\n  enabled: true\n"
     path.write_text(text)
     return path
 

@@ -26,7 +26,7 @@ def test_a_stream_folds_into_one_completion_with_every_choice_and_tool_call():
                                       "function": {"name": "get", "arguments": "{\"a\""}}]}),
                chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}),
                chunk({}, "tool_calls"), chunk({}, "stop", index=1), "[DONE]")
-    folded = fold_stream(data, usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "cost": 0.1})
+    folded, _ = fold_stream(data, usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "cost": 0.1})
     first, second = folded["choices"]
     assert first["message"]["content"] == "Hello" and first["finish_reason"] == "tool_calls"
     assert first["message"]["tool_calls"] == [{"id": "t1", "type": "function",
@@ -57,12 +57,14 @@ def test_a_buffered_answer_without_a_finish_reason_is_not_stored():
 def test_signed_reasoning_blocks_survive_the_fold_and_the_replay():
     data = sse(chunk({"reasoning_content": "think"}), chunk({"reasoning_signature": "sig"}),
                chunk({"reasoning_redacted": "opaque"}), chunk({"content": "done"}), chunk({}, "stop"), "[DONE]")
-    folded = fold_stream(data)
+    folded, events = fold_stream(data)
     assert folded["choices"][0]["message"]["reasoning_blocks"] == [
         {"type": "thinking", "thinking": "think", "signature": "sig"},
         {"type": "redacted_thinking", "data": "opaque"}]
-    again = fold_stream(b"".join(stream_events(folded, include_usage=False)))
-    assert again["choices"] == folded["choices"]
+    rechunked, _ = fold_stream(b"".join(stream_events(folded, include_usage=False)))
+    assert rechunked["choices"] == folded["choices"]
+    replayed = stream_events(folded, include_usage=False, events=events)
+    assert replayed == [b"data: " + e.encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
 def test_a_replayed_stream_ends_with_usage_when_asked_and_done():

@@ -363,3 +363,27 @@ async def test_a_reload_that_keeps_the_backend_keeps_the_cache_and_one_that_move
         fresh = await call(app, ask())
     assert kept.headers[b"x-continuum-cache"] == b"hit"
     assert fresh.headers[b"x-continuum-cache"] == b"miss"
+
+
+async def test_a_hit_counts_against_the_keys_request_rate_limit(autojump_clock):
+    keyed = """api_keys:
+  - {id: one, key: sk-one-0123456789, rate_limit: {requests_per_minute: 2}}
+"""
+    async with gateway(config(top=keyed)) as app:
+        first = await call(app, ask(), bearer("sk-one-0123456789"))
+        hit = await call(app, ask(), bearer("sk-one-0123456789"))
+        refused = await call(app, ask(), bearer("sk-one-0123456789"))
+    assert (first.status, hit.status, refused.status) == (200, 200, 429)
+    assert hit.headers[b"x-continuum-cache"] == b"hit"
+    assert b"x-continuum-cache" not in refused.headers   # refused before the cache stage
+
+
+async def test_a_redis_store_that_does_not_answer_is_a_bypass_never_an_error(autojump_clock):
+    from tests.servers import free_port
+    dead = f"redis://127.0.0.1:{free_port()}"
+    async with gateway(config("{enabled: true, store: redis}", top=f"state: {{redis_url: '{dead}'}}\n")) as app:
+        first = await call(app, ask())
+        again = await call(app, ask())
+    assert (first.status, again.status) == (200, 200)
+    assert again.headers[b"x-continuum-cache"] == b"bypass"
+    assert app.runtime.cache.bypasses["store_unavailable"] == 2

@@ -196,3 +196,13 @@ async def test_the_output_stage_masks_an_answer_of_the_messages_door(autojump_cl
         reply = await request(app, "POST", "/anthropic/v1/messages", {
             "model": "demo", "max_tokens": 20, "messages": [{"role": "user", "content": "who?"}]})
         assert reply.status == 200 and reply.json()["content"][0]["text"] == "reach <EMAIL_1>"
+
+
+async def test_the_cache_keys_on_the_masked_prompt_and_a_hit_passes_the_output_stage(autojump_clock):
+    cached = config(stage="both", answer=f"'reach {EMAIL}'") + "response_cache: {enabled: true}\n"
+    async with gateway(cached) as app:
+        first = await request(app, "POST", "/v1/chat/completions", chat(("user", "mail a@x.org")))
+        # another address masks to the same prompt: the same cache entry, and no second upstream call
+        hit = await request(app, "POST", "/v1/chat/completions", chat(("user", "mail b@y.org")))
+        assert hit.headers[b"x-continuum-cache"] == b"hit" and len(sent(app)) == 1
+        assert [r.json()["choices"][0]["message"]["content"] for r in (first, hit)] == ["reach <EMAIL_2>"] * 2

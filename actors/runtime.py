@@ -153,6 +153,7 @@ class Runtime:
                 await self.ledger.flush()   # every record written (or spilled) before the process goes
                 await self.ledger.aclose()
                 await self.response_owners.aclose()
+                await self.cache.store.aclose()   # a Redis cache's connections
                 if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
                     await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
 

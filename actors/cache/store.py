@@ -33,6 +33,7 @@ class CacheStore(Protocol):
 
     async def get(self, key: bytes) -> bytes | None: ...
     async def put(self, key: bytes, value: bytes, ttl: float) -> None: ...
+    async def aclose(self) -> None: ...   # let go of connections (the Runtime's end)
 
 
 class MemoryStore:
@@ -76,6 +77,9 @@ class MemoryStore:
         self._entries[key] = (now + ttl, value)
         self._bytes += size
         self._make_room(now)
+
+    async def aclose(self) -> None:
+        """Nothing to let go of: the entries go with the worker."""
 
     def _make_room(self, now: float) -> None:
         if len(self._entries) <= self.max_entries and self._bytes <= self.max_bytes:

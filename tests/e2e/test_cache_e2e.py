@@ -159,3 +159,16 @@ async def test_two_gateway_processes_share_one_redis_cache(tmp_path: Path, redis
     assert own.headers["x-continuum-cache"] == "hit"
     assert own.json() == first.json()
     assert b"Shared" in shared.content and shared.content.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_redis_cache_lets_go_of_its_connections_when_the_gateway_stops(redis_url):
+    from tests.harness import chat, gateway, request
+
+    config = (f"state: {{redis_url: '{redis_url}'}}\nresponse_cache: {{enabled: true, store: redis}}\n"
+              "backends:\n  - {name: sim-a, type: simulated, models: [demo], simulation: {latency: 1ms}}\n")
+    async with gateway(config) as app:
+        assert (await request(app, "POST", "/v1/chat/completions", chat(temperature=0))).status == 200
+        wire = app.runtime.cache.store.wire
+        assert wire._idle   # the store's connection, kept for the next call
+        idle = list(wire._idle)
+    assert wire._idle == [] and all(c.stream.socket.fileno() == -1 for c in idle)

@@ -35,6 +35,11 @@ ports (targets.py builds them):
   switchyard-cache    (opt-in) `switchyard` with response_cache on (memory): the load repeats
                       one request, so almost every call is a hit answered from the cache;
                       the hit path vs `switchyard`'s backend call
+  switchyard-all      (opt-in) everything on: switchyard-features (key, request_params, fallback
+                      chains, tracing, /metrics scraped 1/s) whose key has switchyard-limits' limits
+                      and budget in the run's redis-server, the SQLite ledger, the guardrail of
+                      switchyard-guardrails, and OpenTelemetry spans exported at 10% sampling to
+                      a collector (nginx, which drops them); vs `switchyard`
 
 Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
 ledger (server.data_dir's default) lives in the work dir, never in the
@@ -129,13 +134,16 @@ from targets import (
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
                "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
-               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache")
+               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache", "switchyard-all")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
 LIMITS_TARGET = "switchyard-limits"   # the one target whose limits live in the run's redis-server
 GUARDRAILS_TARGET = "switchyard-guardrails"   # `switchyard` with every built-in detector on its models
 CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the load's one request is a hit
+ALL_ON_TARGET = "switchyard-all"   # everything on: features, limits in Redis, ledger, guardrails, OTLP export
+REDIS_TARGETS = (LIMITS_TARGET, ALL_ON_TARGET)   # the targets whose limits live in the run's redis-server
+SCRAPED_TARGETS = ("switchyard-features", ALL_ON_TARGET)   # /metrics scraped while they are measured
 ADMISSION = "rate_limit_admission_seconds"
 REFUSALS = "rate_limit_refusals_total"
 
@@ -203,17 +211,20 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
               ("switchyard-base", False, 1, args.base_cmd, None, False),
               ("switchyard-memledger", False, 1, None, "memory", False),
               ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True),
-              (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False))
+              (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False),
+              (ALL_ON_TARGET, True, 1, None, None, False))
     for name, features, workers, cmd, ledger, keyed in builds:
         if name in targets:
             port = free_port()
-            limits_redis = redis_url if name == LIMITS_TARGET else None
-            if name == LIMITS_TARGET and not redis_url:
-                raise RuntimeError(f"{LIMITS_TARGET} needs the run's redis-server")
+            limits_redis = redis_url if name in REDIS_TARGETS else None
+            if name in REDIS_TARGETS and not redis_url:
+                raise RuntimeError(f"{name} needs the run's redis-server")
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
                                              ledger, keyed=keyed, limits_redis=limits_redis,
                                              limits_timeout=args.limits_timeout if limits_redis else None,
-                                             guardrails=name == GUARDRAILS_TARGET, cache=name == CACHE_TARGET)
+                                             guardrails=name in (GUARDRAILS_TARGET, ALL_ON_TARGET),
+                                             cache=name == CACHE_TARGET,
+                                             otlp=f"http://127.0.0.1:{nginx_port}" if name == ALL_ON_TARGET else None)
             headers = FEATURES_HEADERS if features else KEY_HEADERS if keyed else None
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=headers,
@@ -673,8 +684,9 @@ def main() -> int:
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             parser.error(f"{tool} not on PATH: apt-get install -y nginx-light wrk")
-    if LIMITS_TARGET in targets and not all(Path(p).exists() for p in (Redis.SERVER, Redis.CLI)):
-        parser.error(f"{LIMITS_TARGET} needs {Redis.SERVER} and {Redis.CLI}: apt-get install -y redis-server")
+    for t in REDIS_TARGETS:
+        if t in targets and not all(Path(p).exists() for p in (Redis.SERVER, Redis.CLI)):
+            parser.error(f"{t} needs {Redis.SERVER} and {Redis.CLI}: apt-get install -y redis-server")
     if "switchyard-base" in targets and not args.base_cmd:
         parser.error("the switchyard-base target needs --base-cmd")
     if args.profile and args.profile_target not in targets:
@@ -723,7 +735,7 @@ def main() -> int:
 
     command = " ".join(shlex.quote(a) for a in ["python", "tests/perf/bench.py", *sys.argv[1:]])
     try:
-        if LIMITS_TARGET in targets:
+        if any(t in targets for t in REDIS_TARGETS):
             redis = Redis(workdir)
             print(f"starting redis: {' '.join(shlex.quote(a) for a in redis.argv)}", flush=True)
             redis.start()
@@ -757,7 +769,7 @@ def main() -> int:
         for rnd in range(1, args.rounds + 1):
             for t in list(targets):
                 try:
-                    if t == "switchyard-features":
+                    if t in SCRAPED_TARGETS:
                         with Scraper(servers[t].base + "/metrics", args.scrape_interval) as scraper:
                             row = measure(servers[t], lua[t], args)
                         row.update(scrapes=scraper.scrapes, scrape_failures=scraper.failures)

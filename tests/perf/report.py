@@ -17,11 +17,11 @@ CONNECTION_LEVELS = (32, 128)
 RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard", "passthrough-pool"),
           ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"),
           ("switchyard", "switchyard-memledger"), ("switchyard-limits", "switchyard-keyed"),
-          ("switchyard-guardrails", "switchyard"), ("switchyard-cache", "switchyard"))
+          ("switchyard-guardrails", "switchyard"), ("switchyard-cache", "switchyard"), ("switchyard-all", "switchyard"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
          "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger",
          "switchyard-keyed": "sy-keyed", "switchyard-limits": "sy-limits", "switchyard-guardrails": "sy-guard",
-         "switchyard-cache": "sy-cache"}
+         "switchyard-cache": "sy-cache", "switchyard-all": "sy-all"}
 ADMISSION_P50_MAX = 0.001   # seconds: "admission adds under 1 ms at p50"
 
 
@@ -143,6 +143,26 @@ def target_checks(results: dict, hold: dict, levels: list[int], admission: dict 
         for c in CONNECTION_LEVELS:
             r = ratio(results, "switchyard-features", "switchyard", f"c{c}_rps")
             line(r >= 0.85, f"features on: req/s @{c} ≥ 0.85× features off: {fmt(r, '{:.2f}')}×")
+    if "switchyard-all" in results:
+        for c in CONNECTION_LEVELS:
+            r = ratio(results, "switchyard-all", "switchyard", f"c{c}_rps")
+            line(r >= 0.80, f"everything on: req/s @{c} ≥ 0.80× the plain build: {fmt(r, '{:.2f}')}×")
+    if pool is not None:
+        for c in CONNECTION_LEVELS:
+            r = ratio(results, "switchyard", "passthrough-pool", f"c{c}_rps")
+            line(r >= 0.90, f"plain calls: req/s @{c} ≥ 0.90× the floor: {fmt(r, '{:.2f}')}×")
+            r = ratio(results, "switchyard", "passthrough-pool", f"c{c}_cpu_ms_per_req")
+            line(r <= 1.15, f"plain calls: CPU per request @{c} ≤ 1.15× the floor's: {fmt(r, '{:.2f}')}×")
+        for n in levels:
+            r = ratio(results, "switchyard", "passthrough-pool", f"s{n}_cpu_ms_per_stream")
+            line(r <= 1.15, f"streams: CPU per 20-chunk stream ({n}) ≤ 1.15× the floor's: "
+                                          f"{fmt(r, '{:.2f}')}×")
+    if "switchyard" in hold and "passthrough-pool" in hold:
+        per = {t: (hold[t]["rss_all_open_mb"] - hold[t]["rss_idle_mb"]) * 1024 / hold[t]["streams"]
+               for t in ("switchyard", "passthrough-pool")}
+        r = per["switchyard"] / per["passthrough-pool"] if per["passthrough-pool"] > 0 else float("nan")
+        line(r <= 1.25, f"streams: memory per open stream ≤ 1.25× the floor's: {per['switchyard']:.0f} KB vs "
+                        f"{per['passthrough-pool']:.0f} KB, {fmt(r, '{:.2f}')}×")
     if "switchyard-memledger" in results:   # `switchyard` runs the default ledger, SQLite
         for c in CONNECTION_LEVELS:
             r = ratio(results, "switchyard", "switchyard-memledger", f"c{c}_rps")

@@ -93,7 +93,7 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
                             ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
                             limits_timeout: float | None = None, guardrails: bool = False,
-                            cache: bool = False) -> Path:
+                            cache: bool = False, otlp: str | None = None) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -117,9 +117,13 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     the bench models.
     `cache` turns the response cache on (memory): the load repeats one request, so after the first
     call of each model every call is a hit (no temperature is sent, and each model has one backend).
+    With `features`, `limits_redis` gives the features' key the same limits and budget (and prices the
+    models); `otlp` (a collector's base URL) exports spans at 10% sampling: with both and `guardrails`
+    this is "everything on".
     """
-    assert not (features and (keyed or limits_redis)), "keyed/limits_redis apply to the bare variant"
-    assert keyed or not limits_redis, "limits_redis needs keyed"
+    assert not (features and keyed), "keyed applies to the bare variant (features has its own key)"
+    assert keyed or features or not limits_redis, "limits_redis needs a key"
+    keyed = keyed or bool(features and limits_redis)   # the key's limits and budget need priced models
     nginx = f"http://127.0.0.1:{nginx_port}"
 
     def priced(model: str) -> str:
@@ -152,15 +156,7 @@ api_keys:
     tier: standard
     allowed_models: ["bench*"]
 """
-        if limits_redis:
-            text += f"""\
-    rate_limit: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}
-    budget: {{limit_usd: 1000000000, period: month}}
-state:
-  redis_url: "{limits_redis}"
-"""
-            if limits_timeout is not None:
-                text += f"  operation_timeout: {limits_timeout:g}\n"
+        text += limits_text(limits_redis, limits_timeout)
     else:
         text += f"""\
 api_keys:
@@ -168,7 +164,7 @@ api_keys:
     key: {SWITCHYARD_KEY}
     tier: standard
     allowed_models: ["bench*"]
-request_params:
+{limits_text(limits_redis, limits_timeout)}request_params:
   defaults: {{max_tokens: 1024}}
   limits:
     temperature: {{min: 0, max: 1.5}}
@@ -182,6 +178,8 @@ tracing:
   enabled: true
   headers: {{client_ref: X-Client-Ref}}
 """
+        if otlp is not None:
+            text += f"  otlp: {{endpoint: \"{otlp}\", sampling_ratio: 0.1}}\n"
     if ledger is not None:
         text += f"usage:\n  ledger: {ledger}\n"
     if guardrails:
@@ -190,6 +188,22 @@ tracing:
         text += "response_cache:\n  enabled: true\n"
     path.write_text(text)
     return path
+
+
+def limits_text(limits_redis: str | None, limits_timeout: float | None) -> str:
+    """The bench key's rate limit and budget (far above what a run uses) in ``limits_redis``, as the tail of
+    its api_keys entry followed by the state section; nothing without a Redis."""
+    if not limits_redis:
+        return ""
+    text = f"""\
+    rate_limit: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}
+    budget: {{limit_usd: 1000000000, period: month}}
+state:
+  redis_url: "{limits_redis}"
+"""
+    if limits_timeout is not None:
+        text += f"  operation_timeout: {limits_timeout:g}\n"
+    return text
 
 
 GUARDRAILS = """\

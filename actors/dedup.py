@@ -64,14 +64,15 @@ def dedup_key(call: Call, key_id: str | None, model: str | None = None) -> bytes
     for part in (call.snapshot.revision, call.endpoint, key_id, model if model is not None else call.model, call.pin,
                  "stream" if call.stream else "buffered", call.hash_key, "\x00".join(call.param_tokens),
                  str(call.hops)):
-        _field(h, None if part is None else part.encode())
+        hash_field(h, None if part is None else part.encode())
     # What another API's client asked beyond the body (an Anthropic version or beta header) changes the answer.
-    _field(h, json.dumps(call.ingress, sort_keys=True, default=str).encode() if call.ingress else None)
-    _field(h, call.body)
+    hash_field(h, json.dumps(call.ingress, sort_keys=True, default=str).encode() if call.ingress else None)
+    hash_field(h, call.body)
     return h.digest()
 
 
-def _field(h: Any, value: bytes | None) -> None:
+def hash_field(h: Any, value: bytes | None) -> None:
+    """One field into a digest, length-prefixed (the response cache's key is built the same way)."""
     if value is None:
         h.update(b"\xff" * 8)   # absent: a length no real field has
         return

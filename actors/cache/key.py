@@ -28,6 +28,7 @@ import json
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
+from switchyard.actors.dedup import hash_field
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
 from switchyard.config.schema import BackendConfig
@@ -46,10 +47,10 @@ def cache_key(call: Call, scope: str | None, model: str, backend: BackendConfig)
     parts = (backend.name, backend.type.value, backend.url, backend.upstream_ids.get(model, model), call.endpoint,
              scope, model, "\x00".join(call.param_tokens))
     for part in parts:
-        _field(h, None if part is None else part.encode())
+        hash_field(h, None if part is None else part.encode())
     ingress = {k: _unkeyed(v) if k in ("messages_body", "chat_payload") else v for k, v in call.ingress.items()}
-    _field(h, _canonical(ingress) if ingress else None)
-    _field(h, _canonical(_unkeyed(call.payload)))
+    hash_field(h, _canonical(ingress) if ingress else None)
+    hash_field(h, _canonical(_unkeyed(call.payload)))
     return h.digest()
 
 
@@ -61,14 +62,6 @@ def _unkeyed(payload: Any) -> Any:
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
-
-
-def _field(h: Any, value: bytes | None) -> None:
-    if value is None:
-        h.update(b"\xff" * 8)   # absent: a length no real field has
-        return
-    h.update(len(value).to_bytes(8, "big"))
-    h.update(value)
 
 
 def opted_out(settings: "ResponseCacheConfig", call: Call, model: str) -> str | None:

@@ -44,6 +44,21 @@ BATCH = 512                   # spans per export request at most
 ID_RANGE = 1 << 64            # the trace id's low 64 bits decide a ratio sample
 
 
+class _HashedResource(Resource):
+    """The export's Resource, hashed once.
+
+    The SDK's encoder groups every span by its resource, and ``Resource``
+    hashes by ``json.dumps`` of its attributes each time; a Resource is
+    immutable, so its hash is taken once here.
+    """
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
 
 class _Counted(SpanExporter):
     """The real exporter, counting what its batches did (runs in the processor's thread)."""
@@ -84,7 +99,8 @@ class SpanExport:
                  exporter: SpanExporter | None = None) -> None:
         self.config = config
         self.snapshot = snapshot   # the running revision: backend name -> URL, for server.address
-        self.resource = Resource.create({**dict(config.resource_attributes), "service.name": config.service_name})
+        self.resource = _HashedResource(
+            Resource.create({**dict(config.resource_attributes), "service.name": config.service_name}))
         inner = exporter or OTLPSpanExporter(endpoint=config.traces_url, headers=dict(config.headers),
                                              timeout=config.timeout)
         self.exporter = _Counted(inner)

@@ -6,7 +6,7 @@ what goes upstream is decided here, by the attempt that sends it.
 
 from __future__ import annotations
 
-import secrets
+from random import getrandbits
 from typing import Callable
 
 from attrs import frozen
@@ -36,6 +36,16 @@ class TraceContext:
     tracestate: str | None = None
 
 
+def random_hex(nbytes: int) -> str:
+    """``nbytes`` random bytes as hex, as OpenTelemetry's own id generator draws them.
+
+    Trace and span ids must be random and unique, not secret: the Mersenne
+    Twister is far cheaper per call than the system's entropy, and each
+    worker process reseeds it when it starts.
+    """
+    return getrandbits(nbytes * 8).to_bytes(nbytes, "big").hex()
+
+
 def _nonzero_hex(nbytes: int, token_hex: Callable[[int], str]) -> str:
     while True:
         value = token_hex(nbytes)
@@ -43,11 +53,11 @@ def _nonzero_hex(nbytes: int, token_hex: Callable[[int], str]) -> str:
             return value
 
 
-def new_trace_id(token_hex: Callable[[int], str] = secrets.token_hex) -> str:
+def new_trace_id(token_hex: Callable[[int], str] = random_hex) -> str:
     return _nonzero_hex(16, token_hex)
 
 
-def new_span_id(token_hex: Callable[[int], str] = secrets.token_hex) -> str:
+def new_span_id(token_hex: Callable[[int], str] = random_hex) -> str:
     return _nonzero_hex(8, token_hex)
 
 

@@ -31,12 +31,11 @@ HTTP rule for repeated fields), so a repeated single-valued header such as
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Callable, Iterable
 
 from switchyard.config.operations import Tracing
 from switchyard.actors.errors import InvalidRequest
-from switchyard.actors.trace import TraceContext, new_trace_id
+from switchyard.actors.trace import TraceContext, new_trace_id, random_hex
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
@@ -101,7 +100,7 @@ def client_ref_problem(value: str) -> str | None:
 
 
 def trace_context(headers: Headers, tracing: Tracing,
-                  token_hex: Callable[[int], str] = secrets.token_hex) -> TraceContext | None:
+                  token_hex: Callable[[int], str] = random_hex) -> TraceContext | None:
     """The request's TraceContext; None when tracing is off.
 
     Raises ``InvalidRequest`` (400, code ``invalid_request_id``) for an

@@ -80,51 +80,107 @@ class Keys:
 
 # --- what one call sends ------------------------------------------------------------------------
 
+HOLE = "\x00"   # where a call's own amount goes in a Shape's JSON (a string no key name or number holds)
+
+
+def _template(value: Any, separators: tuple[str, str] = (", ", ": ")) -> str:
+    """``value`` as JSON with each HOLE a ``str.format`` field: filled with _number()s it is what
+    ``json.dumps`` gives for the value with the amounts in place of the holes."""
+    text = json.dumps(value, separators=separators).replace("{", "{{").replace("}", "}}")
+    return text.replace(json.dumps(HOLE), "{}")
+
+
+def _number(x: Any) -> str:
+    """A number as ``json.dumps`` writes it (repr for an int or a finite float, the same text)."""
+    kind = type(x)
+    return repr(x) if kind is int or (kind is float and math.isfinite(x)) else json.dumps(x)
+
+
+class Shape:
+    """What every admission with the same scopes, budgets and budget buckets sends (a key and model
+    under one config revision): the keys, the order and the JSON of its spec and record, built once.
+    A call fills in its record key and its own amounts: its token reservation and each budget line's
+    worst case. ``SHAPES`` holds the recent ones."""
+
+    def __init__(self, demand: Demand, buckets: tuple[str, ...]) -> None:
+        keys = Keys(INFLIGHT, "")    # KEYS[2], "": each call's record
+        self.order = [i for i, _ in core.ordered_budgets(demand.budgets)]
+        self.scopes = core.ordered_scopes(demand.scopes)
+        budgets, record = [], []
+        for i in self.order:
+            line = demand.budgets[i]
+            key = budget_key(line.owner, line.owner_id, buckets[i])
+            b = line.budget
+            budgets.append([keys.add(key), -1 if b.limit_usd is None else b.limit_usd,
+                            -1 if b.limit_tokens is None else b.limit_tokens, HOLE, HOLE])
+            record.append([key, HOLE, HOLE])
+        scopes = []
+        self.dims: list[list[str]] = []
+        self.costs = 0   # tokens_per_minute dimensions: each costs the call's reservation
+        for s in self.scopes:
+            lease = keys.add(lease_key(s.kind, s.name)) if s.limit.max_concurrent is not None else 0
+            dims = [d for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
+            self.dims.append(dims)
+            self.costs += "tokens_per_minute" in dims
+            scopes.append([lease, s.limit.max_concurrent or 0,
+                           [[keys.add(rate_key(s.kind, s.name, d)), core.PERIOD_SECONDS[d], getattr(s.limit, d),
+                             HOLE if d == "tokens_per_minute" else 1] for d in dims]])
+        self.keys = keys.keys
+        self.spec = _template({"b": budgets, "s": scopes}, (",", ":"))
+        # what settle gives back only once (tokens, budget reservations) needs the record; a lease does not
+        self.record = _template(record) if record or self.costs else None
+
+
+SHAPES: dict[tuple[Any, ...], Shape] = {}
+SHAPES_MOST = 4096   # shapes remembered (one per key, model and client address limited): past it, forgotten
+
+
+def shape_of(demand: Demand, buckets: tuple[str, ...]) -> Shape:
+    at = (demand.scopes, tuple((line.owner, line.owner_id, line.budget) for line in demand.budgets), buckets)
+    shape = SHAPES.get(at)
+    if shape is None:
+        if len(SHAPES) >= SHAPES_MOST:
+            SHAPES.clear()
+        shape = SHAPES[at] = Shape(demand, buckets)
+    return shape
+
+
 class Plan:
     """An admission's KEYS and arguments, and how to read the state the script returns."""
 
     def __init__(self, demand: Demand, wall: float) -> None:
         self.demand = demand
         self.call = quoted(demand.call_id)
-        self.keys = Keys(INFLIGHT, CALLS + self.call)
-        buckets = [core.bucket_of(line.budget.period, wall) for line in demand.budgets]
-        self.budgets = [(line, buckets[i]) for i, line in core.ordered_budgets(demand.budgets)]
-        self.bucket_names = tuple(b.name for b in buckets)
-        self.scopes = core.ordered_scopes(demand.scopes)
-        budgets, record = [], []
-        for line, bucket in self.budgets:
-            key = budget_key(line.owner, line.owner_id, bucket.name)
-            b = line.budget
-            budgets.append([self.keys.add(key), -1 if b.limit_usd is None else b.limit_usd,
-                            -1 if b.limit_tokens is None else b.limit_tokens, line.worst_usd, line.tokens])
-            record.append([key, line.worst_usd, line.tokens])
-        scopes = []
-        self.dims: list[list[str]] = []
-        for s in self.scopes:
-            lease = self.keys.add(lease_key(s.kind, s.name)) if s.limit.max_concurrent is not None else 0
-            dims = [d for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
-            self.dims.append(dims)
-            scopes.append([lease, s.limit.max_concurrent or 0,
-                           [[self.keys.add(rate_key(s.kind, s.name, d)), core.PERIOD_SECONDS[d], getattr(s.limit, d),
-                             demand.tokens if d == "tokens_per_minute" else 1] for d in dims]])
-        self.spec = json.dumps({"b": budgets, "s": scopes}, separators=(",", ":"))
-        # what settle gives back only once (tokens, budget reservations) needs the record; a lease does not
-        tokens = any(s.limit.tokens_per_minute is not None for s in demand.scopes)
-        self.record = json.dumps(record) if record or tokens else ""
+        self.buckets = tuple(core.bucket_of(line.budget.period, wall) for line in demand.budgets)
+        self.bucket_names = tuple(b.name for b in self.buckets)
+        shape = self.shape = shape_of(demand, self.bucket_names)
+        self.budgets = [(demand.budgets[i], self.buckets[i]) for i in shape.order]
+        amounts = []
+        for line, _ in self.budgets:
+            amounts += (_number(line.worst_usd), _number(line.tokens))
+        self.spec = shape.spec.format(*amounts, *[_number(demand.tokens)] * shape.costs)
+        self.record = "" if shape.record is None else shape.record.format(*amounts)
+
+    @property
+    def scopes(self) -> list[core.Scope]:
+        return self.shape.scopes
 
     def part(self) -> tuple[list[str], list[str]]:
         """This call's KEYS and arguments in an admission batch (without where its keys begin)."""
-        return self.keys.keys, [self.call, self.spec, self.record]
+        keys = self.shape.keys.copy()
+        keys[1] = CALLS + self.call
+        return keys, [self.call, self.spec, self.record]
 
-    def counters(self, reply: list[Any]) -> core.Counters:
-        """The counters the script read (before it decided), for the core to decide on again."""
+    def counters(self, reply: list[Any], leases: bool = True) -> core.Counters:
+        """The counters the script read (before it decided), for the core to decide on again (without
+        the calls in flight with ``leases`` False: what the core reads of an admitted call needs none)."""
         c = core.Counters()
         pos = 2
         for line, bucket in self.budgets:
             c.budgets[(line.owner, line.owner_id, bucket.name)] = budget_state(reply[pos:pos + 4])
             pos += 4
-        for s, dims in zip(self.scopes, self.dims):
-            if reply[pos] != "":
+        for s, dims in zip(self.shape.scopes, self.shape.dims):
+            if leases and reply[pos] != "":
                 c.leases[(s.kind, s.name)] = {f"held-{j}": math.inf for j in range(int(reply[pos]))}
             pos += 1
             for d in dims:

@@ -323,9 +323,21 @@ def decide(c: Counters, demand: Demand, now: float, wall: float) -> Decision:
                 break
     if refusal is None:
         _apply(c, demand, buckets, now)
-    key = next((s for s in demand.scopes if s.kind == "key"), None)
-    requests, tokens = (None, None) if key is None else key_quotas(c, key.name, key.limit, now)
+    requests, tokens = _quotas_of(c, demand, now)
     return Decision(refusal, requests, tokens, tuple(b.name for b in buckets))
+
+
+def admitted(c: Counters, demand: Demand, buckets: tuple[Bucket, ...], now: float) -> tuple[Quota | None, Quota | None]:
+    """What ``decide`` reserves and says of a demand already admitted on ``c`` (the shared limiter's
+    script checked it on these counters): its reservation applied, and its key's quotas after it.
+    ``buckets``: ``bucket_of`` each of demand.budgets, as ``decide`` takes them."""
+    _apply(c, demand, buckets, now)
+    return _quotas_of(c, demand, now)
+
+
+def _quotas_of(c: Counters, demand: Demand, now: float) -> tuple[Quota | None, Quota | None]:
+    key = next((s for s in demand.scopes if s.kind == "key"), None)
+    return (None, None) if key is None else key_quotas(c, key.name, key.limit, now)
 
 
 def _apply(c: Counters, demand: Demand, buckets: tuple[Bucket, ...], now: float) -> None:

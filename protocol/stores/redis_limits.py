@@ -4,8 +4,9 @@ An admission is decided by a script that checks and reserves every scope and bud
 atomically (``limits.lua``: GCRA, leases, budgets, with Redis ``TIME`` as the fleet's one clock).
 Admissions that arrive while one script call is on its way go together in the next (``redis_batch``):
 one call's round trip at low load, one per batch under load. The script returns the state each call
-was decided on, and the pure core (``actors/routing/limits.py``) decides again on it here, so refusals,
-their messages and the quota headers are the local limiter's to the word. Settle is a tell
+was decided on: the pure core (``actors/routing/limits.py``) decides a refusal again on it here, and
+applies an admitted call's reservation to it, so refusals, their messages and the quota headers are the
+local limiter's to the word. Settle is a tell
 (``redis_settles``); budget counters missing in Redis are seeded from the ledger (``redis_seed``).
 
 Every Redis operation is bounded (``redis_ops``: ``state.operation_timeout`` plus the worker's own loop
@@ -120,7 +121,7 @@ class RedisLimiter:
         self.fallback_admissions = 0    # admissions decided by the local share (fail_open)
         self.unavailable_refusals = 0   # admissions refused because Redis was away (fail_closed)
         self.claimed = 0                # calls of the local share claimed in Redis after an outage
-        self.disagreements = 0          # admissions where the script and the core decided apart
+        self.disagreements = 0          # refusals of the script the core would have admitted
 
     @property
     def available(self) -> bool:
@@ -246,27 +247,25 @@ class RedisLimiter:
 
     def _decided(self, demand: Demand, plan: Plan, reply: list[Any], order: tuple[float, int],
                  wall: float) -> Admission:
-        """The core's decision on the state the script decided on: the same refusal (and message),
-        the quotas after it, and the ticket. ``order`` says when Redis ran it (its now, its place in
-        its batch)."""
+        """The admission as the core would make it on the state the script decided on: the quotas
+        after it and the ticket; for a refusal the core decides again, for the same refusal (and
+        message). ``order`` says when Redis ran it (its now, its place in its batch)."""
         now = order[0]
+        if reply[0] == "ok":   # the script checked what decide would: only its reservation is left to apply
+            counters = plan.counters(reply, leases=False)
+            requests, tokens = core.admitted(counters, demand, plan.buckets, now)
+            self._mirror(plan, counters, order)
+            return Admission(None, requests, tokens, Ticket(demand, plan.bucket_names, now, ORIGIN))
         counters = plan.counters(reply)
         decision = core.decide(counters, demand, now, wall)
         self._mirror(plan, counters, order)
-        admitted = reply[0] == "ok"
         refusal = decision.refusal
-        if (refusal is None) != admitted:
+        if refusal is None:   # Redis decides
             self.disagreements += 1
-            log.warning("rate limits: the Redis script %s call %s but the core would %s it; Redis decides",
-                        "admitted" if admitted else "refused", demand.call_id,
-                        "refuse" if admitted else "admit")
-            if admitted:
-                refusal = None
-            else:
-                refusal = Refusal("global", "", "requests_per_second", 0.0, 1.0,
-                                  "refused by the shared rate limiter")
-        ticket = Ticket(demand, decision.buckets, now, ORIGIN) if refusal is None else None
-        return Admission(refusal, decision.requests, decision.tokens, ticket)
+            log.warning("rate limits: the Redis script refused call %s but the core would admit it; Redis decides",
+                        demand.call_id)
+            refusal = Refusal("global", "", "requests_per_second", 0.0, 1.0, "refused by the shared rate limiter")
+        return Admission(refusal, decision.requests, decision.tokens, None)
 
     def _mirror(self, plan: Plan, shared: core.Counters, order: tuple[float, int]) -> None:
         """Carry the shared state Redis just showed (after this decision) into the local share, so

@@ -98,9 +98,9 @@ def _number(x: Any) -> str:
 
 class Shape:
     """What every admission with the same scopes, budgets and budget buckets sends (a key and model
-    under one config revision): the keys, the order and the JSON of its spec and record, built once.
-    A call fills in its record key and its own amounts: its token reservation and each budget line's
-    worst case. ``SHAPES`` holds the recent ones."""
+    under one config revision), and its settle: the keys, the order and the JSON of its spec and
+    record, built once. A call fills in its record key and its own amounts: its token reservation and
+    each budget line's worst case. ``SHAPES`` holds the recent ones."""
 
     def __init__(self, demand: Demand, buckets: tuple[str, ...]) -> None:
         keys = Keys(INFLIGHT, "")    # KEYS[2], "": each call's record
@@ -129,6 +129,15 @@ class Shape:
         self.spec = _template({"b": budgets, "s": scopes}, (",", ":"))
         # what settle gives back only once (tokens, budget reservations) needs the record; a lease does not
         self.record = _template(record) if record or self.costs else None
+        # a settle's KEYS and spec, the call's reservation its one hole
+        keys = Keys(INFLIGHT, "")
+        leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
+        tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), HOLE, s.limit.tokens_per_minute]
+                  for s in demand.scopes if s.limit.tokens_per_minute is not None]
+        spent = [keys.add(budget_key(line.owner, line.owner_id, bucket))
+                 for line, bucket in zip(demand.budgets, buckets)]
+        self.settle_keys = keys.keys
+        self.settle_spec = _template({"l": leases, "t": tokens, "b": spent}, (",", ":"))
 
 
 SHAPES: dict[tuple[Any, ...], Shape] = {}
@@ -206,14 +215,11 @@ def settle_part(ticket: Ticket, tokens_used: int, cost_usd: float | None) -> tup
     """One call's KEYS and arguments in a settle batch (without where its keys begin)."""
     demand = ticket.demand
     call = member(ticket)
-    keys = Keys(INFLIGHT, CALLS + call)
-    leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
-    tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), demand.tokens, s.limit.tokens_per_minute]
-              for s in demand.scopes if s.limit.tokens_per_minute is not None]
-    budgets = [keys.add(budget_key(line.owner, line.owner_id, bucket))
-               for line, bucket in zip(demand.budgets, ticket.buckets)]
-    spec = json.dumps({"l": leases, "t": tokens, "b": budgets}, separators=(",", ":"))
-    return keys.keys, [call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]
+    shape = shape_of(demand, ticket.buckets)
+    keys = shape.settle_keys.copy()
+    keys[1] = CALLS + call
+    spec = shape.settle_spec.format(*[_number(demand.tokens)] * shape.costs)
+    return keys, [call, str(int(tokens_used)), "" if cost_usd is None else repr(float(cost_usd)), spec]
 
 
 def claim_part(ticket: Ticket, age: float, tokens_used: int | None) -> tuple[list[str], list[str]]:

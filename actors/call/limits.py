@@ -23,8 +23,7 @@ from switchyard.actors.errors import BudgetExceeded, LimitExceeded, Unavailable
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
 from switchyard.actors.limits.port import Admission, Demand, Quota, Refusal
-from switchyard.actors.routing.limits import budgets_for, max_output_of, scopes_for, token_reservation
-from switchyard.actors.routing.token_estimate import estimate_tokens
+from switchyard.actors.routing.limits import budgets_for, reserved_tokens, scopes_for
 
 if TYPE_CHECKING:
     from switchyard.actors.messages import Call
@@ -48,9 +47,10 @@ def demand_for(call: "Call", model: str, client_ip: str | None) -> Demand | None
     payload = call.payload if isinstance(call.payload, dict) else {}
     meta = snap.metadata_for(model)
     model_max = meta.limits.max_output if meta is not None and meta.limits is not None else None
-    tokens = token_reservation(payload, model_max)
-    budgets = budgets_for(snap.organizations, key, worst_cost(snap, model, payload, model_max), tokens) \
-        if budgeted else ()
+    estimate, output = reserved_tokens(payload, model_max)   # the prompt is read once for both
+    tokens = estimate + output                                 # token_reservation
+    budgets = budgets_for(snap.organizations, key, _worst(snap, model, TokenCounts(input=estimate, output=output)),
+                          tokens) if budgeted else ()
     return Demand(call.request_id, scopes, tokens, budgets)
 
 
@@ -62,8 +62,11 @@ def _org_budget(snap: "Snapshot", key: Any) -> bool:
 def worst_cost(snap: "Snapshot", model: str, payload: dict[str, Any], model_max: int | None) -> float:
     """The most the call can cost: its input estimate and output cap at the priciest pricing of ``model``
     on any enabled backend (and in the metadata files); 0 for a model nobody prices."""
-    counts = TokenCounts(input=estimate_tokens(payload, image_tokens=1000),
-                         output=max_output_of(payload, model_max))
+    estimate, output = reserved_tokens(payload, model_max)
+    return _worst(snap, model, TokenCounts(input=estimate, output=output))
+
+
+def _worst(snap: "Snapshot", model: str, counts: TokenCounts) -> float:
     worst = None
     for pricing in _pricings(snap, model):
         cost = cost_of(pricing, counts)

@@ -119,7 +119,12 @@ def max_output_of(payload: Mapping[str, Any], model_max_output: int | None) -> i
 
 def token_reservation(payload: Mapping[str, Any], model_max_output: int | None) -> int:
     """The tokens_per_minute reservation: the input estimate (images 1000 each) plus the output cap."""
-    return estimate_tokens(payload, image_tokens=1000) + max_output_of(payload, model_max_output)
+    return sum(reserved_tokens(payload, model_max_output))
+
+
+def reserved_tokens(payload: Mapping[str, Any], model_max_output: int | None) -> tuple[int, int]:
+    """The reservation's two parts: the input estimate (images 1000 each) and the output cap."""
+    return estimate_tokens(payload, image_tokens=1000), max_output_of(payload, model_max_output)
 
 
 def scopes_for(limits: RateLimiting, organizations: Mapping[str, Organization], key: ApiKey | None,

@@ -35,10 +35,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.route")
 
 TERMINAL = ("completed", "failed", "client_disconnected")
+# One route event as the trace keeps it: (event, seconds since accepted, attempt, backend, model, detail or None).
+Step = tuple[str, float, int, str | None, str | None, dict[str, Any] | None]
 
 
 class CallTrace:
-    __slots__ = ("request_id", "revision", "started", "events", "attempt", "terminal", "trace_id", "x_request_id",
+    """One call's route events, kept compact while the call runs.
+
+    Each event is a tuple (``steps``: event, seconds since accepted,
+    attempt, backend, model, detail or None); the fields every event shares
+    (request id, revision, tracing ids) are kept once, on the trace. The
+    documented 12-key dict of each event is built only when someone reads
+    ``events`` or ``as_dict`` (the admin API, the log line, the ledger);
+    the metrics and the spans read the steps.
+    """
+
+    __slots__ = ("request_id", "revision", "started", "steps", "attempt", "terminal", "trace_id", "x_request_id",
                  "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall", "parent_id", "flags",
                  "spent", "guardrails")
 
@@ -59,7 +71,7 @@ class CallTrace:
         self.spent: tuple[int, int, float | None] | None = None
         self.started = trio.current_time()
         self.wall = time.time()   # when the call arrived, for the ledger (Unix seconds)
-        self.events: list[dict[str, Any]] = []
+        self.steps: list[Step] = []
         self.attempt = 0
         self.terminal: str | None = None
         # Seconds since accepted: the answer's first byte went out (from which backend), the call ended.
@@ -71,26 +83,11 @@ class CallTrace:
         self.guardrails: Any = None   # the call's guardrail Screen (its verdicts go to the ledger), if any
 
     def add(self, event: str, *, backend: str | None = None, model: str | None = None, **detail: Any) -> None:
-        entry: dict[str, Any] = {
-            "seq": len(self.events) + 1,
-            "event": event,
-            "t_ms": round((trio.current_time() - self.started) * 1000, 3),
-            "request_id": self.request_id,
-            "trace_id": self.trace_id,
-            "x_request_id": self.x_request_id,
-            "client_ref": self.client_ref,
-            "route_revision": self.revision,
-            "attempt": self.attempt,
-            "backend": backend,
-            "model": model,
-        }
+        at = trio.current_time() - self.started
         if event in TERMINAL:
             self.terminal = event
-            self.ended = trio.current_time() - self.started
-            entry["terminal_status"] = event
-        if detail:
-            entry["detail"] = detail
-        self.events.append(entry)
+            self.ended = at
+        self.steps.append((event, at, self.attempt, backend, model, detail or None))
 
     def answered(self, backend: str | None) -> None:
         """The first byte of the answer went to the client now, from ``backend``; later calls change nothing."""
@@ -107,6 +104,22 @@ class CallTrace:
         """
         return self.attempt > 1 or (self.attempt == 1 and self.terminal != "completed")
 
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The route events as documented (docs/failover.md), built now from the steps."""
+        shared = {"request_id": self.request_id, "trace_id": self.trace_id, "x_request_id": self.x_request_id,
+                  "client_ref": self.client_ref, "route_revision": self.revision}
+        out = []
+        for seq, (event, at, attempt, backend, model, detail) in enumerate(self.steps, 1):
+            entry: dict[str, Any] = {"seq": seq, "event": event, "t_ms": event_ms(at), **shared,
+                                     "attempt": attempt, "backend": backend, "model": model}
+            if event in TERMINAL:
+                entry["terminal_status"] = event
+            if detail:
+                entry["detail"] = detail
+            out.append(entry)
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "trace_id": self.trace_id, "x_request_id": self.x_request_id,
                 "client_ref": self.client_ref, "route_revision": self.revision,
@@ -116,9 +129,14 @@ class CallTrace:
 
     def log_fields(self) -> dict[str, Any]:
         """The structured-log fields of this call's line (see protocol/http/logs.py)."""
-        last = self.events[-1] if self.events else {}
+        backend, model = self.steps[-1][3:5] if self.steps else (None, None)
         return {"request_id": self.request_id, "trace_id": self.trace_id, "x_request_id": self.x_request_id,
-                "client_ref": self.client_ref, "backend": last.get("backend"), "model": last.get("model")}
+                "client_ref": self.client_ref, "backend": backend, "model": model}
+
+
+def event_ms(seconds: float) -> float:
+    """An event's ``t_ms``: its instant (seconds since accepted) in milliseconds, to the microsecond."""
+    return round(seconds * 1000, 3)
 
 
 class FirstByteSink:

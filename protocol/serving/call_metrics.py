@@ -161,16 +161,17 @@ class GatewayMetrics:
     # --- finished calls (TraceLog listener) ------------------------------------------
 
     def observe(self, trace: CallTrace) -> None:
-        """Count one finished call from its trace."""
-        events = trace.events
-        if not events:
+        """Count one finished call from its trace (its compact steps: no event dicts are built)."""
+        steps = trace.steps
+        if not steps:
             return
-        route, last = trace.route, events[-1]
-        first = events[0]
-        routed = any(e["event"] == "selected" for e in events)
-        model = self.model_label(first["model"] if first["event"] == "accepted" else None, routed)
-        backend = last["backend"] or NONE
-        detail = last.get("detail") or {}
+        route = trace.route
+        first_event, _, _, _, first_model, _ = steps[0]
+        _, _, _, last_backend, _, last_detail = steps[-1]
+        routed = any(step[0] == "selected" for step in steps)
+        model = self.model_label(first_model if first_event == "accepted" else None, routed)
+        backend = last_backend or NONE
+        detail = last_detail or {}
         committed_failure = trace.terminal == "failed" and bool(detail.get("committed"))
         if trace.terminal == "completed" or committed_failure:
             status = "200"
@@ -185,18 +186,17 @@ class GatewayMetrics:
             self._child(self.duration, route, model).observe(trace.ended)
         if trace.first_byte is not None:
             self._child(self.ttft, route, model, trace.first_byte_backend or NONE).observe(trace.first_byte)
-        for e in events:
-            kind = e["event"]
+        for kind, _, _, step_backend, step_model, d in steps:
             if kind == "attempt_failed":
-                d = e["detail"]
+                assert d is not None
                 if d.get("kind") == "timeout":
                     limit = d.get("timeout")
-                    self.timeouts.labels(e["backend"] or NONE, limit if limit in TIMEOUT_KINDS else OTHER).inc()
+                    self.timeouts.labels(step_backend or NONE, limit if limit in TIMEOUT_KINDS else OTHER).inc()
             elif kind == "retry_scheduled":
-                self.retries.labels(e["backend"] or NONE, self.model_label(e["model"], True)).inc()
+                self.retries.labels(step_backend or NONE, self.model_label(step_model, True)).inc()
             elif kind == "route_changed":
-                d = e["detail"]
-                before, after = d["from_model"], e["model"]
+                assert d is not None
+                before, after = d["from_model"], step_model
                 self.fallbacks.labels(d["reason"], self.model_label(before, True),
                                       self.model_label(after, True)).inc()
                 if d.get("mid_stream"):

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from switchyard.actors.events import CallTrace
+from switchyard.actors.events import CallTrace, Step, event_ms
 from switchyard.actors.ledger.entries import endpoint_of, outcome
 
 ROOT = "router.request"
@@ -49,18 +49,23 @@ def _ns(trace: CallTrace, seconds: float) -> int:
     return int((trace.wall + seconds) * 1e9)
 
 
-def _at(trace: CallTrace, event: dict[str, Any]) -> int:
-    return _ns(trace, event["t_ms"] / 1000)
+def _at(trace: CallTrace, step: Step) -> int:
+    """A route event's instant, as its ``t_ms`` says it (to the microsecond), in Unix nanoseconds."""
+    return _ns(trace, event_ms(step[1]) / 1000)
 
 
-def _attrs(**pairs: Any) -> dict[str, Any]:
+def _present(attributes: dict[str, Any]) -> dict[str, Any]:
     """Attributes without the absent ones (OpenTelemetry has no null)."""
-    return {k.replace("__", "."): v for k, v in pairs.items() if v is not None}
+    return {k: v for k, v in attributes.items() if v is not None}
 
 
 def call_spans(trace: CallTrace, root_id: int, resource: Resource, scope: InstrumentationScope,
                address: Address) -> list[ReadableSpan]:
-    """The call's spans, attempts first and the root last; ``trace.trace_id`` must be set."""
+    """The call's spans, attempts first and the root last; ``trace.trace_id`` must be set.
+
+    Read from the trace's compact steps (event, instant, attempt, backend,
+    model, detail): no event dicts are built.
+    """
     assert trace.trace_id is not None
     trace_id = int(trace.trace_id, 16)
     root = SpanContext(trace_id, root_id, is_remote=False, trace_flags=SAMPLED)
@@ -69,32 +74,32 @@ def call_spans(trace: CallTrace, root_id: int, resource: Resource, scope: Instru
         parent = SpanContext(trace_id, int(trace.parent_id, 16), is_remote=True,
                              trace_flags=TraceFlags(int(trace.flags or "01", 16)))
     operation = OPERATIONS.get(endpoint_of(trace.route), "chat")
-    events = trace.events
-    spans = [_attempt(trace, i, root, resource, scope, operation, address) for i, e in enumerate(events)
-             if e["event"] == "selected" and (e.get("detail") or {}).get("span_id")]
+    spans = [_attempt(trace, i, root, resource, scope, operation, address)
+             for i, (event, _, _, _, _, detail) in enumerate(trace.steps)
+             if event == "selected" and detail and detail.get("span_id")]
     spans.append(_root(trace, root, parent, resource, scope, operation))
     return spans
 
 
 def _root(trace: CallTrace, ctx: SpanContext, parent: SpanContext | None, resource: Resource,
           scope: InstrumentationScope, operation: str) -> ReadableSpan:
-    events = trace.events
+    steps = trace.steps
     status, code = outcome(trace)
-    first = events[0] if events else {}
-    answered = next((e for e in reversed(events) if e["event"] == "selected"), None)
+    accepted = steps[0] if steps and steps[0][0] == "accepted" else None
+    answered = next((s for s in reversed(steps) if s[0] == "selected"), None)
     spent = trace.spent or (None, None, None)
-    end = trace.ended if trace.ended is not None else (events[-1]["t_ms"] / 1000 if events else 0.0)
-    attributes = _attrs(
-        router__request_id=trace.request_id, router__client_ref=trace.client_ref,
-        router__x_request_id=trace.x_request_id, router__route_revision=trace.revision,
-        router__attempts=trace.attempt, router__terminal_status=trace.terminal, router__cost=spent[2],
-        http__route=trace.route, http__response__status_code=status, error__type=code,
-        gen_ai__operation__name=operation,
-        gen_ai__request__model=first.get("model") if first.get("event") == "accepted" else None,
-        gen_ai__response__model=answered["model"] if answered is not None and trace.terminal == "completed" else None,
-        gen_ai__usage__input_tokens=spent[0] if spent[0] else None,
-        gen_ai__usage__output_tokens=spent[1] if spent[1] else None,
-        router__stream=first.get("detail", {}).get("stream") if first.get("event") == "accepted" else None)
+    end = trace.ended if trace.ended is not None else (event_ms(steps[-1][1]) / 1000 if steps else 0.0)
+    attributes = _present({
+        "router.request_id": trace.request_id, "router.client_ref": trace.client_ref,
+        "router.x_request_id": trace.x_request_id, "router.route_revision": trace.revision,
+        "router.attempts": trace.attempt, "router.terminal_status": trace.terminal, "router.cost": spent[2],
+        "http.route": trace.route, "http.response.status_code": status, "error.type": code,
+        "gen_ai.operation.name": operation,
+        "gen_ai.request.model": accepted[4] if accepted is not None else None,
+        "gen_ai.response.model": answered[4] if answered is not None and trace.terminal == "completed" else None,
+        "gen_ai.usage.input_tokens": spent[0] if spent[0] else None,
+        "gen_ai.usage.output_tokens": spent[1] if spent[1] else None,
+        "router.stream": (accepted[5] or {}).get("stream") if accepted is not None else None})
     failed = trace.terminal == "failed" and status >= 400
     return ReadableSpan(
         ROOT, ctx, parent, resource, attributes, tuple(_root_events(trace)), kind=SpanKind.SERVER,
@@ -103,57 +108,65 @@ def _root(trace: CallTrace, ctx: SpanContext, parent: SpanContext | None, resour
 
 
 def _root_events(trace: CallTrace) -> Iterable[Event]:
-    previous: dict[str, Any] = {}
-    for e in trace.events:
-        kind, d = e["event"], e.get("detail") or {}
-        at = _at(trace, e)
+    previous: Step | None = None
+    for step in trace.steps:
+        kind, _, attempt, backend, model, detail = step
+        d = detail or {}
         if kind == "retry_scheduled":
-            yield Event("router.retry", _attrs(router__backend=e["backend"], gen_ai__request__model=e["model"],
-                                               router__attempt=e["attempt"], router__delay_ms=d.get("delay_ms")), at)
+            yield Event("router.retry", _present({
+                "router.backend": backend, "gen_ai.request.model": model, "router.attempt": attempt,
+                "router.delay_ms": d.get("delay_ms")}), _at(trace, step))
         elif kind == "route_changed":
             name = "router.mid_stream_recovery" if d.get("mid_stream") else "router.fallback"
-            yield Event(name, _attrs(router__from_backend=d.get("from_backend"), router__from_model=d.get("from_model"),
-                                     router__to_backend=e["backend"], router__to_model=e["model"],
-                                     router__reason=d.get("reason"), router__mode=d.get("mode")), at)
+            yield Event(name, _present({
+                "router.from_backend": d.get("from_backend"), "router.from_model": d.get("from_model"),
+                "router.to_backend": backend, "router.to_model": model, "router.reason": d.get("reason"),
+                "router.mode": d.get("mode")}), _at(trace, step))
         elif kind == "attempt_failed" and d.get("kind") == "timeout":
-            yield Event("router.budget_expired", _attrs(router__timeout=d.get("timeout"), router__backend=e["backend"],
-                                                        router__attempt=e["attempt"]), at)
+            yield Event("router.budget_expired", _present({
+                "router.timeout": d.get("timeout"), "router.backend": backend, "router.attempt": attempt}),
+                _at(trace, step))
         elif kind == "failed" and d.get("code") == "timeout" and not (
-                previous.get("event") == "attempt_failed" and (previous.get("detail") or {}).get("kind") == "timeout"):
+                previous is not None and previous[0] == "attempt_failed"
+                and (previous[5] or {}).get("kind") == "timeout"):
             # Ended between attempts: only the call's fallback budget is checked there.
-            yield Event("router.budget_expired", _attrs(router__timeout="fallback_budget",
-                                                        router__attempt=e["attempt"]), at)
+            yield Event("router.budget_expired", {"router.timeout": "fallback_budget", "router.attempt": attempt},
+                        _at(trace, step))
         elif kind == "deduplicated":
-            yield Event("router.deduplicated", _attrs(router__leader_request_id=d.get("leader_request_id")), at)
-        previous = e
+            yield Event("router.deduplicated", _present({"router.leader_request_id": d.get("leader_request_id")}),
+                        _at(trace, step))
+        previous = step
+
+
+ATTEMPT_ENDS = frozenset({"attempt_failed", "completed", "failed", "client_disconnected", "selected"})
 
 
 def _attempt(trace: CallTrace, index: int, parent: SpanContext, resource: Resource, scope: InstrumentationScope,
              operation: str, address: Address) -> ReadableSpan:
-    events = trace.events
-    selected = events[index]
-    n, backend, model = selected["attempt"], selected["backend"], selected["model"]
-    detail = selected.get("detail") or {}
-    ended = next((e for e in events[index + 1:] if e["event"] in ("attempt_failed", "completed", "failed",
-                                                                   "client_disconnected", "selected")
-                  and (e["event"] != "attempt_failed" or e["attempt"] == n)), None)
-    end_kind = ended["event"] if ended is not None else None
-    failure = (ended.get("detail") or {}) if ended is not None and end_kind in ("attempt_failed", "failed") else None
+    steps = trace.steps
+    selected = steps[index]
+    _, _, n, backend, model, detail = selected
+    assert detail is not None
+    ended = next((s for s in steps[index + 1:] if s[0] in ATTEMPT_ENDS
+                  and (s[0] != "attempt_failed" or s[2] == n)), None)
+    end_kind = ended[0] if ended is not None else None
+    failure = (ended[5] or {}) if ended is not None and end_kind in ("attempt_failed", "failed") else None
     # what failed (error.type): which limit for a timeout, the status for an HTTP error (as OpenTelemetry's
     # HTTP conventions say), else the failure's kind, or the call's error code
     error = None if failure is None else failure.get("timeout") or (
         str(failure["status"]) if failure.get("status") else None) or failure.get("kind") or failure.get("code")
     where = address(backend) if backend else None
-    attributes = _attrs(
-        gen_ai__operation__name=operation, gen_ai__request__model=model,
-        gen_ai__response__model=model if end_kind == "completed" else None,
-        server__address=where[0] if where else None, server__port=where[1] if where else None,
-        router__backend=backend, router__attempt=n, router__fallback_dial=detail.get("fallback_dial"),
-        error__type=error, http__response__status_code=failure.get("status") if failure is not None else None)
+    attributes = _present({
+        "gen_ai.operation.name": operation, "gen_ai.request.model": model,
+        "gen_ai.response.model": model if end_kind == "completed" else None,
+        "server.address": where[0] if where else None, "server.port": where[1] if where else None,
+        "router.backend": backend, "router.attempt": n, "router.fallback_dial": detail.get("fallback_dial"),
+        "error.type": error, "http.response.status_code": failure.get("status") if failure is not None else None})
     span_events: tuple[Event, ...] = ()
     if ended is not None and failure is not None and failure.get("kind") == "timeout":
-        span_events = (Event("router.budget_expired", _attrs(router__timeout=failure.get("timeout")), _at(trace, ended)),)
-    end = _at(trace, ended) if ended is not None else _ns(trace, trace.ended or selected["t_ms"] / 1000)
+        span_events = (Event("router.budget_expired", _present({"router.timeout": failure.get("timeout")}),
+                             _at(trace, ended)),)
+    end = _at(trace, ended) if ended is not None else _ns(trace, trace.ended or event_ms(selected[1]) / 1000)
     ctx = SpanContext(parent.trace_id, int(detail["span_id"], 16), is_remote=False, trace_flags=SAMPLED)
     return ReadableSpan(
         f"{operation} {model}", ctx, parent, resource, attributes, span_events, kind=SpanKind.CLIENT,

@@ -1,7 +1,7 @@
 """RequestActor: one per call. Plans routes, runs attempts under budgets, relays.
 
-It owns a nursery holding the attempts and a watcher on the client
-connection: when the client goes away the whole nursery is cancelled, which
+It runs in one cancel scope (a stream's nursery's), with a watcher on the
+client connection: when the client goes away the scope is cancelled, which
 closes every upstream connection of the call at once.
 
 Before anything reaches the client, a failed attempt is classified and the

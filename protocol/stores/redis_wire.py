@@ -53,8 +53,8 @@ class Address:
 
 def pack(command: str, args: tuple[Any, ...]) -> bytes:
     """A command as RESP: an array of bulk strings (numbers as their decimal text)."""
-    parts = [command.encode(), *(a if isinstance(a, bytes) else str(a).encode() for a in args)]
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    parts = [command.encode(), *[a if isinstance(a, bytes) else str(a).encode() for a in args]]
+    return b"*%d\r\n" % len(parts) + b"".join([b"$%d\r\n%s\r\n" % (len(p), p) for p in parts])   # lists: faster
 
 
 class Connection:

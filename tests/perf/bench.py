@@ -40,6 +40,8 @@ ports (targets.py builds them):
                       and budget in the run's redis-server, the SQLite ledger, the guardrail of
                       switchyard-guardrails, and OpenTelemetry spans exported at 10% sampling to
                       a collector (nginx, which drops them); vs `switchyard`
+  switchyard-all-base (opt-in) switchyard-all's config served by another build (--base-cmd):
+                      everything on, two builds in one interleaved run
 
 Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
 ledger (server.data_dir's default) lives in the work dir, never in the
@@ -134,7 +136,8 @@ from targets import (
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
                "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
-               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache", "switchyard-all")
+               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache", "switchyard-all",
+               "switchyard-all-base")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
@@ -142,8 +145,9 @@ LIMITS_TARGET = "switchyard-limits"   # the one target whose limits live in the 
 GUARDRAILS_TARGET = "switchyard-guardrails"   # `switchyard` with every built-in detector on its models
 CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the load's one request is a hit
 ALL_ON_TARGET = "switchyard-all"   # everything on: features, limits in Redis, ledger, guardrails, OTLP export
-REDIS_TARGETS = (LIMITS_TARGET, ALL_ON_TARGET)   # the targets whose limits live in the run's redis-server
-SCRAPED_TARGETS = ("switchyard-features", ALL_ON_TARGET)   # /metrics scraped while they are measured
+ALL_ON_TARGETS = (ALL_ON_TARGET, "switchyard-all-base")   # ... and the same config on the --base-cmd build
+REDIS_TARGETS = (LIMITS_TARGET, *ALL_ON_TARGETS)   # the targets whose limits live in the run's redis-server
+SCRAPED_TARGETS = ("switchyard-features", *ALL_ON_TARGETS)   # /metrics scraped while they are measured
 ADMISSION = "rate_limit_admission_seconds"
 REFUSALS = "rate_limit_refusals_total"
 
@@ -212,7 +216,7 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
               ("switchyard-memledger", False, 1, None, "memory", False),
               ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True),
               (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False),
-              (ALL_ON_TARGET, True, 1, None, None, False))
+              (ALL_ON_TARGET, True, 1, None, None, False), ("switchyard-all-base", True, 1, args.base_cmd, None, False))
     for name, features, workers, cmd, ledger, keyed in builds:
         if name in targets:
             port = free_port()
@@ -222,9 +226,9 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
                                              ledger, keyed=keyed, limits_redis=limits_redis,
                                              limits_timeout=args.limits_timeout if limits_redis else None,
-                                             guardrails=name in (GUARDRAILS_TARGET, ALL_ON_TARGET),
+                                             guardrails=name in (GUARDRAILS_TARGET, *ALL_ON_TARGETS),
                                              cache=name == CACHE_TARGET,
-                                             otlp=f"http://127.0.0.1:{nginx_port}" if name == ALL_ON_TARGET else None)
+                                             otlp=f"http://127.0.0.1:{nginx_port}" if name in ALL_ON_TARGETS else None)
             headers = FEATURES_HEADERS if features else KEY_HEADERS if keyed else None
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=headers,
@@ -687,8 +691,9 @@ def main() -> int:
     for t in REDIS_TARGETS:
         if t in targets and not all(Path(p).exists() for p in (Redis.SERVER, Redis.CLI)):
             parser.error(f"{t} needs {Redis.SERVER} and {Redis.CLI}: apt-get install -y redis-server")
-    if "switchyard-base" in targets and not args.base_cmd:
-        parser.error("the switchyard-base target needs --base-cmd")
+    for t in ("switchyard-base", "switchyard-all-base"):
+        if t in targets and not args.base_cmd:
+            parser.error(f"the {t} target needs --base-cmd")
     if args.profile and args.profile_target not in targets:
         parser.error("--profile-target must be one of --targets")
     raise_fd_limit(4 * max([args.hold] + [n for n, _ in args.streams]) + 1024)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import trio
+import trio.testing
 
 from switchyard.config.schema import SimulatedEngine
 from switchyard.protocol.simulated.engine import MetricsReply
@@ -147,7 +148,7 @@ async def test_observed_quota_ranks_without_declarations_and_expires_after_its_t
     async with gateway(QUOTA) as app:
         for pin in (b"a", b"b"):            # one answer from each, so both have been observed
             await request(app, "POST", "/v1/chat/completions", chat(), headers=[(b"x-backend", pin)])
-        await trio.sleep(0)                 # the observer takes its mailbox
+        await trio.testing.wait_all_tasks_blocked()   # the observer takes its mailbox
         assert set(app.runtime.quota.view) == {"a", "b"}
         assert await picks(app, 3) == {"a"}   # a has 90 % of its tokens left, b 10 %
         assert app.runtime.pool.quota_decisions[("a", "observed_used")] >= 3

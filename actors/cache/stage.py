@@ -211,9 +211,10 @@ def _unclean(actor: Actor, rec: Recorder, backend: BackendConfig) -> str | None:
         return "truncated"   # ended on a finish reason alone: the relay closed it, the backend never did
     if rec.overflow:
         return "too_large"
-    if any(e["event"] == "route_changed" for e in actor.trace.events):
+    steps = actor.trace.steps   # (event, instant, attempt, backend, model, detail): see CallTrace
+    if any(step[0] == "route_changed" for step in steps):
         return "route_changed"
-    if actor.trace.events and actor.trace.events[-1].get("backend") != backend.name:
+    if steps and steps[-1][3] != backend.name:
         return "route_changed"   # a pin given up: another backend answered
     return None
 

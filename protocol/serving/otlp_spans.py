@@ -50,8 +50,13 @@ def _ns(trace: CallTrace, seconds: float) -> int:
 
 
 def _at(trace: CallTrace, step: Step) -> int:
-    """A route event's instant, as its ``t_ms`` says it (to the microsecond), in Unix nanoseconds."""
-    return _ns(trace, event_ms(step[1]) / 1000)
+    return _event_ns(trace, step[1])
+
+
+def _event_ns(trace: CallTrace, seconds: float) -> int:
+    """A call-relative instant as a route event's ``t_ms`` says it (to the microsecond), in Unix nanoseconds:
+    the root and the attempt that ends the call then end at the same instant."""
+    return _ns(trace, event_ms(seconds) / 1000)
 
 
 def _present(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +93,7 @@ def _root(trace: CallTrace, ctx: SpanContext, parent: SpanContext | None, resour
     accepted = steps[0] if steps and steps[0][0] == "accepted" else None
     answered = next((s for s in reversed(steps) if s[0] == "selected"), None)
     spent = trace.spent or (None, None, None)
-    end = trace.ended if trace.ended is not None else (event_ms(steps[-1][1]) / 1000 if steps else 0.0)
+    end = trace.ended if trace.ended is not None else (steps[-1][1] if steps else 0.0)
     attributes = _present({
         "router.request_id": trace.request_id, "router.client_ref": trace.client_ref,
         "router.x_request_id": trace.x_request_id, "router.route_revision": trace.revision,
@@ -104,7 +109,7 @@ def _root(trace: CallTrace, ctx: SpanContext, parent: SpanContext | None, resour
     return ReadableSpan(
         ROOT, ctx, parent, resource, attributes, tuple(_root_events(trace)), kind=SpanKind.SERVER,
         status=Status(StatusCode.ERROR, code) if failed else Status(StatusCode.UNSET),
-        start_time=_ns(trace, 0.0), end_time=_ns(trace, end), instrumentation_scope=scope)
+        start_time=_ns(trace, 0.0), end_time=_event_ns(trace, end), instrumentation_scope=scope)
 
 
 def _root_events(trace: CallTrace) -> Iterable[Event]:
@@ -166,7 +171,7 @@ def _attempt(trace: CallTrace, index: int, parent: SpanContext, resource: Resour
     if ended is not None and failure is not None and failure.get("kind") == "timeout":
         span_events = (Event("router.budget_expired", _present({"router.timeout": failure.get("timeout")}),
                              _at(trace, ended)),)
-    end = _at(trace, ended) if ended is not None else _ns(trace, trace.ended or event_ms(selected[1]) / 1000)
+    end = _at(trace, ended) if ended is not None else _event_ns(trace, trace.ended or selected[1])
     ctx = SpanContext(parent.trace_id, int(detail["span_id"], 16), is_remote=False, trace_flags=SAMPLED)
     return ReadableSpan(
         f"{operation} {model}", ctx, parent, resource, attributes, span_events, kind=SpanKind.CLIENT,

@@ -9,8 +9,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from switchyard.actors.events import CallTrace
 from switchyard.config.telemetry import OtlpExport
-from switchyard.protocol.serving.otlp import SpanExport
+from switchyard.protocol.serving.otlp import SCOPE, SpanExport
+from switchyard.protocol.serving.otlp_spans import call_spans
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
 
@@ -81,3 +83,15 @@ async def test_a_call_without_a_trace_exports_nothing(autojump_clock):
         reply = await request(app, "POST", "/v1/chat/completions", chat("big"))
         _, spans = await spans_of(app, reply)
     assert spans == ()
+
+
+async def test_the_root_ends_at_its_terminal_event_instant_as_the_attempt_that_answered(autojump_clock):
+    trace = CallTrace("req_1", "rev", trace_id="0af7651916cd43dd8448eb211c80319c")
+    trace.add("accepted", model="big", stream=False)
+    trace.attempt = 1
+    trace.add("selected", backend="a", model="big", fallback_dial=False, span_id="b7ad6b7169203331")
+    autojump_clock.jump(0.1234567)   # the event's t_ms keeps the microsecond: 123.457
+    trace.add("completed", backend="a", model="big")
+    export = SpanExport(OTLP, lambda: None, exporter=InMemorySpanExporter())
+    attempt, root = call_spans(trace, 1, export.resource, SCOPE, lambda backend: None)
+    assert attempt.end_time == root.end_time == int((trace.wall + 0.123457) * 1e9)

@@ -507,3 +507,14 @@ def test_sqlite_stores_opened_together_on_a_new_file_both_open(tmp_path):
     for s in stores:
         s.close()
     assert errors == []
+
+
+def test_a_sqlite_batch_writes_under_sqlites_oldest_parameter_limit(tmp_path):
+    store = SqliteStore(tmp_path / "usage.db")
+    store.open()
+    try:
+        store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)   # SQLite before 3.32 allowed no more
+        store.write([rec(i) for i in range(100)])
+        assert len(store.records(UsageQuery(purpose=None), 1000)) == 100
+    finally:
+        store.close()

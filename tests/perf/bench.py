@@ -42,6 +42,8 @@ ports (targets.py builds them):
                       a collector (nginx, which drops them); vs `switchyard`
   switchyard-all-base (opt-in) switchyard-all's config served by another build (--base-cmd):
                       everything on, two builds in one interleaved run
+  switchyard-limits-2w (opt-in) switchyard-limits with `--workers 2`, both workers deciding in the
+                      run's Redis: CPU per request against one worker's
 
 Every Switchyard process gets XDG_DATA_HOME=<work dir>/<target>-data, so its
 ledger (server.data_dir's default) lives in the work dir, never in the
@@ -137,7 +139,7 @@ from targets import (
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
                "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
                "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache", "switchyard-all",
-               "switchyard-all-base")
+               "switchyard-all-base", "switchyard-limits-2w")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
@@ -146,7 +148,8 @@ GUARDRAILS_TARGET = "switchyard-guardrails"   # `switchyard` with every built-in
 CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the load's one request is a hit
 ALL_ON_TARGET = "switchyard-all"   # everything on: features, limits in Redis, ledger, guardrails, OTLP export
 ALL_ON_TARGETS = (ALL_ON_TARGET, "switchyard-all-base")   # ... and the same config on the --base-cmd build
-REDIS_TARGETS = (LIMITS_TARGET, *ALL_ON_TARGETS)   # the targets whose limits live in the run's redis-server
+LIMITS_2W_TARGET = "switchyard-limits-2w"   # switchyard-limits on two workers sharing the run's Redis
+REDIS_TARGETS = (LIMITS_TARGET, LIMITS_2W_TARGET, *ALL_ON_TARGETS)   # their limits live in the run's redis-server
 SCRAPED_TARGETS = ("switchyard-features", *ALL_ON_TARGETS)   # /metrics scraped while they are measured
 ADMISSION = "rate_limit_admission_seconds"
 REFUSALS = "rate_limit_refusals_total"
@@ -216,7 +219,8 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
               ("switchyard-memledger", False, 1, None, "memory", False),
               ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True),
               (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False),
-              (ALL_ON_TARGET, True, 1, None, None, False), ("switchyard-all-base", True, 1, args.base_cmd, None, False))
+              (ALL_ON_TARGET, True, 1, None, None, False), ("switchyard-all-base", True, 1, args.base_cmd, None, False),
+              (LIMITS_2W_TARGET, False, 2, None, None, True))
     for name, features, workers, cmd, ledger, keyed in builds:
         if name in targets:
             port = free_port()

@@ -18,11 +18,12 @@ RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard
           ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"),
           ("switchyard", "switchyard-memledger"), ("switchyard-limits", "switchyard-keyed"),
           ("switchyard-guardrails", "switchyard"), ("switchyard-cache", "switchyard"), ("switchyard-all", "switchyard"),
-          ("switchyard-all", "switchyard-all-base"))
+          ("switchyard-all", "switchyard-all-base"), ("switchyard-limits-2w", "switchyard-limits"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
          "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger",
          "switchyard-keyed": "sy-keyed", "switchyard-limits": "sy-limits", "switchyard-guardrails": "sy-guard",
-         "switchyard-cache": "sy-cache", "switchyard-all": "sy-all", "switchyard-all-base": "all-base"}
+         "switchyard-cache": "sy-cache", "switchyard-all": "sy-all", "switchyard-all-base": "all-base",
+         "switchyard-limits-2w": "sy-limits-2w"}
 ADMISSION_P50_MAX = 0.001   # seconds: "admission adds under 1 ms at p50"
 
 
@@ -107,6 +108,11 @@ def target_checks(results: dict, hold: dict, levels: list[int], admission: dict 
                     f"limits on (Redis): admission p50 < 1 ms: in the bucket ({fmt(p50['low_s'] * 1e3, '{:.2g}')}, "
                     f"{fmt(p50['high_s'] * 1e3, '{:.2g}')}] ms of {admission['count']:,.0f} admissions "
                     f"(mean {fmt(admission['mean_s'] * 1e3, '{:.2f}')} ms)")
+    if "switchyard-limits-2w" in results and "switchyard-limits" in results:
+        for c in CONNECTION_LEVELS:
+            r = ratio(results, "switchyard-limits-2w", "switchyard-limits", f"c{c}_cpu_ms_per_req")
+            line(r <= 1.05, f"two workers (limits shared in Redis): CPU per request @{c} ≤ 1.05× one worker's: "
+                            f"{fmt(r, '{:.2f}')}×")
     if "switchyard" not in results:
         return out
 

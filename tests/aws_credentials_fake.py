@@ -17,7 +17,7 @@ import json
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
-from tests.servers import serving
+from tests.servers import lifespan, request_body, serving
 
 ROLE = "gateway-role"
 IMDS_TOKEN = "imds-token-1"
@@ -41,12 +41,9 @@ class FakeCredentialEndpoints:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
-        while (await receive()).get("more_body"):
-            pass
+        await request_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         method, path = scope["method"], scope["path"]
         self.requests.append((method, path))

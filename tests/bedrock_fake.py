@@ -38,7 +38,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.servers import serving
+from tests.servers import lifespan, request_body, serving
 
 REGION = "us-east-1"
 ACCESS_KEY, SECRET_KEY = "AKIDFAKEBEDROCK", "fake/secret+key"
@@ -113,16 +113,9 @@ class FakeBedrock:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        raw = await request_body(receive)
         pairs = [(k.decode().lower(), v.decode()) for k, v in scope["headers"]]
         headers = dict(pairs)
         raw_path = scope["raw_path"].decode()

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 import attrs
 import trio
 
-from tests.servers import serving
+from tests.servers import lifespan, request_body, serving
 
 KEY = "gm-test-key"
 # GenerateContentRequest's fields, camelCase and snake_case as the JSON parser takes both
@@ -85,16 +85,9 @@ class FakeGemini:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        raw = await request_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         query = parse_qs(scope["query_string"].decode())
         body = json.loads(raw) if raw else None

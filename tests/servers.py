@@ -1,6 +1,6 @@
 """What the fixtures that start real servers (PostgreSQL, Redis, the gateway, the fake provider APIs)
 share: a free loopback port, one server per session however many test modules bind its fixture, and an
-ASGI app served on 127.0.0.1 for the length of a block."""
+ASGI app served on 127.0.0.1 for the length of a block, and the two chores every fake ASGI app has."""
 
 from __future__ import annotations
 
@@ -65,3 +65,22 @@ async def serving(app: Any) -> AsyncIterator[str]:
             yield binds[0]
         finally:
             stop.set()
+
+
+async def lifespan(receive: Any, send: Any) -> None:
+    """Answer the server's lifespan messages until its shutdown: a fake app has nothing to start or stop."""
+    while True:
+        message = await receive()
+        await send({"type": message["type"] + ".complete"})
+        if message["type"] == "lifespan.shutdown":
+            return
+
+
+async def request_body(receive: Any) -> bytes:
+    """The whole body of the request an ASGI app is answering."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body

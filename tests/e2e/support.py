@@ -89,11 +89,17 @@ async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
         assert status == 200, f"not ready within 10 s:\n{log_path.read_text()}"
         yield proc, url, log_path
     finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                proc.terminate()
-                with trio.move_on_after(5):
-                    await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
+        await stop_process(proc, grace=5)
+
+
+async def stop_process(proc: trio.Process, grace: float) -> None:
+    """SIGTERM, ``grace`` seconds to exit, then SIGKILL; shielded, so a test that is being cancelled still
+    leaves no process behind."""
+    with trio.CancelScope(shield=True):
+        if proc.returncode is None:
+            proc.terminate()
+            with trio.move_on_after(grace):
                 await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

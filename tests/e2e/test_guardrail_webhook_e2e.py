@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from tests.harness import gateway, request
-from tests.servers import serving
+from tests.servers import lifespan, request_body, serving
 
 pytestmark = pytest.mark.simulator_history
 
@@ -22,17 +22,9 @@ class Hook:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            await lifespan(receive, send)
+            return
+        body = await request_body(receive)
         asked = json.loads(body)
         self.seen.append((scope["path"], asked, dict(scope["headers"])))
         path = scope["path"]

@@ -30,7 +30,7 @@ import trio
 import yaml
 
 from tests import postgres
-from tests.e2e.support import REPO, backend, free_port, gateway_config, in_thread
+from tests.e2e.support import REPO, backend, free_port, gateway_config, in_thread, stop_process
 
 pg_server, pg_url = postgres.pg_server, postgres.pg_url
 
@@ -84,14 +84,7 @@ async def serve(tmp_path: Path, config: dict[str, Any],
         assert ready, f"not serving within {START_BOUND} s:\n{log_path.read_text()}"
         yield proc, url, log_path
     finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                proc.terminate()
-                with trio.move_on_after(10):
-                    await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, grace=10)
 
 
 def pids_saying(log_path: Path, prefix: str) -> dict[int, str]:

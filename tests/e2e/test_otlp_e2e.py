@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.e2e.support import backend, free_port, gateway_config
+from tests.servers import lifespan, request_body
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
@@ -43,16 +44,9 @@ class Collector:
 
     async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         if scope["method"] == "POST" and scope["path"] == "/v1/traces":
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)

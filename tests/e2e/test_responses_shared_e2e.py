@@ -24,7 +24,7 @@ import trio
 import yaml
 
 from tests import postgres
-from tests.e2e.support import REPO, backend, free_port, gateway_config
+from tests.e2e.support import REPO, backend, free_port, gateway_config, stop_process
 
 pg_server, pg_url = postgres.pg_server, postgres.pg_url
 
@@ -69,14 +69,7 @@ async def switchyard_serve(tmp_path: Path, config: dict[str, Any], workers: int 
                     await trio.sleep(0.05)
         yield proc, url
     finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                proc.terminate()
-                with trio.move_on_after(10):
-                    await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, grace=10)
 
 
 def serving(log_path: Path) -> set[int]:

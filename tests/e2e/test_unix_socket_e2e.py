@@ -31,6 +31,7 @@ from switchyard.protocol.serving.app import App, create_app
 from switchyard.protocol.serving.workers import hypercorn_config
 from switchyard.protocol.simulated.openai import SimulatedTransport
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
+from tests.servers import lifespan, request_body
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
@@ -209,13 +210,9 @@ def slow_body_app(log: list[tuple[str, float]]):
     """An OpenAI-compatible chat route whose headers go out at once and whose body comes 300 ms later."""
     async def app(scope, receive, send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        while (await receive()).get("more_body"):
-            pass
+            await lifespan(receive, send)
+            return
+        await request_body(receive)
         log.append(("request", trio.current_time()))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json")]})

@@ -29,13 +29,15 @@ YAML_KEY = _KEY   # for readers of a field's metadata: the YAML key it is read f
 _CHECK = "switchyard.config.check"
 
 
-def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True) -> Any:
+def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True, secret: bool = False) -> Any:
     """A field read from YAML key ``key`` (default: the field's name) with ``rule``.
 
     An absent or null key, or an invalid value (reported), leaves ``default``;
-    an ``attrs.Factory`` default is called for each instance.
+    an ``attrs.Factory`` default is called for each instance. ``secret``: the
+    admin API masks its value (``metadata["secret"]``) and repr leaves it out.
     """
-    return attrs.field(default=default, repr=repr, metadata={_RULE: rule, _KEY: key})
+    metadata = {_RULE: rule, _KEY: key, **({"secret": True} if secret else {})}
+    return attrs.field(default=default, repr=repr and not secret, metadata=metadata)
 
 
 def section(cls: type, *, optional: bool = False, key: str | None = None,

@@ -77,13 +77,6 @@ class Pattern:
         object.__setattr__(self, "compiled", re.compile(self.regex) if self.regex else None)
 
 
-def _secret(default: Any, rule: rules.Rule[Any]) -> Any:
-    """A field the admin API masks (``metadata["secret"]``) and repr leaves out: a token in a header."""
-    f = field(default, rule, repr=False)
-    f.metadata["secret"] = True
-    return f
-
-
 @frozen
 class Webhook:
     """An external guardrail: the texts POSTed, its verdict read back (docs/guardrails.md)."""
@@ -91,7 +84,7 @@ class Webhook:
     url: str = field("", values.http_url)
     timeout: float = field(2.0, rules.duration(minimum=0.001, maximum=60))
     on_failure: str = field("fail_closed", _words(ON_FAILURE))
-    headers: tuple[tuple[str, str], ...] = _secret((), otlp_headers)   # masked by the admin API
+    headers: tuple[tuple[str, str], ...] = field((), otlp_headers, secret=True)   # masked by the admin API
 
 
 @frozen

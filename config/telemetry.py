@@ -112,13 +112,6 @@ def resource_attributes(value: Any) -> tuple[tuple[str, str | bool | int | float
     return tuple(out)
 
 
-def _secret(default: Any, rule: rules.Rule[Any]) -> Any:
-    """A field whose value the admin API masks (``metadata["secret"]``) and repr leaves out."""
-    f = field(default, rule, repr=False)
-    f.metadata["secret"] = True
-    return f
-
-
 @frozen
 class OtlpExport:
     """``tracing.otlp``: present means on; ``endpoint`` is then required."""
@@ -126,7 +119,7 @@ class OtlpExport:
     # The collector's base URL (``/v1/traces`` is added) or the full traces URL.
     endpoint: str | None = field(None, values.http_url)
     protocol: str = field("http/protobuf", values.words(*OTLP_PROTOCOLS))
-    headers: tuple[tuple[str, str], ...] = _secret((), otlp_headers)
+    headers: tuple[tuple[str, str], ...] = field((), otlp_headers, secret=True)
     sampling_ratio: float = field(1.0, rules.number(0.0, 1.0))
     service_name: str = field("switchyard", rules.string(r"[^\x00-\x1f\x7f]{1,128}", "1 to 128 printable characters"))
     resource_attributes: tuple[tuple[str, str | bool | int | float], ...] = field(Factory(tuple),

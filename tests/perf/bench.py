@@ -82,7 +82,7 @@ figures; --out writes it as markdown, --json the raw numbers.
 
     /tmp/probe/bin/python tests/perf/bench.py --out /tmp/bench.md --json /tmp/bench.json
     ... --targets direct,passthrough,switchyard   # without LiteLLM (no install)
-    ... --profile                                 # plus one py-spy profiled wrk phase
+    ... --profile                                 # plus py-spy profiled wrk and stream phases
 
 Needs nginx and wrk on PATH; trio, httpx, hypercorn in this interpreter;
 PyPI access on the first run (LiteLLM's venv, cached under --cache-dir);
@@ -577,9 +577,11 @@ def limits_notes(admission: dict | None, evidence: dict | None, single: dict | N
 
 # --------------------------------------------------------------------------- profiling
 
-def profile_phase(server: Server, lua: Path, connections: int, duration: float, threads: int,
-                  out_prefix: str) -> tuple[Path, Path]:
-    """One wrk phase with py-spy attached to the server tree; writes collapsed stacks and a top-functions report."""
+def profile_phase(server: Server, load, duration: float, out_prefix: str) -> tuple[Path, Path]:
+    """py-spy attached to the server tree while `load()` runs; writes collapsed stacks and a top-functions report.
+
+    `load` puts the load on and returns the report's title (what ran, at what rate).
+    """
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(pyspy).exists() and not shutil.which(pyspy):
         raise RuntimeError("py-spy not found: /tmp/probe/bin/pip install py-spy")
@@ -589,7 +591,7 @@ def profile_phase(server: Server, lua: Path, connections: int, duration: float, 
     spy = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         time.sleep(1.0)  # let py-spy attach before load starts
-        load = run_wrk(server.base + server.chat_path, lua, connections, duration, threads)
+        title = load()
         out, _ = spy.communicate(timeout=duration + 30)
         if spy.returncode != 0 or not collapsed.exists():
             raise RuntimeError(f"py-spy failed ({spy.returncode}): {out.decode(errors='replace')[-500:]}")
@@ -598,9 +600,28 @@ def profile_phase(server: Server, lua: Path, connections: int, duration: float, 
             os.killpg(spy.pid, signal.SIGKILL)
             spy.wait()
     report = Path(out_prefix + ".top.txt")
-    report.write_text(top_functions(collapsed.read_text(), f"{server.name}, wrk {connections} connections, "
-                                    f"{duration:g}s, {load['rps']:.0f} req/s under profiling"))
+    report.write_text(top_functions(collapsed.read_text(), title))
     return report, collapsed
+
+
+def wrk_load(server: Server, lua: Path, connections: int, duration: float, threads: int):
+    """The profiled wrk phase: `connections` connections for `duration` seconds."""
+    def load() -> str:
+        rps = run_wrk(server.base + server.chat_path, lua, connections, duration, threads)["rps"]
+        return f"{server.name}, wrk {connections} connections, {duration:g}s, {rps:.0f} req/s under profiling"
+    return load
+
+
+def stream_load(server: Server, streams: int, duration: float):
+    """The profiled stream phase: bursts of `streams` simultaneous streams on connections opened once,
+    about as many as fit in `duration` (py-spy records that long)."""
+    def load() -> str:
+        t0 = time.monotonic()
+        measure_streams(server, streams, 1)   # opens the connections too: sizes the rest
+        bursts = max(1, int((duration - (time.monotonic() - t0)) / max(time.monotonic() - t0, 0.05) * 2))
+        measure_streams(server, streams, bursts)
+        return f"{server.name}, {bursts + 1} bursts of {streams} streams under profiling"
+    return load
 
 
 def top_functions(collapsed: str, title: str, n: int = 40) -> str:
@@ -672,7 +693,7 @@ def main() -> int:
     parser.add_argument("--limits-timeout", type=float, help="state.operation_timeout (seconds) of "
                         f"{LIMITS_TARGET}; default: the build's. A Redis call that takes longer (event-loop "
                         "wait included) sends admissions to the local share until a probe succeeds")
-    parser.add_argument("--profile", action="store_true", help="after the rounds, one py-spy profiled wrk phase")
+    parser.add_argument("--profile", action="store_true", help="after the rounds, py-spy profiles one wrk phase and one of stream bursts")
     parser.add_argument("--profile-target", default="switchyard")
     parser.add_argument("--ready-timeout", type=float, default=30.0)
     parser.add_argument("--disturbed-pct", type=float, default=10.0,
@@ -707,7 +728,7 @@ def main() -> int:
     budget = int(len(targets) * (args.rounds * phase + args.warmup + 10 + args.ready_timeout) + 300
                  + 4 * args.quiet_wait + (1000 if "litellm" in targets else 0)
                  + len(holds(args, targets)) * (args.hold_seconds + args.ready_timeout + 60)
-                 + (args.duration + 40 if args.profile else 0))
+                 + (2 * args.duration + 80 if args.profile else 0))
 
     def on_alarm(signum, frame):
         raise TimeoutError(f"benchmark exceeded its {budget}s budget")
@@ -810,17 +831,21 @@ def main() -> int:
         if args.profile and args.profile_target in targets:
             prefix = str((args.out.parent / args.out.stem) if args.out else workdir / "bench")
             prefix += f"-profile-{args.profile_target}"
-            try:
-                report, collapsed = profile_phase(servers[args.profile_target], lua[args.profile_target], 128,
-                                                  args.duration, args.wrk_threads, prefix)
-            except (RuntimeError, subprocess.SubprocessError) as exc:
-                print(f"!! profile failed: {exc}", flush=True)
-                notes.append(f"Profile failed: {exc}")
-            else:
-                print(f"profile: {report} (collapsed stacks: {collapsed})", flush=True)
-                top = report.read_text().split("## inclusive")[0].strip().splitlines()
-                notes.append(f"Profile (py-spy; {report.name}), self time, top 15:\n\n```\n"
-                             + "\n".join(top[:19]) + "\n```")
+            server = servers[args.profile_target]
+            loads = [("", "wrk 128 connections",
+                      wrk_load(server, lua[args.profile_target], 128, args.duration, args.wrk_threads)),
+                     ("-streams", "100 simultaneous streams", stream_load(server, 100, args.duration))]
+            for suffix, what, load in loads:
+                try:
+                    report, collapsed = profile_phase(server, load, args.duration, prefix + suffix)
+                except (RuntimeError, subprocess.SubprocessError) as exc:
+                    print(f"!! profile failed: {exc}", flush=True)
+                    notes.append(f"Profile ({what}) failed: {exc}")
+                else:
+                    print(f"profile: {report} (collapsed stacks: {collapsed})", flush=True)
+                    top = report.read_text().split("## inclusive")[0].strip().splitlines()
+                    notes.append(f"Profile, {what} (py-spy; {report.name}), self time, top 15:\n\n```\n"
+                                 + "\n".join(top[:19]) + "\n```")
     finally:
         signal.alarm(0)
         for server in reversed(list(servers.values())):

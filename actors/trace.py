@@ -6,11 +6,11 @@ what goes upstream is decided here, by the attempt that sends it.
 
 from __future__ import annotations
 
-from random import getrandbits
 from typing import Callable
 
 from attrs import frozen
 
+from switchyard.actors.ids import random_hex
 from switchyard.config.operations import Tracing
 
 DEFAULT_FLAGS = "01"   # sampled
@@ -34,16 +34,6 @@ class TraceContext:
     parent_id: str | None = None         # the inbound traceparent's parent span
     flags: str = DEFAULT_FLAGS
     tracestate: str | None = None
-
-
-def random_hex(nbytes: int) -> str:
-    """``nbytes`` random bytes as hex, as OpenTelemetry's own id generator draws them.
-
-    Trace and span ids must be random and unique, not secret: the Mersenne
-    Twister is far cheaper per call than the system's entropy, and each
-    worker process reseeds it when it starts.
-    """
-    return getrandbits(nbytes * 8).to_bytes(nbytes, "big").hex()
 
 
 def _nonzero_hex(nbytes: int, token_hex: Callable[[int], str]) -> str:

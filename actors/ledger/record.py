@@ -7,11 +7,12 @@ instances); latencies are milliseconds on the call's own clock.
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any
 
 from attrs import asdict, field, frozen
+
+from switchyard.actors.ids import random_hex
 
 PURPOSES = ("client", "classifier")
 GROUPS = ("key", "org", "model", "backend", "day", "hour")
@@ -22,7 +23,7 @@ GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "ba
 def new_record_id() -> str:
     """Unique, and in time order (microseconds first, then 72 random bits), so a store's index on it
     grows at its end instead of being written all over."""
-    return f"{time.time_ns() // 1000:014x}{secrets.token_hex(9)}"
+    return f"{time.time_ns() // 1000:014x}{random_hex(9)}"
 
 
 @frozen

@@ -7,12 +7,12 @@ call gets a ``disconnected`` awaitable that waits on ``receive()`` for
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Awaitable, Callable
 
 import trio
 
 from switchyard.config.schema import ServerConfig
+from switchyard.actors.ids import random_hex
 from switchyard.actors.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
 
 Scope = dict[str, Any]
@@ -26,8 +26,8 @@ SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
 def new_request_id() -> str:
-    """The gateway's own id of a request (``x-continuum-request-id``)."""
-    return "req_" + secrets.token_hex(16)
+    """The gateway's own id of a request (``x-continuum-request-id``): unique, not secret."""
+    return "req_" + random_hex(16)
 
 
 class AsgiSink:

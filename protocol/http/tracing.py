@@ -35,7 +35,8 @@ from typing import Callable, Iterable
 
 from switchyard.config.operations import Tracing
 from switchyard.actors.errors import InvalidRequest
-from switchyard.actors.trace import TraceContext, new_trace_id, random_hex
+from switchyard.actors.ids import random_hex
+from switchyard.actors.trace import TraceContext, new_trace_id
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
     from switchyard.actors.messages import Call
@@ -18,10 +18,10 @@ class DoorHost(Protocol):
     active_requests: int                  # calls counted against server.max_concurrent_requests
     model_routes: "ModelRoutes"
 
-    async def serve_chat(self, runtime: "Runtime", scope: "Scope", receive: "Receive", payload: dict[str, Any],
-                         body: bytes, sink_for: Callable[["Call"], "ResponseSink"], endpoint: str = ...,
-                         parse: Callable[..., "Call"] = ..., shape: Callable[["Call"], "Call"] | None = ...
-                         ) -> None: ...
+    def serve_chat(self, runtime: "Runtime", scope: "Scope", receive: "Receive", payload: dict[str, Any],
+                   body: bytes, sink_for: Callable[["Call"], "ResponseSink"], endpoint: str = ...,
+                   parse: Callable[..., "Call"] = ..., shape: Callable[["Call"], "Call"] | None = ...
+                   ) -> Awaitable[None]: ...   # the call's coroutine, for the door to await
 
     def trace_context(self, scope: "Scope", request_id: str,
                       id_headers: list[tuple[bytes, bytes]]) -> "TraceContext | None": ...

@@ -25,6 +25,7 @@ relay's settings for it (``actors/relay.py``), mid-stream recovery
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import attrs
@@ -158,7 +159,9 @@ class RequestActor:
         """Serve the admitted call into ``sink``; ``disconnected`` returns when nobody waits for it any more."""
         self._bind(sink, disconnected)
         self.runtime.calls.add(self)
-        watching = trio.CancelScope()   # the client watcher's own, cancelled when the call ends
+        # The client watcher's own scope, cancelled when the call ends; a stream's watcher needs none (its
+        # nursery's scope ends it with the call): 0.7 KB less per open stream.
+        watching = None if self.call.stream else trio.CancelScope()
         ended = False   # stays so when the call's scope is cancelled
         try:
             host = self.runtime.nursery
@@ -177,10 +180,12 @@ class RequestActor:
                 await self._end_with(ShuttingDown(
                     "The server is shutting down and its drain window ended before this call finished"))
         finally:
-            watching.cancel()
+            if watching is not None:
+                watching.cancel()
             self._close()
 
-    async def _serve_within(self, scope: trio.CancelScope, host: trio.Nursery, watching: trio.CancelScope) -> bool:
+    async def _serve_within(self, scope: trio.CancelScope, host: trio.Nursery,
+                            watching: trio.CancelScope | None) -> bool:
         """Run the route loop in ``scope``, the call's only one: a client that leaves (the watcher, started in
         ``host``) and the end of the server's drain window (shut_down) both cancel it. True once it ended."""
         self._scope = scope
@@ -236,8 +241,8 @@ class RequestActor:
                        status=err.status, code=err.code, error=err.message, committed=self.sink.started)
         await self.sink.fail(err)
 
-    async def _watch_client(self, scope: trio.CancelScope, watching: trio.CancelScope) -> None:
-        with watching:
+    async def _watch_client(self, scope: trio.CancelScope, watching: trio.CancelScope | None) -> None:
+        with watching if watching is not None else nullcontext():
             try:
                 await self.disconnected()
             except Exception:
@@ -453,12 +458,13 @@ class RequestActor:
         rt.health.call_succeeded(backend.name, model)
         attempt_body.record_usage(rt, call, backend.name, model, began, self.relay.usage_tokens, self.relay.usage)
 
-    async def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
-                      attempt: AttemptBudget, began: float) -> None:
+    def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
+                attempt: AttemptBudget, began: float) -> Awaitable[None]:
+        """The answer's relay, to await (returned, not awaited: no frame of this one for as long as a stream runs)."""
         headers = [*attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
                    *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers]
-        await answer(self.runtime, self.call, self.relay, backend, response, attempt, began, headers)
+        return answer(self.runtime, self.call, self.relay, backend, response, attempt, began, headers)
 
 
 async def _never() -> None:

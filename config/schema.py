@@ -297,6 +297,11 @@ class Snapshot:
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     revision: str = ""
     source: str = "<defaults>"
+    # A backend's model_configs layer merged over the catalogue's entry, by (model, backend): a snapshot
+    # never changes, and merging per priced call (asdict, deepcopy, from_dict) cost about 150k instructions.
+    # Bounded by the configuration: only ids a backend's model_configs names are kept.
+    _layered: dict[tuple[str, str], CatalogueEntry | None] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False, hash=False, metadata={"internal": True})
 
     @property
     def limits_enabled(self) -> bool:
@@ -325,6 +330,9 @@ class Snapshot:
         b = self.backend(backend) if backend is not None else None
         if b is None or model not in b.model_metadata:
             return entry
-        index = self.backends.index(b)
-        source = Source(f"backends[{index}].model_configs", f"{self.source} (backend {b.name})")
-        return with_backend_layer(entry, model, b.model_metadata[model], source)
+        key = (model, b.name)
+        if key not in self._layered:
+            index = self.backends.index(b)
+            source = Source(f"backends[{index}].model_configs", f"{self.source} (backend {b.name})")
+            self._layered[key] = with_backend_layer(entry, model, b.model_metadata[model], source)
+        return self._layered[key]

@@ -231,6 +231,20 @@ def test_model_configs_override_the_files_for_that_backend_only(tmp_path):
     assert snap.models.get("m").metadata.responses_only is True
 
 
+def test_a_backends_merged_layer_is_built_once_per_snapshot_and_never_shown(tmp_path):
+    # Read per priced call (the ledger's price): merged once, and a reload's snapshot merges afresh.
+    import attrs
+
+    from switchyard.protocol.admin.api import public
+    config = BACKEND + "    model_configs:\n      - {id: m, metadata: {limits: {max_output: 50}}}\n"
+    snap = load_file(write(tmp_path / "c.yaml", config)).snapshot
+    first = snap.model_entry("m", "a")
+    assert snap.model_entry("m", "a") is first and snap.metadata_for("m", "a") is first.metadata
+    assert attrs.evolve(snap, revision="next").model_entry("m", "a") is not first
+    assert snap.model_entry("unknown", "a") is None and list(snap._layered) == [("m", "a")]   # configured ids only
+    assert "_layered" not in public(snap) and "_layered" not in repr(snap)
+
+
 def test_model_configs_read_the_full_field_set_strictly(tmp_path):
     config = BACKEND + "    model_configs:\n      - {id: m, metadata: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
                        "thinking: {pattern: unterminated_start, end_marker: '</think>'}, responses_only: true}}\n"

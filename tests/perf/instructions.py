@@ -1,0 +1,242 @@
+"""Instructions per call, in-process: what each feature costs, as a count that does not drift.
+
+The wrk benchmark's ratios move by a third between rounds on a shared
+2-core machine, and one feature's few percent vanish in that. An
+instruction count does not move: this tool drives the benchmark's config
+over ASGI in-process (no hypercorn, no load generator: the part of a call
+that is Switchyard's own, plus the upstream pool and its sockets) against
+the benchmark's nginx, under valgrind's cachegrind, and reports
+instructions per call: the count of a run of N + 50 calls less one of 50
+calls, over N, both after the same warm-up, with the collector set as a
+worker sets it. Two runs of one build agree to about 0.5 %.
+
+Variants (each a config of tests/perf/targets.py):
+
+  floor       the pooled pass-through's app (tests/perf/passthrough.py --client pool)
+  plain       `switchyard`: no keys, tracing off, the SQLite ledger
+  keyed       the bench API key and priced models (switchyard-keyed)
+  limits      keyed, with the key's rate limit and budget in a redis-server (switchyard-limits)
+  features    key, request_params policy, fallback chains, tracing headers (switchyard-features)
+  guardrails  every built-in detector on both stages (switchyard-guardrails)
+  otlp        spans exported at 10 % sampling to nginx, which drops them
+  all         features + limits + guardrails + otlp (switchyard-all)
+
+    python tests/perf/instructions.py --variants floor,plain,all
+    python tests/perf/instructions.py --child plain --calls 200   # one run, no valgrind: prints CPU per call
+
+Needs valgrind and nginx; redis-server for limits and all. Talks only to
+127.0.0.1; every process it starts is stopped in a ``finally``, and each
+run is bounded by --timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent))
+
+VARIANTS = ("floor", "plain", "keyed", "limits", "features", "guardrails", "otlp", "all")
+PARTS = {"floor": set(), "plain": set(), "keyed": {"keyed"}, "limits": {"keyed", "limits"},
+         "features": {"features"}, "guardrails": {"guardrails"}, "otlp": {"otlp"},
+         "all": {"features", "limits", "guardrails", "otlp"}}
+BASE_CALLS = 50   # the shorter run's calls: start-up and teardown cancel out in the difference
+CONCURRENCY = 32
+
+
+# --------------------------------------------------------------------------- the child: one run of calls
+
+def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path) -> None:
+    import trio
+
+    from targets import FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
+
+    parts = PARTS[variant]
+    os.environ["XDG_DATA_HOME"] = str(workdir / f"{variant}-data")
+    config = write_switchyard_config(
+        workdir / f"{variant}.yaml", free_port(), nginx_port, free_port(), features="features" in parts,
+        keyed="keyed" in parts, limits_redis=redis_url if "limits" in parts else None,
+        guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None)
+    key = [(b"authorization", FEATURES_HEADERS["authorization"].encode())]
+    headers = [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")]
+    headers += [(k.encode(), v.encode()) for k, v in FEATURES_HEADERS.items()] if "features" in parts else \
+        key if "keyed" in parts else []
+    body = json.dumps({"model": "bench", "messages": MESSAGES}).encode()
+    scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"",
+             "headers": headers, "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8080)}
+
+    async def one(app) -> None:
+        given, done, status = False, trio.Event(), []
+
+        async def receive() -> dict:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()   # as hypercorn does: a disconnect once the whole response is out
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            elif not message.get("more_body"):
+                done.set()
+
+        await app(dict(scope), receive, send)
+        if status != [200]:
+            raise RuntimeError(f"{variant}: a call answered {status}")
+
+    async def load(app, n: int) -> None:
+        left = [n]
+
+        async def worker() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                await one(app)
+        async with trio.open_nursery() as nursery:
+            for _ in range(CONCURRENCY):
+                nursery.start_soon(worker)
+
+    async def main() -> None:
+        if variant == "floor":
+            from passthrough import make_app
+            app_cm = _lifespan(make_app(f"http://127.0.0.1:{nginx_port}", 256, "pool"))
+        else:
+            from tests.harness import gateway
+            app_cm = gateway(config.read_text(), base_dir=workdir)
+        async with app_cm as app:
+            await load(app, warm)
+            from switchyard.protocol.serving.workers import GC_YOUNG_THRESHOLD
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)   # as a worker runs (protocol/serving/workers.py)
+            cpu = time.process_time()
+            await load(app, calls)
+            print(f"{variant}: {calls} calls, {(time.process_time() - cpu) / calls * 1e6:.0f} us of CPU each",
+                  flush=True)
+            await trio.sleep(0.2)   # the ledger's batch and the span export go out within the measured run
+
+    trio.run(main)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app):
+    """A bare ASGI app started by its lifespan, as hypercorn starts it."""
+    import trio
+
+    started = trio.Event()
+    messages = iter([{"type": "lifespan.startup"}])
+
+    async def receive() -> dict:
+        for message in messages:
+            return message
+        await trio.sleep_forever()
+
+    async def send(message: dict) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app, {"type": "lifespan"}, receive, send)
+        await started.wait()
+        yield app
+        nursery.cancel_scope.cancel()
+
+
+# --------------------------------------------------------------------------- the parent: valgrind, twice per variant
+
+def instructions(args, variant: str, calls: int, nginx_port: int, redis_url: str | None, workdir: Path) -> int:
+    """cachegrind's instruction count of one child run of `calls` calls."""
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+            sys.executable, str(Path(__file__).resolve()), "--child", variant, "--calls", str(calls),
+            "--warm", str(args.warm), "--nginx-port", str(nginx_port), "--workdir", str(workdir)]
+    if redis_url:
+        argv += ["--redis-url", redis_url]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
+    if run.returncode != 0 or found is None:
+        raise RuntimeError(f"{variant}: valgrind run failed ({run.returncode}): {run.stderr[-1500:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default="floor,plain,keyed,limits,features,guardrails,otlp,all")
+    parser.add_argument("--calls", type=int, default=400, help="calls measured per variant (beyond the base run's)")
+    parser.add_argument("--warm", type=int, default=200, help="calls before counting starts")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")
+    parser.add_argument("--out", type=Path, help="write the markdown table here too")
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--nginx-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--redis-url", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if args.child and args.nginx_port is None:   # a child run by hand: its own nginx (and Redis), once
+        variants = [args.child]
+    elif args.child:
+        child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir)
+        return
+
+    from targets import Redis, free_port, write_nginx_conf
+
+    workdir = Path(tempfile.mkdtemp(prefix="switchyard-instructions-"))
+    os.chmod(workdir, 0o755)   # nginx workers may run as another user
+    (workdir / "nginx").mkdir()
+    nginx_port = free_port()
+    conf = write_nginx_conf(workdir / "nginx", nginx_port)
+    nginx = subprocess.Popen(["nginx", "-p", str(workdir / "nginx"), "-e", str(workdir / "nginx" / "error.log"),
+                              "-c", str(conf)], start_new_session=True)
+    redis = Redis(workdir) if any("limits" in PARTS[v] for v in variants) else None
+    try:
+        if redis is not None:
+            redis.start()
+        time.sleep(0.3)   # nginx listening
+        if args.child:
+            child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir)
+            return
+        rows = {}
+        for variant in variants:
+            url = redis.url if redis is not None and "limits" in PARTS[variant] else None
+            short = instructions(args, variant, BASE_CALLS, nginx_port, url, workdir)
+            long = instructions(args, variant, BASE_CALLS + args.calls, nginx_port, url, workdir)
+            rows[variant] = (long - short) / args.calls
+            print(f"{variant}: {rows[variant] / 1e3:,.0f}k instructions per call", flush=True)
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        if redis is not None:
+            redis.stop()
+    text = report(rows, args)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+def report(rows: dict[str, float], args) -> str:
+    lines = [f"Instructions per call, in-process under cachegrind ({args.calls} calls less {BASE_CALLS}, "
+             f"{CONCURRENCY} at a time, after {args.warm}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:",
+             "", "| variant | k instructions per call | vs floor | vs plain |", "|---|---|---|---|"]
+    for variant, n in rows.items():
+        floor = f"{n / rows['floor']:.2f}" if rows.get("floor") else ""
+        plain = f"{n / rows['plain']:.2f}" if rows.get("plain") else ""
+        lines.append(f"| {variant} | {n / 1e3:,.0f} | {floor} | {plain} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

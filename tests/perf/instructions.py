@@ -19,6 +19,7 @@ Variants (each a config of tests/perf/targets.py):
 
   floor       the pooled pass-through's app (tests/perf/passthrough.py --client pool)
   plain       `switchyard`: no keys, tracing off, the SQLite ledger
+  memledger   plain with the ledger in memory (switchyard-memledger): vs plain, the SQLite ledger's cost
   keyed       the bench API key and priced models (switchyard-keyed)
   limits      keyed, with the key's rate limit and budget in a redis-server (switchyard-limits)
   features    key, request_params policy, fallback chains, tracing headers (switchyard-features)
@@ -51,8 +52,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-VARIANTS = ("floor", "plain", "keyed", "limits", "features", "guardrails", "otlp", "all")
-PARTS = {"floor": set(), "plain": set(), "keyed": {"keyed"}, "limits": {"keyed", "limits"},
+VARIANTS = ("floor", "plain", "memledger", "keyed", "limits", "features", "guardrails", "otlp", "all")
+PARTS = {"floor": set(), "plain": set(), "memledger": {"memledger"}, "keyed": {"keyed"}, "limits": {"keyed", "limits"},
          "features": {"features"}, "guardrails": {"guardrails"}, "otlp": {"features", "otlp"},
          "all": {"features", "limits", "guardrails", "otlp"}}
 BASE_CALLS = 50   # the shorter run's calls: start-up and teardown cancel out in the difference
@@ -71,7 +72,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
     config = write_switchyard_config(
         workdir / f"{variant}.yaml", free_port(), nginx_port, free_port(), features="features" in parts,
         keyed="keyed" in parts, limits_redis=redis_url if "limits" in parts else None,
-        guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None)
+        guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None,
+        ledger="memory" if "memledger" in parts else None)
     config.write_text(stretched(config.read_text()))
     key = [(b"authorization", FEATURES_HEADERS["authorization"].encode())]
     headers = [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")]
@@ -206,7 +208,7 @@ def instructions(args, variant: str, calls: int, nginx_port: int, redis_url: str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", default="floor,plain,keyed,limits,features,guardrails,otlp,all")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--calls", type=int, default=400, help="calls measured per variant (beyond the base run's)")
     parser.add_argument("--warm", type=int, default=200, help="calls before counting starts")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")

@@ -298,7 +298,7 @@ class Snapshot:
     revision: str = ""
     source: str = "<defaults>"
     # A backend's model_configs layer merged over the catalogue's entry, by (model, backend): a snapshot
-    # never changes, and merging per priced call (asdict, deepcopy, from_dict) cost about 150k instructions.
+    # never changes, and merging per priced call (asdict, deepcopy, from_dict) cost about 200k instructions.
     # Bounded by the configuration: only ids a backend's model_configs names are kept.
     _layered: dict[tuple[str, str], CatalogueEntry | None] = attrs.field(
         factory=dict, init=False, repr=False, eq=False, hash=False, metadata={"internal": True})

@@ -33,6 +33,7 @@ from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
 from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, CountersCollector, counters_of
+from switchyard.protocol.serving.label_children import LabelChildren
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class GatewayMetrics:
         r.register(CountersCollector(LIMITER, lambda: counters_of(getattr(runtime, "limiter", None), LIMITER)))
         # the span export's queue and its collector (with tracing.otlp)
         r.register(CountersCollector(OTLP, lambda: counters_of(getattr(runtime, "spans", None), OTLP)))
-        self._children: dict[tuple[Any, ...], Any] = {}   # (metric, labels...) -> its child, looked up once
+        self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)
         self._full_logged = False
@@ -135,14 +136,6 @@ class GatewayMetrics:
         self.in_flight -= 1
         self._child(self.http_requests, http_route(path, routes), method if method in METHODS else OTHER,
                     DISCONNECTED if status is None else str(status)).inc()
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, cached: every label value here is bounded, so the cache is too."""
-        key = (metric, *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
 
     # --- rate limits (the call pipeline) -------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 from prometheus_client import CollectorRegistry, Counter
 
 from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.protocol.serving.label_children import LabelChildren
 from switchyard.protocol.serving.store_metrics import LEDGER, CountersCollector
 
 log = logging.getLogger("switchyard.metrics")
@@ -73,27 +74,18 @@ class UsageMetrics:
             "with no known price add nothing), by API key id and requested model", ["key_id", "model"],
             registry=registry)
         self.ledger_source: Callable[[], Mapping[str, Any] | None] | None = None
-        # (key, model) -> its token counters' children, and its cost's once a cost came: looked up once (the
-        # metrics hold one child per pair anyway, and labels() costs more than the increments it serves).
-        self._tokens: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._costs: dict[tuple[str, str], Any] = {}
+        self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         registry.register(CountersCollector(LEDGER, lambda: self.ledger_source() if self.ledger_source else None))
 
     def observe(self, rec: LedgerRecord) -> None:
         """Count one ledger record (a client one; others are ignored)."""
         if rec.purpose != "client":
             return
-        pair = (self.keys.label(rec.key_id), self.models.label(rec.model))
-        tokens = self._tokens.get(pair)
-        if tokens is None:
-            tokens = self._tokens[pair] = (self.tokens.labels(*pair, "input"), self.tokens.labels(*pair, "output"))
-        tokens[0].inc(max(rec.input_tokens, 0))
-        tokens[1].inc(max(rec.output_tokens, 0))
+        key, model = self.keys.label(rec.key_id), self.models.label(rec.model)
+        self._child(self.tokens, key, model, "input").inc(max(rec.input_tokens, 0))
+        self._child(self.tokens, key, model, "output").inc(max(rec.output_tokens, 0))
         if rec.cost is not None and math.isfinite(rec.cost) and rec.cost >= 0:
-            cost = self._costs.get(pair)
-            if cost is None:
-                cost = self._costs[pair] = self.cost.labels(*pair)
-            cost.inc(rec.cost)
+            self._child(self.cost, key, model).inc(rec.cost)
 
     def read_ledger(self, source: Callable[[], Mapping[str, Any] | None]) -> None:
         """Export the ledger's counters, read from ``source()`` at each scrape: a mapping with the keys of

@@ -114,6 +114,7 @@ from loadgen import Scraper, hold_streams, measure_streams, raise_fd_limit, run_
 from report import CONNECTION_LEVELS, bucket_quantile, machine_info, render_markdown
 from targets import (
     CHAT_REQUEST,
+    EXPORT_HEADERS,
     FEATURES_HEADERS,
     HERE,
     KEY_HEADERS,
@@ -233,7 +234,8 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
                                              guardrails=name in (GUARDRAILS_TARGET, *ALL_ON_TARGETS),
                                              cache=name == CACHE_TARGET,
                                              otlp=f"http://127.0.0.1:{nginx_port}" if name in ALL_ON_TARGETS else None)
-            headers = FEATURES_HEADERS if features else KEY_HEADERS if keyed else None
+            headers = EXPORT_HEADERS if name in ALL_ON_TARGETS else FEATURES_HEADERS if features else \
+                KEY_HEADERS if keyed else None
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
                                    ready_paths=("/ready", "/health"), headers=headers,
                                    env=switchyard_env(workdir, name))

@@ -65,7 +65,7 @@ CONCURRENCY = 32
 def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path) -> None:
     import trio
 
-    from targets import FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
+    from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
 
     parts = PARTS[variant]
     os.environ["XDG_DATA_HOME"] = str(workdir / f"{variant}-data")
@@ -77,7 +77,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
     config.write_text(stretched(config.read_text()))
     key = [(b"authorization", FEATURES_HEADERS["authorization"].encode())]
     headers = [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")]
-    headers += [(k.encode(), v.encode()) for k, v in FEATURES_HEADERS.items()] if "features" in parts else \
+    sent = EXPORT_HEADERS if "otlp" in parts else FEATURES_HEADERS
+    headers += [(k.encode(), v.encode()) for k, v in sent.items()] if "features" in parts else \
         key if "keyed" in parts else []
     body = json.dumps({"model": "bench", "messages": MESSAGES}).encode()
     scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",

@@ -244,6 +244,9 @@ def ledger_rows(workdir: Path, name: str) -> int | None:
 FEATURES_HEADERS = {"authorization": f"Bearer {SWITCHYARD_KEY}",
                     "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
                     "x-client-ref": "bench-team"}
+# What the load generator sends with the span export on (switchyard-all): no traceparent, so each call
+# starts its trace and sampling_ratio decides (a client traceparent's sampled flag would export every call).
+EXPORT_HEADERS = {k: v for k, v in FEATURES_HEADERS.items() if k != "traceparent"}
 # What the load generator sends to switchyard-keyed and switchyard-limits (tracing is off there).
 KEY_HEADERS = {"authorization": FEATURES_HEADERS["authorization"]}
 

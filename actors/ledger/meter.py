@@ -61,6 +61,8 @@ class CallMeter:
     def total_with(self, usage: Any, output_estimate: int | None = None, images: Images = ()) -> Decimal | None:
         """The call's cost if the attempt in progress ends with ``usage`` (for the client's header or
         usage chunk) and ``images`` (an images answer's (size, quality, n)); None when nothing priced is involved."""
+        if not priced(self._pricing):   # this attempt adds no cost: its usage need not be read here
+            return self.cost
         found = self._counts(usage, output_estimate, images)
         this = cost_of(self._pricing, found[0]) if found is not None else None
         if this is None:

@@ -30,10 +30,11 @@ HTTP rule for repeated fields), so a repeated single-valued header such as
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, Iterable
 
-from switchyard.config.operations import Tracing
+from switchyard.config.operations import Tracing, TracingHeaders
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.ids import random_hex
 from switchyard.actors.trace import TraceContext, new_trace_id
@@ -100,6 +101,17 @@ def client_ref_problem(value: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=16)
+def _wanted(names: TracingHeaders, w3c: bool) -> frozenset[bytes]:
+    """The header names a request's trace context is read from (per configuration, not per request)."""
+    wanted = {names.request_id, names.trace_id}
+    if names.client_ref:
+        wanted.add(names.client_ref)
+    if w3c:
+        wanted |= {"traceparent", "tracestate"}
+    return frozenset(n.encode("latin-1") for n in wanted)
+
+
 def trace_context(headers: Headers, tracing: Tracing,
                   token_hex: Callable[[int], str] = random_hex) -> TraceContext | None:
     """The request's TraceContext; None when tracing is off.
@@ -110,12 +122,7 @@ def trace_context(headers: Headers, tracing: Tracing,
     if not tracing.enabled:
         return None
     names = tracing.headers
-    wanted = {names.request_id, names.trace_id}
-    if names.client_ref:
-        wanted.add(names.client_ref)
-    if tracing.w3c_trace_context:
-        wanted |= {"traceparent", "tracestate"}
-    values = header_values(headers, frozenset(n.encode("latin-1") for n in wanted))
+    values = header_values(headers, _wanted(names, tracing.w3c_trace_context))
 
     x_request_id = values.get(names.request_id)
     if x_request_id is not None and REQUEST_ID.fullmatch(x_request_id) is None:

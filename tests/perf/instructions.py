@@ -62,7 +62,8 @@ CONCURRENCY = 32
 
 # --------------------------------------------------------------------------- the child: one run of calls
 
-def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path) -> None:
+def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path,
+          stream: bool = False) -> None:
     import trio
 
     from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
@@ -80,9 +81,12 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
     sent = EXPORT_HEADERS if "otlp" in parts else FEATURES_HEADERS
     headers += [(k.encode(), v.encode()) for k, v in sent.items()] if "features" in parts else \
         key if "keyed" in parts else []
-    body = json.dumps({"model": "bench", "messages": MESSAGES}).encode()
+    # --stream: the bench's 20-chunk stream (the floor forwards it to nginx's /stream, as the bench does)
+    body = json.dumps({"model": "bench-stream", "messages": MESSAGES, "stream": True} if stream else
+                      {"model": "bench", "messages": MESSAGES}).encode()
+    path = "/stream/v1/chat/completions" if stream and variant == "floor" else "/v1/chat/completions"
     scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "query_string": b"",
+             "path": path, "raw_path": path.encode(), "query_string": b"",
              "headers": headers, "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8080)}
 
     async def one(app) -> None:
@@ -133,7 +137,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
             gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)   # as a worker runs (protocol/serving/workers.py)
             cpu = time.process_time()
             await load(app, calls)
-            print(f"{variant}: {calls} calls, {(time.process_time() - cpu) / calls * 1e6:.0f} us of CPU each",
+            print(f"{variant}: {calls} {'streams' if stream else 'calls'}, "
+                  f"{(time.process_time() - cpu) / calls * 1e6:.0f} us of CPU each",
                   flush=True)
             await flush_spans(app)   # every run exports all its spans, none cut short by the close's timeout
 
@@ -198,6 +203,8 @@ def instructions(args, variant: str, calls: int, nginx_port: int, redis_url: str
     argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
             sys.executable, str(Path(__file__).resolve()), "--child", variant, "--calls", str(calls),
             "--warm", str(args.warm), "--nginx-port", str(nginx_port), "--workdir", str(workdir)]
+    if args.stream:
+        argv.append("--stream")
     if redis_url:
         argv += ["--redis-url", redis_url]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
@@ -212,6 +219,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--calls", type=int, default=400, help="calls measured per variant (beyond the base run's)")
     parser.add_argument("--warm", type=int, default=200, help="calls before counting starts")
+    parser.add_argument("--stream", action="store_true", help="each call a 20-chunk stream (the bench's)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -226,7 +234,7 @@ def main() -> None:
     if args.child and args.nginx_port is None:   # a child run by hand: its own nginx (and Redis), once
         variants = [args.child]
     elif args.child:
-        child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir)
+        child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir, args.stream)
         return
 
     from targets import Redis, free_port, write_nginx_conf
@@ -244,7 +252,7 @@ def main() -> None:
             redis.start()
         time.sleep(0.3)   # nginx listening
         if args.child:
-            child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir)
+            child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir, args.stream)
             return
         rows = {}
         for variant in variants:
@@ -252,7 +260,8 @@ def main() -> None:
             short = instructions(args, variant, BASE_CALLS, nginx_port, url, workdir)
             long = instructions(args, variant, BASE_CALLS + args.calls, nginx_port, url, workdir)
             rows[variant] = (long - short) / args.calls
-            print(f"{variant}: {rows[variant] / 1e3:,.0f}k instructions per call", flush=True)
+            print(f"{variant}: {rows[variant] / 1e3:,.0f}k instructions per {'stream' if args.stream else 'call'}",
+                  flush=True)
     finally:
         nginx.terminate()
         nginx.wait(10)
@@ -265,9 +274,10 @@ def main() -> None:
 
 
 def report(rows: dict[str, float], args) -> str:
-    lines = [f"Instructions per call, in-process under cachegrind ({args.calls} calls less {BASE_CALLS}, "
+    kind = "20-chunk stream" if args.stream else "call"
+    lines = [f"Instructions per {kind}, in-process under cachegrind ({args.calls} calls less {BASE_CALLS}, "
              f"{CONCURRENCY} at a time, after {args.warm}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:",
-             "", "| variant | k instructions per call | vs floor | vs plain |", "|---|---|---|---|"]
+             "", f"| variant | k instructions per {kind} | vs floor | vs plain |", "|---|---|---|---|"]
     for variant, n in rows.items():
         floor = f"{n / rows['floor']:.2f}" if rows.get("floor") else ""
         plain = f"{n / rows['plain']:.2f}" if rows.get("plain") else ""

@@ -82,6 +82,10 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         """The events completed by ``chunk`` (possibly none)."""
+        if not self._buf and b"\r" not in chunk:
+            whole = self._one_line_events(chunk)
+            if whole is not None:
+                return whole
         self._buf += chunk
         out = self._drain(closing=False)
         pending = len(self._buf)
@@ -149,6 +153,25 @@ class SSEDecoder:
             self._scan = self._searched = 0
             self._reset_fields()
         return out
+
+    def _one_line_events(self, chunk: bytes) -> list[Event] | None:
+        """A chunk that starts at an event's start and whose whole events are each ``data: <one
+        line>\\n\\n``, split in one pass (what follows the last blank line is kept for the scan);
+        None for any other shape, which the scan reads.
+
+        Backends send a stream's events this way, often many per chunk: one ``split`` instead of a
+        search, a copy and a delete per event (about a tenth of a 20-chunk stream's CPU).
+        """
+        parts = chunk.split(b"\n\n")
+        tail = parts.pop()   # after the last blank line: the start of the next event, or nothing
+        most = self.max_event_bytes - 2
+        for part in parts:
+            if not part.startswith(b"data: ") or b"\n" in part or len(part) > most:
+                return None
+        self._buf += tail   # read by the scan when more comes, as if it had stopped there
+        if len(self._buf) > self.max_event_bytes:
+            raise SSEEventTooLarge(len(self._buf), self.max_event_bytes)
+        return [Event(data=part[6:], raw=part + b"\n\n") for part in parts]
 
     def _single_data_line(self) -> Event | None:
         """The common case at an event's start, ``data: <one line>\\n\\n``, taken whole; None otherwise.

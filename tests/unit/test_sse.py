@@ -220,3 +220,48 @@ def test_a_cut_stream_keeps_its_events_and_reports_its_tail(case, data):
     assert cut_stream.startswith(out) and cut_stream[len(out):].strip(b"\r\n") == b""
     if tail is not None and not tail.complete:
         assert len(events) < len(whole)
+
+
+@st.composite
+def data_line_streams(draw):
+    """What backends send: ``data: <json>\\n\\n`` events, at times a comment or stray blank line between."""
+    parts = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["data", "data", "data", "comment", "blank", "done"]))
+        if kind == "data":
+            parts.append(b"data: " + draw(_text).encode() + b"\n\n")
+        elif kind == "comment":
+            parts.append(b": keep-alive\n\n")
+        elif kind == "blank":
+            parts.append(b"\n")
+        else:
+            parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data_line_streams(), st.data())
+def test_chunks_of_one_line_data_events_decode_as_the_line_scan_does(stream, data):
+    """A chunk of whole one-line data events is split in one pass; fed a byte at a time the same
+    stream goes through the line scan: both give the same events, and their raw bytes the input."""
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=6))
+    events, tail = decode_all(stream, cuts)
+    scanned, scanned_tail = decode_all(stream, list(range(len(stream))))
+    assert events == scanned and tail == scanned_tail
+    out = b"".join(e.raw for e in events) + (tail.raw if tail else b"")
+    assert stream.startswith(out) and stream[len(out):].strip(b"\n") == b""   # close drops trailing blank lines
+
+
+def test_a_chunk_of_one_line_data_events_keeps_an_unfinished_last_one():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: 1\n\ndata: 2\n\ndata: 3") == [
+        Event(data=b"1", raw=b"data: 1\n\n"), Event(data=b"2", raw=b"data: 2\n\n")]
+    assert decoder.pending_bytes == len(b"data: 3")
+    assert decoder.feed(b"\n\n") == [Event(data=b"3", raw=b"data: 3\n\n")]
+
+
+def test_a_chunk_of_one_line_data_events_over_the_bound_raises():
+    with pytest.raises(SSEEventTooLarge):
+        SSEDecoder(max_event_bytes=16).feed(b"data: 1\n\ndata: " + b"x" * 20 + b"\n\n")
+    with pytest.raises(SSEEventTooLarge):   # an unfinished event past the bound
+        SSEDecoder(max_event_bytes=16).feed(b"data: 1\n\ndata: " + b"x" * 20)

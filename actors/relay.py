@@ -39,6 +39,7 @@ import httpx
 import trio
 from attrs import frozen
 
+from switchyard.actors.json_read import loads, loads_utf8
 from switchyard.actors.budgets import AttemptBudget
 from switchyard.actors.routing.failover import POLICY_CODES, Failure, Kind
 from switchyard.actors.routing.stream_state import StreamAccumulator
@@ -91,7 +92,7 @@ async def read_json_answer(backend: str, response: httpx.Response, attempt: Atte
     # must become an error, not a 200 with half a JSON.
     body = await read_answer(backend, response, limit)
     try:
-        return body, json.loads(body)
+        return body, loads(body)
     except ValueError:
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(
             f"Backend '{backend}' answered 200 with a body that is not JSON")) from None
@@ -343,7 +344,7 @@ class Relay:
         it carried is lost, so the answer can no longer complete here and the attempt fails (recovery
         continues from what the client really has)."""
         try:
-            return json.loads(event.data.decode())   # SSE is UTF-8: no encoding sniffing per event
+            return loads_utf8(event.data)   # SSE is UTF-8: no encoding sniffing per event
         except ValueError:
             self.malformed_events += 1
             raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamProtocolError(

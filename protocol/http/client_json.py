@@ -21,6 +21,7 @@ import re
 from json.decoder import scanstring
 from typing import Any
 
+from switchyard.actors import json_read
 from switchyard.actors.errors import InvalidRequest
 
 MAX_DEPTH = 128        # the body itself is level 1
@@ -29,11 +30,12 @@ _TOKEN = re.compile(r'["\[\]{},]')
 
 
 def loads(raw: bytes | str) -> Any:
-    """``json.loads(raw)``; nesting deeper than ``MAX_DEPTH`` is an InvalidRequest (``json_too_deep``).
+    """``json.loads(raw)`` (read by msgspec where it can: ``actors/json_read.py``); nesting deeper than
+    ``MAX_DEPTH`` is an InvalidRequest (``json_too_deep``).
 
     Invalid JSON raises ``ValueError`` as ``json.loads`` does, for the caller to word."""
     if _openers(raw) <= MAX_DEPTH:
-        return json.loads(raw)
+        return json_read.loads(raw)
     try:
         value = json.loads(raw)
     except RecursionError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
+from switchyard.actors import json_read
 from switchyard.actors.errors import GatewayError
 from switchyard.actors.guardrails.texts import answer_slots, rewrite
 from switchyard.actors.guardrails.verdicts import Verdict
@@ -94,7 +95,7 @@ class GuardedSink(_Wrapping):
 
     async def _judged(self, body: bytes) -> bytes:
         try:
-            answer = json.loads(body)
+            answer = json_read.loads(body)
         except ValueError:
             answer = None
         if not isinstance(answer, dict):

@@ -22,8 +22,7 @@ Pure: no I/O, no clock, no trio.
 from __future__ import annotations
 
 import re
-
-import attrs
+from typing import NamedTuple
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
@@ -40,8 +39,10 @@ class SSEEventTooLarge(ValueError):
                          f"(at least {size} bytes without a terminating blank line)")
 
 
-@attrs.frozen
-class Event:
+class Event(NamedTuple):
+    """One event. A named tuple, not a frozen attrs class: one is built per event of every stream, and
+    a tuple is built about three times faster (immutable all the same)."""
+
     data: bytes                 # the data: lines, joined with b"\n"
     event: str | None = None    # the event: name, None when absent (the default "message")
     raw: bytes = b""            # exact bytes, including the terminating blank line
@@ -171,7 +172,7 @@ class SSEDecoder:
         self._buf += tail   # read by the scan when more comes, as if it had stopped there
         if len(self._buf) > self.max_event_bytes:
             raise SSEEventTooLarge(len(self._buf), self.max_event_bytes)
-        return [Event(data=part[6:], raw=part + b"\n\n") for part in parts]
+        return [Event(part[6:], None, part + b"\n\n") for part in parts]   # positional: built faster
 
     def _single_data_line(self) -> Event | None:
         """The common case at an event's start, ``data: <one line>\\n\\n``, taken whole; None otherwise.
@@ -191,7 +192,7 @@ class SSEDecoder:
         raw = bytes(buf[:end + 2])
         del buf[:end + 2]
         self._searched = 0
-        return Event(data=raw[6:end], raw=raw)
+        return Event(raw[6:end], None, raw)
 
     def _field(self, line: bytes) -> None:
         if line.startswith(b":"):

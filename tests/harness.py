@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from typing import Any, AsyncIterator
 
 import attrs
@@ -40,15 +41,17 @@ async def request(app: App, method: str, path: str, body: bytes | dict | None = 
     body = body or b""
     reply = Reply()
     sent_body = False
+    answered = trio.Event()
 
     async def receive() -> dict[str, Any]:
+        """The body, then the disconnect: at ``disconnect_at`` (the client leaves), or once the whole
+        response is out, as hypercorn reports it."""
         nonlocal sent_body
         if not sent_body:
             sent_body = True
             return {"type": "http.request", "body": body, "more_body": False}
-        if disconnect_at is None:
-            await trio.sleep_forever()
-        await trio.sleep_until(disconnect_at)
+        with trio.move_on_at(math.inf if disconnect_at is None else disconnect_at):
+            await answered.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
@@ -60,6 +63,7 @@ async def request(app: App, method: str, path: str, body: bytes | dict | None = 
                 reply.chunks.append((trio.current_time(), message["body"]))
             if not message.get("more_body", False):
                 reply.ended_at = trio.current_time()
+                answered.set()
 
     path, _, query = path.partition("?")
     scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "headers": headers or []}

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import trio
+import trio.testing
 
 from tests.harness import chat, gateway, request
 
@@ -52,6 +53,25 @@ async def test_client_disconnect_cancels_upstream_at_once(autojump_clock):
         cancelled = [t - start for t, kind in sim.events if kind == "cancelled"]
         assert cancelled == [1.2]
         assert app.runtime.pool.in_flight["sim"] == 0
+
+
+async def test_a_buffered_calls_client_watcher_ends_with_the_servers_disconnect_after_the_answer(autojump_clock):
+    """The watcher runs in the Runtime's nursery with no scope of its own: the disconnect the server
+    reports once the answer is out ends it, so no task of the call is left behind."""
+    async with gateway(ONE_BACKEND) as app:
+        await trio.testing.wait_all_tasks_blocked()
+        before = len(app.runtime.nursery.child_tasks)
+        statuses = []
+
+        async def client() -> None:
+            statuses.append((await request(app, "POST", "/v1/chat/completions", chat())).status)
+
+        async with trio.open_nursery() as clients:
+            for _ in range(5):
+                clients.start_soon(client)
+        assert statuses == [200] * 5
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(app.runtime.nursery.child_tasks) == before
 
 
 async def test_client_disconnect_cancels_buffered_upstream(autojump_clock):

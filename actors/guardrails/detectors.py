@@ -38,6 +38,21 @@ _SECRET = re.compile("|".join((
 )))
 
 
+# What a text must hold for a pattern to match at all: a search that stops at the first hit (or a
+# substring test) is far cheaper than a pattern that starts with a lookbehind, which the regex engine
+# tries at every position. A text without it is not scanned; with it, the pattern decides as before.
+_DIGIT = re.compile(r"\d")   # the patterns' own \d: any Unicode decimal digit
+
+
+def _has_digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Each of _SECRET's shapes holds one of these (a GitHub token's prefix ends in "_")."""
+    return any(s in text for s in ("-----BEGIN ", "sk-", "AKIA", "ASIA", "_", "xox", "eyJ"))
+
+
 def luhn(digits: str) -> bool:
     total = 0
     for i, ch in enumerate(reversed(digits)):
@@ -81,9 +96,12 @@ class Detector:
     patterns: tuple[re.Pattern[str], ...]
     check: Callable[[str], bool] | None = None
     placeholder: str = ""
+    needs: Callable[[str], bool] | None = None   # False: the patterns cannot match this text
 
     def find(self, text: str) -> Iterator[tuple[int, int]]:
         """(start, end) of each match in ``text`` that passes the check."""
+        if self.needs is not None and not self.needs(text):
+            return
         for pattern in self.patterns:
             for m in pattern.finditer(text):
                 if m.end() > m.start() and (self.check is None or self.check(m.group())):
@@ -91,12 +109,12 @@ class Detector:
 
 
 BUILT_IN: dict[str, Detector] = {d.name: d for d in (
-    Detector("email", (_EMAIL,), placeholder="EMAIL"),
-    Detector("payment_card", (_CARD,), _card, "PAYMENT_CARD"),
-    Detector("iban", (_IBAN,), iban_valid, "IBAN"),
-    Detector("ip_address", (_IPV4, _IPV6), _ip, "IP_ADDRESS"),
-    Detector("secret", (_SECRET,), placeholder="SECRET"),
-    Detector("phone", (_PHONE,), _phone, "PHONE"),
+    Detector("email", (_EMAIL,), placeholder="EMAIL", needs=lambda text: "@" in text),
+    Detector("payment_card", (_CARD,), _card, "PAYMENT_CARD", _has_digit),
+    Detector("iban", (_IBAN,), iban_valid, "IBAN", _has_digit),
+    Detector("ip_address", (_IPV4, _IPV6), _ip, "IP_ADDRESS", lambda text: ":" in text or _has_digit(text)),
+    Detector("secret", (_SECRET,), placeholder="SECRET", needs=_may_hold_secret),
+    Detector("phone", (_PHONE,), _phone, "PHONE", _has_digit),
 )}
 # Which detector wins where two find the same characters: the more specific shape first
 # (a card number is also a run of digit groups a phone pattern would take).

@@ -1,6 +1,8 @@
 """The guardrails' built-in detectors, masking and config, as pure functions (issue 23)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from switchyard.actors.guardrails.detectors import BUILT_IN, iban_valid, luhn
 from switchyard.actors.guardrails.texts import Slot, request_slots, rewrite
@@ -166,3 +168,25 @@ def test_the_admin_view_shows_a_patterns_source_and_masks_the_webhooks_headers()
     view = public(loaded.snapshot.guardrails)
     assert view[0]["patterns"][0]["regex"] == "EMP-\\d+" and "compiled" not in view[0]["patterns"][0]
     assert view[1]["webhook"]["headers"] == "***" and "hook-secret-4711" not in repr(loaded.snapshot)
+
+
+# Pieces of text that match each pattern (so the property is tested where matches exist), and the
+# characters the needs look for, mixed with noise.
+_MATCHING = ["a@b.cc", "x.y+z@mail.example.org", "+1 415 555 2671", "010-1234-5678", "4111 1111 1111 1111",
+             "GB82 WEST 1234 5698 7654 32", "192.168.10.25", "2001:db8::8a2e:370:7334", "::1",
+             "sk-proj-abcdefghijklmnopqrstuvwx1234", "sk-ant-api03-abcdefghijklmnopqrstuv",
+             "AKIAIOSFODNN7EXAMPLE", "ghp_" + "a1" * 18, "github_pat_" + "b2" * 20, "xoxb-1234567890-abc",
+             "eyJhbGciOiJIUzI1.eyJzdWIiOiIx.abcdefghij",
+             "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "٣٣٣٣٣٣٣٣٣٣"]
+_PIECES = st.sampled_from(_MATCHING + ["@", ":", "-", "_", ".", " ", "+", "(", ")", "gh", "a", "Z"]) | st.text(
+    st.characters(whitelist_categories=("Lu", "Ll", "Nd")), max_size=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PIECES, max_size=24).map("".join))
+def test_a_text_a_detector_skips_holds_nothing_its_patterns_would_match(text):
+    """Each built-in's ``needs`` (the character or literal every match holds) skips only texts where
+    its patterns find nothing: skipping the scan never hides a finding."""
+    for detector in BUILT_IN.values():
+        if detector.needs is not None and not detector.needs(text):
+            assert not any(p.search(text) for p in detector.patterns), (detector.name, text)

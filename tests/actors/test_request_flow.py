@@ -74,6 +74,29 @@ async def test_a_buffered_calls_client_watcher_ends_with_the_servers_disconnect_
         assert len(app.runtime.nursery.child_tasks) == before
 
 
+async def test_a_streams_client_watcher_runs_in_the_runtime_and_ends_with_the_servers_disconnect(autojump_clock):
+    """With no thinking metadata configured a stream has no nursery of its own: while it runs, its
+    watcher is one more task of the Runtime's nursery, and the disconnect reported after the answer
+    ends it. A client that leaves still cancels the stream's upstream at once (the test above)."""
+    async with gateway(ONE_BACKEND) as app:
+        assert app.runtime.snapshot.may_think is False
+        await trio.testing.wait_all_tasks_blocked()
+        before = len(app.runtime.nursery.child_tasks)
+        during = []
+
+        async def look() -> None:
+            await trio.sleep(1.2)   # between the first and the second chunk
+            during.append(len(app.runtime.nursery.child_tasks))
+
+        async with trio.open_nursery() as clients:
+            clients.start_soon(look)
+            reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        assert reply.events()[-1] == b"[DONE]"
+        assert during == [before + 1]
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(app.runtime.nursery.child_tasks) == before
+
+
 async def test_client_disconnect_cancels_buffered_upstream(autojump_clock):
     async with gateway(ONE_BACKEND) as app:
         sim = app.runtime.upstream.simulated["sim.simulated"]

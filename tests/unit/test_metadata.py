@@ -245,6 +245,18 @@ def test_a_backends_merged_layer_is_built_once_per_snapshot_and_never_shown(tmp_
     assert "_layered" not in public(snap) and "_layered" not in repr(snap)
 
 
+def test_a_snapshot_may_think_only_when_some_layer_has_thinking_metadata(tmp_path):
+    # Without any, a stream call runs with no nursery of its own (actors/call/request.py).
+    from switchyard.protocol.admin.api import public
+    thinking = "{thinking: {pattern: unterminated_start, end_marker: '</think>'}}"
+    assert load(tmp_path / "none").snapshot.may_think is False
+    in_file = load(tmp_path / "file", "model_metadata_file: md.yaml\n", {"md.yaml": one_model(thinking)})
+    assert in_file.snapshot.may_think is True
+    configs = load_file(write(tmp_path / "c.yaml", BACKEND + f"    model_configs:\n      - {{id: m, metadata: {thinking}}}\n"))
+    assert configs.snapshot.may_think is True
+    assert "may_think" not in public(configs.snapshot)
+
+
 def test_model_configs_read_the_full_field_set_strictly(tmp_path):
     config = BACKEND + "    model_configs:\n      - {id: m, metadata: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
                        "thinking: {pattern: unterminated_start, end_marker: '</think>'}, responses_only: true}}\n"

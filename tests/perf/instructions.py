@@ -26,6 +26,9 @@ Variants (each a config of tests/perf/targets.py):
   guardrails  every built-in detector on both stages (switchyard-guardrails)
   otlp        features, with spans exported at 10 % sampling to nginx, which drops them: vs features
   all         features + limits + guardrails + otlp (switchyard-all)
+  features-no-key, features-no-policy, features-no-fallback, features-no-tracing
+              features less its API keys, its request_params policy, its fallback chains or its
+              tracing (turned off): against features, the cost of that part alone
 
     python tests/perf/instructions.py --variants floor,plain,all
     python tests/perf/instructions.py --child plain --calls 200   # one run, no valgrind: prints CPU per call
@@ -52,10 +55,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-VARIANTS = ("floor", "plain", "memledger", "keyed", "limits", "features", "guardrails", "otlp", "all")
+VARIANTS = ("floor", "plain", "memledger", "keyed", "limits", "features", "guardrails", "otlp", "all",
+            "features-no-key", "features-no-policy", "features-no-fallback", "features-no-tracing")
 PARTS = {"floor": set(), "plain": set(), "memledger": {"memledger"}, "keyed": {"keyed"}, "limits": {"keyed", "limits"},
          "features": {"features"}, "guardrails": {"guardrails"}, "otlp": {"features", "otlp"},
-         "all": {"features", "limits", "guardrails", "otlp"}}
+         "all": {"features", "limits", "guardrails", "otlp"},
+         # features less one of its parts: against features, that part's own cost
+         "features-no-key": {"features", "drop:api_keys"}, "features-no-policy": {"features", "drop:request_params"},
+         "features-no-fallback": {"features", "drop:fallback"}, "features-no-tracing": {"features", "drop:tracing"}}
 BASE_CALLS = 50   # the shorter run's calls: start-up and teardown cancel out in the difference
 CONCURRENCY = 32
 
@@ -75,7 +82,11 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
         keyed="keyed" in parts, limits_redis=redis_url if "limits" in parts else None,
         guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None,
         ledger="memory" if "memledger" in parts else None)
-    config.write_text(stretched(config.read_text()))
+    text = config.read_text()
+    for part in parts:
+        if part.startswith("drop:"):
+            text = without(text, part[len("drop:"):])
+    config.write_text(stretched(text))
     key = [(b"authorization", FEATURES_HEADERS["authorization"].encode())]
     headers = [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")]
     sent = EXPORT_HEADERS if "otlp" in parts else FEATURES_HEADERS
@@ -152,6 +163,22 @@ async def flush_spans(app) -> None:
     spans = getattr(getattr(app, "runtime", None), "spans", None)
     if spans is not None:
         await trio.to_thread.run_sync(spans.processor.force_flush)
+
+
+def without(text: str, section: str) -> str:
+    """``text`` with its top-level ``section`` removed; tracing, on by default, is turned off instead."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(f"{section}:"):
+            skipping = True
+            continue
+        if skipping and line.strip() and not line[0].isspace():
+            skipping = False
+        if not skipping:
+            out.append(line)
+    if section == "tracing":
+        out.append("tracing:\n  enabled: false\n")
+    return "".join(out)
 
 
 def stretched(text: str) -> str:

@@ -92,20 +92,16 @@ def serve(out: Path, frames: int, target: str, argv: list[str]) -> None:
 
 # --------------------------------------------------------------------------- the driver
 
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
 async def _quiet(pid: int, still: float = 0.3, limit: float = 30.0) -> None:
     """Until the server has used no CPU for ``still`` seconds: every task parked, between bursts."""
     import trio
+    from targets import tree_cpu_seconds
 
     with trio.move_on_after(limit):
-        last, since = _cpu_ticks(pid), trio.current_time()
+        last, since = tree_cpu_seconds(pid), trio.current_time()
         while True:
             await trio.sleep(0.02)
-            now = _cpu_ticks(pid)
+            now = tree_cpu_seconds(pid)
             if now != last:
                 last, since = now, trio.current_time()
             elif trio.current_time() - since >= still:

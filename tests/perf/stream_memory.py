@@ -14,7 +14,7 @@ snapshot and its gc object counts:
 
 It reports, per open stream:
   - traced: Python heap held at 1 (what an open stream costs at rest);
-  - burst: the tracemalloc peak from 1 to 2 above what was held at 1 (the
+  - burst: the tracemalloc peak from 1 to 2 above what 1 held once collected (the
     paced upstream sends every stream's chunk at one instant, so each
     stream's per-chunk objects are alive together at that peak);
   - gc objects and coroutines, by type;
@@ -77,9 +77,10 @@ def serve(out: Path, frames: int, target: str, argv: list[str]) -> None:
         (out / f"snap-{n}.pickle").write_bytes(pickle.dumps(snapshot))
         del snapshot
         rss = next(line for line in open("/proc/self/status") if line.startswith("VmRSS")).split()[1]
-        (out / f"counts-{n}.json").write_text(json.dumps(
-            {"traced": traced, "rss_kb": int(rss), "types": types, "coroutines": coroutines}))
         tracemalloc.reset_peak()
+        settled = tracemalloc.get_traced_memory()[0]   # after the collection: where the next peak starts
+        (out / f"counts-{n}.json").write_text(json.dumps(
+            {"traced": traced, "settled": settled, "rss_kb": int(rss), "types": types, "coroutines": coroutines}))
         (out / f"done-{n}").touch()
 
     signal.signal(signal.SIGUSR1, on_signal)
@@ -173,7 +174,7 @@ def report(out: Path, streams: int, top: int) -> str:
     counts = [json.loads((out / f"counts-{i}.json").read_text()) for i in range(3)]
     per = 1024 * streams
     held = counts[1]["traced"][0] - counts[0]["traced"][0]
-    burst = counts[2]["traced"][1] - counts[1]["traced"][0]
+    burst = counts[2]["traced"][1] - counts[1]["settled"]
     lines = [f"streams held: {streams}",
              f"traced per open stream: {held / per:.1f} KB",
              f"burst (peak over one chunk burst above that): {burst / per:.1f} KB",

@@ -167,6 +167,7 @@ class RequestActor:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     ended = await self._serve_within(nursery.cancel_scope, nursery)
+                    nursery.cancel_scope.cancel()   # the watcher and any timer: the call is over
             else:
                 # Any other call starts nothing but its watcher, in the Runtime's nursery: the call runs in
                 # a cancel scope and never waits for the watcher, which ends by itself when the server
@@ -194,7 +195,6 @@ class RequestActor:
             self.trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
         except GatewayError as err:
             await self._end_with(err)
-        scope.cancel()
         return True
 
     def _close(self) -> None:

@@ -32,6 +32,7 @@ Variants (each a config of tests/perf/targets.py):
 
     python tests/perf/instructions.py --variants floor,plain,all
     python tests/perf/instructions.py --child plain --calls 200   # one run, no valgrind: prints CPU per call
+    python tests/perf/instructions.py --child plain --calls 3000 --steps   # and trio's task steps per call
 
 Needs valgrind and nginx; redis-server for limits and all. Talks only to
 127.0.0.1; every process it starts is stopped in a ``finally``, and each
@@ -70,7 +71,7 @@ CONCURRENCY = 32
 # --------------------------------------------------------------------------- the child: one run of calls
 
 def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path,
-          stream: bool = False) -> None:
+          stream: bool = False, steps: bool = False) -> None:
     import trio
 
     from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
@@ -147,13 +148,40 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
             gc.freeze()
             gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)   # as a worker runs (protocol/serving/workers.py)
             cpu = time.process_time()
+            if counter is not None:
+                trio.lowlevel.add_instrument(counter)
             await load(app, calls)
+            if counter is not None:
+                trio.lowlevel.remove_instrument(counter)
+                counter.report(calls)
             print(f"{variant}: {calls} {'streams' if stream else 'calls'}, "
                   f"{(time.process_time() - cpu) / calls * 1e6:.0f} us of CPU each",
                   flush=True)
             await flush_spans(app)   # every run exports all its spans, none cut short by the close's timeout
 
+    counter = TaskSteps() if steps else None
     trio.run(main)
+
+
+class TaskSteps:
+    """A trio instrument: scheduler steps per task name over the counted calls (``--steps``). A task
+    spawned per call shows as one step or more per call; the floor's call takes two in all."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+        self.spawned: dict[str, int] = {}
+
+    def before_task_step(self, task) -> None:
+        self.steps[task.name] = self.steps.get(task.name, 0) + 1
+
+    def task_spawned(self, task) -> None:
+        self.spawned[task.name] = self.spawned.get(task.name, 0) + 1
+
+    def report(self, calls: int) -> None:
+        print(f"task steps per call: {sum(self.steps.values()) / calls:.2f}")
+        for name, n in sorted(self.steps.items(), key=lambda item: -item[1]):
+            if n / calls >= 0.005:
+                print(f"  {n / calls:6.2f} steps, {self.spawned.get(name, 0) / calls:5.2f} spawned  {name}")
 
 
 async def flush_spans(app) -> None:
@@ -247,6 +275,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=400, help="calls measured per variant (beyond the base run's)")
     parser.add_argument("--warm", type=int, default=200, help="calls before counting starts")
     parser.add_argument("--stream", action="store_true", help="each call a 20-chunk stream (the bench's)")
+    parser.add_argument("--steps", action="store_true",
+                        help="with --child: also print trio's task steps per call, by task")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -261,7 +291,8 @@ def main() -> None:
     if args.child and args.nginx_port is None:   # a child run by hand: its own nginx (and Redis), once
         variants = [args.child]
     elif args.child:
-        child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir, args.stream)
+        child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir, args.stream,
+              args.steps)
         return
 
     from targets import Redis, free_port, write_nginx_conf
@@ -279,7 +310,8 @@ def main() -> None:
             redis.start()
         time.sleep(0.3)   # nginx listening
         if args.child:
-            child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir, args.stream)
+            child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir, args.stream,
+                  args.steps)
             return
         rows = {}
         for variant in variants:

@@ -244,6 +244,16 @@ def limited_only(tokens: Iterable[str]) -> frozenset[str]:
     return frozenset(t.split(":", 1)[1] for t in tokens if t.startswith("limit:")) - written
 
 
+def carried_everywhere(backends: Iterable[BackendConfig]) -> frozenset[str]:
+    """What every one of ``backends`` carries (all parameters when there are none). A policy that
+    writes only these fields needs no ``check_carriable`` over the backends a call may reach: those
+    are among them, and an anthropic hop carries at least what ``carried_by`` says."""
+    out = _ALL
+    for backend in backends:
+        out = out & carried_by(backend)
+    return out
+
+
 def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig],
                     limited: frozenset[str] = frozenset()) -> None:
     """Refuse, before any upstream I/O, a call whose policy-written field some backend it

@@ -36,7 +36,7 @@ from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.actors.errors import GatewayError, PermissionDenied, UnsupportedRequestParameter
-from switchyard.actors.params import Applied, apply_policy, check_carriable, limited_only
+from switchyard.actors.params import Applied, apply_policy, carried_everywhere, check_carriable, limited_only
 from switchyard.actors.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
@@ -81,7 +81,7 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
     outcome = _Outcome(runtime, routed, trace)
     if call.endpoint == "responses" and changed:
         applied = _for_responses(applied, outcome)
-    if applied.managed:
+    if applied.managed and not applied.managed <= _carried_everywhere(call.snapshot):
         try:
             check_carriable(applied.managed, reach.route_backends(routed), limited_only(applied.tokens))
         except UnsupportedRequestParameter as err:
@@ -93,6 +93,19 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
         return attrs.evolve(call, payload=applied.payload, body=json.dumps(applied.payload).encode(),
                             param_tokens=applied.tokens, managed_params=applied.managed)
     return call
+
+
+# (a snapshot, what every one of its backends carries): a snapshot never changes, and walking the
+# backends a call may reach to check them cost about 38k instructions a call with a policy.
+_EVERYWHERE: tuple[Snapshot, frozenset[str]] | None = None
+
+
+def _carried_everywhere(snapshot: Snapshot) -> frozenset[str]:
+    global _EVERYWHERE
+    held = _EVERYWHERE
+    if held is None or held[0] is not snapshot:
+        held = _EVERYWHERE = (snapshot, carried_everywhere(snapshot.backends))
+    return held[1]
 
 
 def _for_responses(applied: Applied, outcome: "_Outcome") -> Applied:

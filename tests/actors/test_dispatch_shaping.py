@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from switchyard.config.load import load_text
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -87,6 +88,22 @@ request_params: {overrides: {top_k: 40}}
         assert (err["code"], err["param"]) == ("unsupported_request_parameter", "top_k")
         assert "cloud" in err["message"] and b"x-continuum-request-params" not in reply.headers
         assert bodies(app, "a") == []
+
+
+async def test_a_reload_that_adds_a_route_that_cannot_carry_a_managed_field_refuses_from_then_on(autojump_clock):
+    config = BASE.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + \
+        "request_params: {overrides: {top_k: 40}}\n" + CHAIN
+    async with gateway(config) as app:
+        assert (await post(app, chat())).status == 200   # every backend carries top_k
+        assert bodies(app, "a")[0]["top_k"] == 40
+        app.runtime.apply(load_text(config.replace("request_params:", """\
+  - {name: cloud, type: openai, url: "https://api.example.invalid", models: [spare], discovery: false}
+request_params:""")).snapshot)
+        reply = await post(app, chat())
+        assert reply.status == 400
+        assert (reply.json()["error"]["code"], reply.json()["error"]["param"]) == ("unsupported_request_parameter",
+                                                                                   "top_k")
+        assert len(bodies(app, "a")) == 1
 
 
 async def test_a_pinned_backend_is_checked_for_what_it_can_carry(autojump_clock):

@@ -12,7 +12,8 @@ from switchyard.config.load import ConfigError, load_text
 from switchyard.config.params import PARAMS, SPECS, Bound, ParamPolicy, ParamScope
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.actors.params import Applied, apply_policy, carried_by, check_carriable, header_value
+from switchyard.actors.params import (Applied, apply_policy, carried_by, carried_everywhere, check_carriable,
+                                      header_value)
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"
 
@@ -416,6 +417,15 @@ def test_any_backend_the_call_may_reach_refuses():
     with pytest.raises(UnsupportedRequestParameter) as info:
         check_carriable(frozenset({"min_p"}), [backend("v", BackendType.VLLM), backend("fb", BackendType.OPENAI)])
     assert info.value.details == {"backend": "fb", "backend_type": "openai"}
+
+
+def test_what_every_backend_carries_is_the_intersection_and_all_seven_for_none():
+    """Admission skips the walk over a call's reachable backends when the policy writes only these."""
+    assert carried_everywhere([]) == frozenset(PARAMS)
+    assert carried_everywhere([backend("v", BackendType.VLLM), backend("g", BackendType.GENERIC)]) == set(PARAMS)
+    mixed = [backend("v", BackendType.VLLM), backend("cloud", BackendType.OPENAI),
+             BackendConfig(name="a", type=BackendType.ANTHROPIC, url="https://x", anthropic_version="2026-10-21")]
+    assert carried_everywhere(mixed) == {"max_tokens"}
 
 
 def test_unmanaged_fields_are_not_checked():

@@ -276,7 +276,8 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=200, help="calls before counting starts")
     parser.add_argument("--stream", action="store_true", help="each call a 20-chunk stream (the bench's)")
     parser.add_argument("--steps", action="store_true",
-                        help="with --child: also print trio's task steps per call, by task")
+                        help="with --child: also print trio's task steps per call, by task (the CPU figure "
+                             "then includes the instrument's own cost)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -288,6 +289,8 @@ def main() -> None:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if args.steps and not args.child:
+        parser.error("--steps counts one child run: give --child VARIANT too")
     if args.child and args.nginx_port is None:   # a child run by hand: its own nginx (and Redis), once
         variants = [args.child]
     elif args.child:

@@ -3,6 +3,11 @@
 Tell is fire-and-forget: a full inbox drops the message and counts the drop,
 because a request must never wait on telemetry. Ask carries a one-shot reply
 channel and waits under a deadline.
+
+An actor told once per call takes what is queued in one turn (``queued``):
+Trio's ``receive`` yields to the scheduler even when a message is waiting,
+so an actor taking one message per ``receive`` gets one message per pass of
+the scheduler, and a busy worker ends many calls in each pass.
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ class Mailbox(Generic[M]):
                 log.warning("mailbox %s full: %d message(s) dropped so far", self.name, self.dropped)
             return False
         return True
+
+
+def queued(channel: trio.MemoryReceiveChannel[M], most: int) -> list[M]:
+    """Up to ``most`` messages already in ``channel``, taken without waiting."""
+    out: list[M] = []
+    while len(out) < most:
+        try:
+            out.append(channel.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+    return out
 
 
 class AskTimeout(Exception):

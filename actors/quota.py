@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 import trio
 
-from switchyard.actors.mailbox import Mailbox
+from switchyard.actors.mailbox import Mailbox, queued
 from switchyard.actors.routing.quota import Headers, QuotaSnapshot, parse, rate_limit_headers
 from switchyard.config.schema import Snapshot
 
@@ -66,8 +66,10 @@ class QuotaObserver:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started(self)
-        async for backend, headers, now in self.mailbox.inbox:
-            self.apply(backend, headers, now)
+        inbox = self.mailbox.inbox
+        async for first in inbox:   # and what else is queued, in the same turn (see actors/mailbox.py)
+            for backend, headers, now in (first, *queued(inbox, MAILBOX_CAPACITY)):
+                self.apply(backend, headers, now)
 
     def apply(self, backend: str, headers: Iterable[tuple[str, str]], now: float) -> None:
         """Replace ``backend``'s snapshot with what ``headers`` say (an older observation never wins)."""

@@ -131,6 +131,25 @@ async def test_a_batch_is_written_flush_interval_after_its_first_record(autojump
     assert actor.written == 3
 
 
+async def test_a_busy_worker_does_not_outrun_its_ledger(autojump_clock, nursery, tmp_path):
+    """Ten calls end in each pass of the scheduler (no time passes): the actor takes what is queued in
+    one turn, so the records are written as they come (taking one a turn, it wrote about a tenth)."""
+    store = MemoryStore()
+    actor = LedgerActor(store, usage(batch_size=100, queue_size=10_000, flush_interval=60), tmp_path / "spill.jsonl",
+                        to_thread=on_the_loop)
+    await nursery.start(actor.run)
+    t0 = trio.current_time()
+    for n in range(1000):
+        actor.record(rec(n))
+        if n % 10 == 9:
+            await trio.lowlevel.checkpoint()
+    assert trio.current_time() == t0
+    assert actor.written >= 800 and actor.spilled == 0
+    await wait_all_tasks_blocked()
+    assert actor.written == 1000 and actor.queued == 0
+    assert ids(store.records(ALL, 2000)) == ids([rec(n) for n in range(1000)])
+
+
 async def test_a_store_outage_spills_and_the_spill_is_replayed_when_the_store_is_back(
         autojump_clock, nursery, tmp_path, caplog):
     caplog.set_level(logging.INFO, "switchyard.ledger")

@@ -116,6 +116,19 @@ async def test_full_mailbox_drops_and_counts_never_blocks(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
+async def test_a_busy_worker_does_not_outrun_the_observer(autojump_clock, nursery):
+    """Ten responses observed in each pass of the scheduler: the observer takes what is queued in one turn,
+    so a mailbox of 32 never fills (taking one message a turn, it filled in the fourth pass and dropped)."""
+    actor = await started(nursery, capacity=32)
+    for n in range(100):
+        for backend in ("a", "b") * 5:
+            actor.observe(backend, {**OPENAI, "x-ratelimit-remaining-requests": str(n)}, trio.current_time())
+        await trio.lowlevel.checkpoint()
+    await trio.testing.wait_all_tasks_blocked()
+    assert actor.dropped == 0
+    assert actor.view["a"].requests_ratio == actor.view["b"].requests_ratio == 0.99
+
+
 async def test_only_rate_limit_headers_are_queued():
     actor = QuotaObserver(snapshot(), capacity=4)
     actor.observe("a", {"content-type": "x", "server": "y"}, 0.0)

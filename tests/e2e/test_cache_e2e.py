@@ -15,6 +15,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+import trio
 
 from tests import redis as redis_fixture
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread, switchyard_serve
@@ -152,6 +153,8 @@ async def test_two_gateway_processes_share_one_redis_cache(tmp_path: Path, redis
             switchyard_serve(tmp_path / "b", config) as (_, url_b, _):
         async with httpx.AsyncClient(timeout=10) as http:
             first = await http.post(url_a + "/v1/chat/completions", json=body)
+            # A miss is stored once its answer is out: the client can ask again before the put lands.
+            await stores_seen(http, url_a, 1)
             shared = await http.post(url_b + "/v1/chat/completions", json={**body, "stream": True})
             own = await http.post(url_b + "/v1/chat/completions", json=body)
     assert first.headers["x-continuum-cache"] == "miss"
@@ -159,6 +162,16 @@ async def test_two_gateway_processes_share_one_redis_cache(tmp_path: Path, redis
     assert own.headers["x-continuum-cache"] == "hit"
     assert own.json() == first.json()
     assert b"Shared" in shared.content and shared.content.endswith(b"data: [DONE]\n\n")
+
+
+async def stores_seen(http: httpx.AsyncClient, url: str, count: int) -> None:
+    """Wait (at most 10 s) until the gateway at ``url`` counts ``count`` answers written to its cache."""
+    with trio.fail_after(10):
+        while True:
+            text = (await http.get(url + "/metrics")).text
+            if any(line.split() == ["response_cache_stores_total", f"{float(count)}"] for line in text.splitlines()):
+                return
+            await trio.sleep(0.01)
 
 
 async def test_a_redis_cache_lets_go_of_its_connections_when_the_gateway_stops(redis_url):

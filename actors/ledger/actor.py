@@ -150,11 +150,10 @@ class LedgerActor:
                 await self._receive_one()
 
     async def _receive_one(self) -> None:
-        """One record off the queue into the batch, then the rest already queued (up to batch_size) in the
-        same turn: taking one a turn, the ledger fell behind a busy worker, which ends many calls between
-        two turns (under wrk at about 300 calls/s it wrote about 32 records/s; its queue grew by 5,000 in 19 s).
-        Between the queue and the batch a record is in neither (the channel hands it over and the task
-        runs later): ``_receiving`` lets ``flush`` wait for it to land."""
+        """One record off the queue into the batch, then what else is queued (up to batch_size) in the same
+        turn: taking one a turn, the ledger fell behind a busy worker, which ends many calls between two of
+        its turns (docs/performance.md). Between the queue and the batch a record is in neither (the channel
+        hands it over and the task runs later): ``_receiving`` lets ``flush`` wait for it to land."""
         self._receiving = True
         try:
             rec = await self._receive.receive()

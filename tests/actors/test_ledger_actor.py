@@ -133,7 +133,8 @@ async def test_a_batch_is_written_flush_interval_after_its_first_record(autojump
 
 async def test_a_busy_worker_does_not_outrun_its_ledger(autojump_clock, nursery, tmp_path):
     """Ten calls end in each pass of the scheduler (no time passes): the actor takes what is queued in
-    one turn, so the records are written as they come (taking one a turn, it wrote about a tenth)."""
+    one turn, so the records are written as they come (taking one a turn, it had taken about a tenth
+    and written none)."""
     store = MemoryStore()
     actor = LedgerActor(store, usage(batch_size=100, queue_size=10_000, flush_interval=60), tmp_path / "spill.jsonl",
                         to_thread=on_the_loop)

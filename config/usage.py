@@ -45,5 +45,9 @@ class UsageConfig:
     batch_size: int = field(500, rules.integer(1, 100_000))
     # records waiting for the store; past this they spill to <data_dir>/usage-spill.jsonl
     queue_size: int = field(10_000, rules.integer(1, 10_000_000))
+    # the spill file's (and the quarantine file's) bound; past it, records are dropped and counted
+    spill_max_bytes: int = field(1024**3, rules.size(64 * 1024, 1024**4))
+    # spilled records older than this are dropped when the file is replayed, or to make room in it
+    spill_max_age: float = field(7 * DAY, rules.duration(minimum=60, maximum=36_500 * DAY))
     # distinct key ids and models in the usage metrics' labels; the rest are counted as "other"
     metrics_max_label_values: int = field(100, rules.integer(0, 100_000))

@@ -7,12 +7,17 @@ keeps a write and an fsync off the event loop; the overflow is in memory only
 until that turn, and nothing is dropped.
 
 The loop cuts a batch at ``usage.batch_size`` records or ``usage.flush_interval``
-after its first (trio's clock) and writes it in a worker thread. When the store
-fails, the batch goes to the spill file, the outage is logged once with its
-reason and counted, and a retry task tries the store again after 0.5 s, 1 s,
-2 s ... 30 s while new batches keep spilling; the try that succeeds replays
-the file and logs the recovery. ``flush`` (the drain path) writes everything
-queued, or spills it while the store is down, before it returns.
+after its first (trio's clock) and writes it in a worker thread; a record the
+store refuses while it takes others is quarantined, never in the way of the
+rest (``writer.py``). When the store is down, the batch goes to the spill
+file, the outage is logged once with its reason and counted, and a retry task
+tries the store again after 0.5 s, 1 s, 2 s ... 30 s while new batches keep
+spilling; the try that succeeds replays the file (the same way, record by
+record where it must) and logs the recovery. The spill file is bounded
+(``usage.spill_max_bytes``, ``usage.spill_max_age``): a warning once it passes
+80 % of its size; what it cannot take is counted and logged as dropped.
+``flush`` (the drain path) writes everything queued, or spills it while the
+store is down, before it returns.
 
 One turn at a time (the loop's, a retry's, ``flush``'s) holds ``_turn``, so the
 spill file is never appended while it is read back. Every store call goes
@@ -30,9 +35,12 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import trio
 
+from switchyard.actors.ledger.quarantine import NAME as QUARANTINE_NAME
+from switchyard.actors.ledger.quarantine import QuarantineFile
 from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable, UsageQuery
-from switchyard.actors.ledger.spill import SpillFile
+from switchyard.actors.ledger.spill import Appended, SpillFile
 from switchyard.actors.ledger.store import UsageStore
+from switchyard.actors.ledger.writer import StoreWriter
 from switchyard.actors.mailbox import queued
 from switchyard.config.usage import UsageConfig
 
@@ -42,6 +50,7 @@ FIRST_RETRY = 0.5        # seconds to the first retry of a failed store; doubles
 MAX_RETRY = 30.0         # ... up to this
 RETENTION_EVERY = 3600.0  # seconds between purges
 READERS = 4              # concurrent reads, on a store that says it is thread-safe
+SPILL_WARN_AT = 0.8      # of usage.spill_max_bytes: the spill file's size that is warned of once
 
 ToThread = Callable[..., Awaitable[Any]]   # trio.to_thread.run_sync's shape: (fn, *args, limiter=)
 
@@ -55,9 +64,11 @@ class LedgerActor:
         (tests under autojump_clock run them inline: the mock clock jumps while a worker thread runs)."""
         self.store = store
         self.usage = usage
-        self.spill = SpillFile(spill_path)
+        self.spill = SpillFile(spill_path, usage.spill_max_bytes)
         self._clock = clock
         self._to_thread = to_thread
+        quarantine = QuarantineFile(Path(spill_path).with_name(QUARANTINE_NAME), usage.spill_max_bytes)
+        self.writer = StoreWriter(store, quarantine, run_store=self._store, run_file=self._file, clock=clock)
         self._send, self._receive = trio.open_memory_channel[LedgerRecord](usage.queue_size)
         self._pending: list[LedgerRecord] = []    # off the queue, in neither the store nor the spill file yet
         self._overflow: list[LedgerRecord] = []   # told while the queue was full
@@ -71,17 +82,42 @@ class LedgerActor:
         self._spill_dirty = False     # the spill file may hold records the store has not taken
         self._replay_offset = 0       # where the next read of the spill file starts
         self._down_since: float | None = None
+        self._spill_warned = False    # the spill file passed SPILL_WARN_AT (warned once until it is replayed)
         # counters, for the metrics
-        self.written = 0              # records the store took from a batch
         self.spilled = 0              # records appended to the spill file
-        self.replayed = 0             # records the store took from the spill file
-        self.write_failures = 0       # store writes that failed
-        self.torn_lines = 0           # spill-file lines skipped: not a whole record
+        self.write_failures = 0       # times the store was found down (a write failed and so did a ping)
+        self.spill_dropped = 0        # records lost: the spill file was full
+        self.expired = 0              # spilled records older than usage.spill_max_age, never written
+        self.spill_bytes = 0          # the spill file's size, as last seen
         self.spill_failures = 0       # spill-file appends that failed (their records stay in memory)
         self.purged = 0               # records retention deleted
         self.store_up = False         # opened, and its last write succeeded
         # Told of every record as it is queued (the usage metrics); must not raise or block.
         self.listener: Callable[[LedgerRecord], None] | None = None
+
+    @property
+    def written(self) -> int:
+        """Records the store took from a batch."""
+        return self.writer.written
+
+    @property
+    def replayed(self) -> int:
+        """Records the store took from the spill file."""
+        return self.writer.replayed
+
+    @property
+    def quarantined(self) -> int:
+        """Records (and spill-file lines) moved to the quarantine file."""
+        return self.writer.quarantined
+
+    @property
+    def dropped(self) -> int:
+        """Records lost: the spill file was full, or the store refused one the quarantine file could not take."""
+        return self.spill_dropped + self.writer.dropped
+
+    @property
+    def spill_max_bytes(self) -> int:
+        return self.spill.max_bytes
 
     @property
     def queued(self) -> int:
@@ -110,6 +146,8 @@ class LedgerActor:
         if not self._opened:
             await self._open()
         self._spill_dirty = self._spill_dirty or await self._file(self.spill.exists)
+        if self._spill_dirty:
+            self._spill_size(await self._file(self.spill.size))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._recover)
             if self.usage.retention > 0:
@@ -178,14 +216,14 @@ class LedgerActor:
     # --- writing and spilling (under _turn) -----------------------------------
 
     async def _write_pending(self) -> None:
-        """The batch into the store, batch_size at a time; when the store fails, the rest goes to the file."""
+        """The batch into the store, batch_size at a time; when the store is down, the rest goes to the file."""
         while self._pending:
             batch = self._pending[:self.usage.batch_size]
-            if not await self._store_write(batch):
+            settled = await self._write(batch)
+            del self._pending[:settled]   # only now: a cancelled turn leaves them for the next
+            if settled < len(batch):
                 await self._spill_pending()
                 return
-            del self._pending[:len(batch)]   # only now: a cancelled turn leaves them for the next
-            self.written += len(batch)
 
     async def _spill_pending(self) -> None:
         batch = self._pending[:]
@@ -202,25 +240,54 @@ class LedgerActor:
             self._pending.extend(batch)   # the file refused them: they wait with the batch, in memory
 
     async def _spill_batch(self, batch: Sequence[LedgerRecord]) -> bool:
+        """``batch`` into the spill file (True), or nothing (False: the file failed; the caller keeps them).
+        Records past the file's size bound are dropped, counted and logged: the disk is not the store."""
         try:
-            await self._file(self.spill.append, batch)
+            done: Appended = await self._file(self.spill.append, batch, self._replay_offset, self._oldest())
         except Exception as exc:
             self.spill_failures += 1
             if self.spill_failures & (self.spill_failures - 1) == 0:   # at 1, 2, 4, 8 ... failures
                 log.error("usage ledger: cannot spill to %s (%s); %d record(s) held in memory", self.spill.path,
                           _reason(exc), self.queued)
             return False
-        self.spilled += len(batch)
-        self._spill_dirty = True
+        if done.compacted:
+            self._replay_offset = 0   # what was replayed is gone from the file: it is read from its start
+        self.spilled += done.appended
+        self._spill_dirty = self._spill_dirty or done.appended > 0 or done.size > 0
+        self._expired(done.expired, "to make room in")
+        if done.refused:
+            self.spill_dropped += done.refused
+            log.error("usage ledger: the spill file %s is full (usage.spill_max_bytes: %d bytes); %d record(s) "
+                      "dropped", self.spill.path, self.spill.max_bytes, done.refused)
+        self._spill_size(done.size)
         return True
 
-    async def _store_write(self, batch: Sequence[LedgerRecord]) -> bool:
-        try:
-            await self._store(self.store.write, batch)
-        except Exception as exc:
-            self._failed(exc)
-            return False
-        return True
+    def _spill_size(self, size: int) -> None:
+        self.spill_bytes = size
+        if size >= SPILL_WARN_AT * self.spill.max_bytes and not self._spill_warned:
+            self._spill_warned = True
+            log.warning("usage ledger: the spill file %s holds %d bytes, %d%% of usage.spill_max_bytes; records "
+                        "past it will be dropped until the %s store takes them", self.spill.path, size,
+                        round(100 * size / self.spill.max_bytes), self.store.name)
+        elif size == 0:
+            self._spill_warned = False
+
+    def _expired(self, count: int, where: str) -> None:
+        if count:
+            self.expired += count
+            log.warning("usage ledger: %d spilled record(s) older than usage.spill_max_age (%d s) dropped %s %s",
+                        count, self.usage.spill_max_age, where, self.spill.path)
+
+    def _oldest(self) -> float:
+        return self._clock() - self.usage.spill_max_age
+
+    async def _write(self, batch: Sequence[LedgerRecord], *, replay: bool = False) -> int:
+        """``batch`` into the store (``writer.py``); how many of its records, from the first, are settled.
+        Fewer than all: the store is down (``_failed`` says so) and the rest waits."""
+        settled, failure = await self.writer.write(batch, replay=replay)
+        if failure is not None:
+            self._failed(failure)
+        return settled
 
     def _failed(self, exc: Exception) -> None:
         self.write_failures += 1
@@ -236,23 +303,25 @@ class LedgerActor:
         once the store has all of it. False if the store failed (the rest waits for the next try)."""
         while True:
             try:
-                chunk = await self._file(self.spill.read, self._replay_offset, self.usage.batch_size)
+                chunk = await self._file(self.spill.read, self._replay_offset, self.usage.batch_size, self._oldest())
             except Exception as exc:
                 log.error("usage ledger: cannot read the spill file %s (%s); it is replayed after the next spill "
                           "or at the next start", self.spill.path, _reason(exc))
                 self._spill_dirty = False
                 return True
-            if chunk.records and not await self._store_write(chunk.records):
+            if chunk.records and await self._write(chunk.records, replay=True) < len(chunk.records):
                 return False
-            self.replayed += len(chunk.records)
+            # The chunk is settled: only now its other lines count (a chunk the store cut short is read again).
+            for line in chunk.corrupt:
+                await self.writer.quarantine_line(line, str(self.spill.path))
+            self._expired(chunk.expired, "while replaying")
             self._replay_offset = chunk.end
-            if chunk.torn:
-                self.torn_lines += chunk.torn
-                log.warning("usage ledger: %d torn line(s) in %s skipped", chunk.torn, self.spill.path)
             if chunk.done:
                 try:
                     await self._file(self.spill.remove)
                     self._replay_offset = 0
+                    self.writer.replay_done()
+                    self._spill_size(0)
                 except Exception as exc:   # all of it is in the store: a replay after a restart repeats, skipped
                     log.warning("usage ledger: cannot remove %s (%s)", self.spill.path, _reason(exc))
                 self._spill_dirty = False
@@ -281,7 +350,9 @@ class LedgerActor:
         replayed = self.replayed
         self.store_up = True   # tentatively: the first failed write takes it back
         if not self._pending and not self._spill_dirty:
-            await self._store_write(())
+            failure = await self.writer.down(StoreUnavailable("no answer"))
+            if failure is not None:
+                self._failed(failure)
         await self._write_pending()
         if self.store_up and self._spill_dirty:
             await self._replay(yield_to_waiters=True)

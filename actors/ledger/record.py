@@ -12,12 +12,37 @@ from typing import Any
 
 from attrs import asdict, field, frozen
 
+from switchyard.actors import safe_text
 from switchyard.actors.ids import random_hex
+from switchyard.config.names import MAX_NAME_LENGTH
 
 PURPOSES = ("client", "classifier")
 GROUPS = ("key", "org", "model", "backend", "day", "hour")
 # A group's column in the record, for the identity groups.
 GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "backend": "backend"}
+
+
+ID_LIMIT = 1024                    # characters of an id or a code a record keeps; a longer one is cut (safe_text.CUT)
+NAME_LIMIT = MAX_NAME_LENGTH + 1   # a model or backend name: one past the longest a door takes
+
+
+def _name(value: str | None) -> str | None:
+    """A model or backend name as a record keeps it: safe text, at most one character past the longest
+    name a door takes (a refusal records the over-long name it refused, cut)."""
+    if value is None or (value.isascii() and len(value) <= NAME_LIMIT and "\x00" not in value):
+        return value   # the usual name, at the cost of three C calls: records are made on every call
+    return safe_text.clean(value, NAME_LIMIT)
+
+
+def _id(value: str | None) -> str | None:
+    if value is None or (value.isascii() and len(value) <= ID_LIMIT and "\x00" not in value):
+        return value
+    return safe_text.clean(value, ID_LIMIT)
+
+
+def _json(value: str | None) -> str | None:
+    """The record's JSON fields (route events, guardrail verdicts): ours, never cut; safe all the same."""
+    return None if value is None else safe_text.clean(value)
 
 
 def new_record_id() -> str:
@@ -28,17 +53,20 @@ def new_record_id() -> str:
 
 @frozen
 class LedgerRecord:
-    request_id: str                   # the x-continuum-request-id the client got
-    time: float                       # when the call arrived, Unix seconds
-    key_id: str | None                # the API key's id (never the key); None without keys
-    organization_id: str | None       # the key's organization
-    endpoint: str                     # chat | completions | embeddings | responses | messages | ...
-    model: str | None                 # as requested (None: refused before a model was read)
-    served_model: str | None          # the model that answered (or last tried)
-    backend: str | None               # the backend that answered (or last tried)
-    attempts: int                     # upstream attempts made
-    status: int                       # the HTTP status the client got (499: it left first)
-    error_code: str | None            # the error envelope's code, when the call failed
+    """Every text field is made safe as the record is built (``safe_text.clean``): a value no store or label
+    can encode never reaches one, whoever built the record (a call, a refusal, a spill-file replay)."""
+
+    request_id: str = field(converter=_id)               # the x-continuum-request-id the client got
+    time: float                                          # when the call arrived, Unix seconds
+    key_id: str | None = field(converter=_id)            # the API key's id (never the key); None without keys
+    organization_id: str | None = field(converter=_id)   # the key's organization
+    endpoint: str = field(converter=_id)                 # chat | completions | embeddings | responses | ...
+    model: str | None = field(converter=_name)           # as requested (None: refused before a model was read)
+    served_model: str | None = field(converter=_name)    # the model that answered (or last tried)
+    backend: str | None = field(converter=_name)         # the backend that answered (or last tried)
+    attempts: int                                        # upstream attempts made
+    status: int                                          # the HTTP status the client got (499: it left first)
+    error_code: str | None = field(converter=_id)        # the error envelope's code, when the call failed
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
@@ -48,16 +76,17 @@ class LedgerRecord:
     latency_ms: float = 0.0           # arrival to end
     ttfb_ms: float | None = None      # arrival to the answer's first byte to the client
     stream: bool = False
-    purpose: str = "client"           # client | classifier
-    trace_id: str | None = None
+    purpose: str = field(default="client", converter=_id)   # client | classifier
+    trace_id: str | None = field(default=None, converter=_id)
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
     # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.
-    route_events: str | None = None
+    route_events: str | None = field(default=None, converter=_json)
     cache_hit: bool = False           # answered from the response cache: nothing went upstream, cost 0
     # The guardrails' verdicts on the call as JSON: which guardrail, stage, mode, action and detectors
     # (counts only: never the matched text); None when no guardrail applied.
-    guardrails: str | None = None
-    record_id: str = field(factory=new_record_id)   # the store's key: a replay never counts twice
+    guardrails: str | None = field(default=None, converter=_json)
+    # the store's key: a replay never counts twice
+    record_id: str = field(factory=new_record_id, converter=_id)
 
     @property
     def failed(self) -> bool:

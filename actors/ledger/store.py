@@ -29,6 +29,11 @@ class UsageStore(Protocol):
         """All of ``records`` or none; a record whose record_id is already there is skipped."""
         ...
 
+    def ping(self) -> None:
+        """Raise unless a write would succeed now: a probe record written in a transaction rolled back. The
+        ledger asks after a failed write, to tell a store that is down from a record it refuses."""
+        ...
+
     def summary(self, query: UsageQuery) -> list[dict[str, Any]]: ...
 
     def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from attrs import frozen
 
+from switchyard.actors import safe_text
 from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.doors.openai import MAX_MODEL_LENGTH
 from switchyard.protocol.wires.anthropic_messages import NOT_CARRIED
@@ -118,6 +119,8 @@ def to_chat(body: dict[str, Any], *, count_only: bool = False) -> Translated:
         _fail("model", "must not be empty")
     if len(model) > MAX_MODEL_LENGTH:
         _fail("model", f"must be at most {MAX_MODEL_LENGTH} characters, got {len(model)}")
+    if (problem := safe_text.problem(model)) is not None:
+        _fail("model", f"must be valid text; it {problem}")
     out: dict[str, Any] = {"model": model}
     if not count_only:
         out["max_tokens"] = _int(body["max_tokens"], "max_tokens", 1)

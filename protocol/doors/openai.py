@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
+from switchyard.actors import safe_text
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.listing import ListedModel
 from switchyard.config.metadata import ModelMetadata
@@ -75,15 +76,20 @@ def check_model(payload: Mapping[str, Any]) -> str:
     if not isinstance(model, str) or not model:
         raise InvalidRequest(f"'model' must be a non-empty string, got {type_name(model)}", param="model",
                              code="invalid_type")
-    check_model_length(model)
+    check_model_name(model)
     return model
 
 
-def check_model_length(model: str) -> None:
-    """A ``model`` longer than ``MAX_MODEL_LENGTH`` characters is a 400 naming it (the realtime door's query too)."""
+def check_model_name(model: str) -> None:
+    """A ``model`` longer than ``MAX_MODEL_LENGTH`` characters, or that is not valid text (a lone surrogate,
+    a NUL: nothing a backend serves, and nothing a store or a metric label can encode), is a 400 naming it
+    (the realtime door's query too)."""
     if len(model) > MAX_MODEL_LENGTH:
         raise InvalidRequest(f"'model' must be at most {MAX_MODEL_LENGTH} characters, got {len(model)}",
                              param="model", code="invalid_value")
+    problem = safe_text.problem(model)
+    if problem is not None:
+        raise InvalidRequest(f"'model' must be valid text; it {problem}", param="model", code="invalid_value")
 
 
 def check_stream(payload: Mapping[str, Any]) -> bool:

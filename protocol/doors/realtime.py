@@ -57,7 +57,7 @@ from switchyard.actors.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from switchyard.protocol.doors.openai import check_model_length
+from switchyard.protocol.doors.openai import check_model_name
 from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
 from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.actors import hops
@@ -168,7 +168,7 @@ class RealtimeSession:
                                  code="missing_required_parameter")
         if len(models) > 1 or not models[0]:
             raise InvalidRequest("The 'model' query parameter must be given once, non-empty", param="model")
-        check_model_length(models[0])
+        check_model_name(models[0])
         return runtime, key, models[0]
 
     def _credential_headers(self) -> list[tuple[bytes, bytes]]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from switchyard.actors import safe_text
 from switchyard.actors.events import CallTrace
 from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
@@ -207,8 +208,8 @@ class GatewayMetrics:
             return NONE
         if name in self._models:
             return name
-        if len(name) > MODEL_NAME_MAX:
-            return OTHER
+        if len(name) > MODEL_NAME_MAX or not safe_text.is_clean(name):
+            return OTHER         # the exposition could not encode it
         if self._listed_name(name):
             return name          # the configuration bounds these: never crowded out by routed names
         if not routed:

@@ -11,6 +11,7 @@ docs/metrics.md.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import trio
@@ -18,6 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from switchyard.actors import safe_text
 from switchyard.actors.cache.stage import BYPASS_REASONS, NOT_STORED_REASONS
 from switchyard.actors.dedup import Role
 from switchyard.actors.mailbox import Mailbox
@@ -27,6 +29,8 @@ from switchyard.protocol.http.tracing import CLIENT_REF_REASONS
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
+
+log = logging.getLogger("switchyard.metrics")
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -179,7 +183,31 @@ def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
 
 
 def exposition(runtime: "Runtime") -> bytes:
-    return generate_latest(runtime.metrics.registry)
+    """The text exposition. A label value UTF-8 cannot encode (a lone surrogate a source let through) once
+    made every scrape fail until a restart; such values are written with U+FFFD instead, and logged."""
+    registry = runtime.metrics.registry
+    try:
+        return generate_latest(registry)
+    except UnicodeEncodeError as exc:
+        log.error("metrics: a label value UTF-8 cannot encode (%s); exported with U+FFFD in its place", exc)
+        return generate_latest(CleanLabels(registry))
+
+
+class CleanLabels:
+    """A registry's metrics with every label value made clean text (``safe_text.clean``)."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            if all(safe_text.is_clean(v) for sample in metric.samples for v in sample.labels.values()):
+                yield metric
+                continue
+            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            copy.samples = [sample._replace(labels={k: safe_text.clean(v) for k, v in sample.labels.items()})
+                            for sample in metric.samples]
+            yield copy
 
 
 def _response_cache(rt: "Runtime") -> Iterator[Metric]:

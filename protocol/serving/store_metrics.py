@@ -21,7 +21,18 @@ LEDGER: Table = (
     ("spilled", "usage_ledger_spilled", "counter",
      "Ledger records written to the local spill file because the store was away or the queue full"),
     ("replayed", "usage_ledger_replayed", "counter", "Spilled ledger records written to the store once it answered"),
-    ("write_failures", "usage_ledger_write_failures", "counter", "Batch writes the ledger's store failed"),
+    ("write_failures", "usage_ledger_write_failures", "counter",
+     "Times the ledger's store was found down (a write failed and so did a probe write)"),
+    ("quarantined", "usage_ledger_quarantined", "counter",
+     "Ledger records the store refused while it took others, and spill-file lines that were not whole records, "
+     "moved to usage-quarantine.jsonl"),
+    ("dropped", "usage_ledger_dropped", "counter",
+     "Ledger records lost: the spill file was full (usage.spill_max_bytes), or the quarantine file could not "
+     "take a refused one"),
+    ("expired", "usage_ledger_spill_expired", "counter",
+     "Spilled ledger records older than usage.spill_max_age, dropped instead of written"),
+    ("spill_bytes", "usage_ledger_spill_bytes", "gauge", "Bytes in the ledger's spill file now"),
+    ("spill_max_bytes", "usage_ledger_spill_max_bytes", "gauge", "The spill file's bound (usage.spill_max_bytes)"),
     ("queued", "usage_ledger_queued", "gauge", "Ledger records waiting to be written now"),
     ("store_up", "usage_ledger_store_up", "gauge", "1 while the ledger's store answers, 0 while it does not"),
 )

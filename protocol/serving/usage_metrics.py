@@ -6,11 +6,15 @@ classifier's tries are the gateway's own spending, kept apart as everywhere.
 
 Label values are bounded by ``usage.metrics_max_label_values`` (N): the
 first N key ids and the first N models seen in this process get a label
-value of their own and keep it; later ones count under ``other``. A record
-without a key counts under ``none`` (and one without a model, refused
-before its model was read, too). The ledger's counters (written, spilled,
-replayed, write failures, queued, store up) are read at scrape time from
-whatever ``read_ledger`` was given (``store_metrics.counters_of`` reads a LedgerActor).
+value of their own and keep it; later ones count under ``other``, and so
+does a name longer than ``NAME_MAX`` (every name is clean text already: the
+record made it so, ``actors/safe_text.py``). A record without a key counts
+under ``none`` (and one without a model, too). A record that spent nothing
+(a refusal, an unknown model) makes no series, so a client sending made-up
+names cannot take the label values of real models. The ledger's counters
+(written, spilled, replayed, quarantined, dropped, ...) are read at scrape
+time from whatever ``read_ledger`` was given (``store_metrics.counters_of``
+reads a LedgerActor).
 """
 
 from __future__ import annotations
@@ -78,9 +82,11 @@ class UsageMetrics:
         registry.register(CountersCollector(LEDGER, lambda: self.ledger_source() if self.ledger_source else None))
 
     def observe(self, rec: LedgerRecord) -> None:
-        """Count one ledger record (a client one; others are ignored)."""
+        """Count one ledger record (a client one that spent something; others are ignored)."""
         if rec.purpose != "client":
             return
+        if not (rec.input_tokens or rec.output_tokens or rec.cost):
+            return   # spent nothing (refused, an unknown model): no series, so junk names take no label
         key, model = self.keys.label(rec.key_id), self.models.label(rec.model)
         self._child(self.tokens, key, model, "input").inc(max(rec.input_tokens, 0))
         self._child(self.tokens, key, model, "output").inc(max(rec.output_tokens, 0))

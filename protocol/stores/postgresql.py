@@ -92,6 +92,12 @@ class PostgresStore(sql.Reads):
                     if attempt == DEADLOCK_TRIES:
                         raise
 
+    def ping(self) -> None:
+        """The probe record inserted on a pooled connection, in a transaction rolled back."""
+        with self._errors(), self._pool.connection() as conn, conn.transaction(force_rollback=True), \
+                conn.cursor() as cur:
+            cur.execute(sql.insert(DIALECT), sql.row_of(sql.PROBE))
+
     def transact(self, work: Callable[[psycopg.Cursor[Any]], T]) -> T:
         """``work`` on a cursor in one transaction (the stored-response owner map's statements)."""
         with self._errors(), self._pool.connection() as conn, _transaction(conn) as cur:

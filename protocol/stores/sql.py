@@ -58,6 +58,11 @@ def insert(d: Dialect, rows: int = 1) -> str:
     return f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {', '.join([one] * rows)} ON CONFLICT (record_id) DO NOTHING"
 
 
+# What ``ping`` writes and rolls back: a record every store takes, when it takes any.
+PROBE = LedgerRecord(request_id="ping", time=0.0, key_id=None, organization_id=None, endpoint="ping", model=None,
+                     served_model=None, backend=None, attempts=0, status=0, error_code=None, record_id="ping")
+
+
 def chunks(records: Sequence[LedgerRecord], size: int) -> Iterator[tuple[int, list[Any]]]:
     """``records`` in pieces of at most ``size``: (how many, their column values in one flat list)."""
     for start in range(0, len(records), size):

@@ -108,6 +108,17 @@ class SqliteStore(sql.Reads):
             for count, values in sql.chunks(records, ROWS_PER_INSERT):
                 cur.execute(self._insert(count), values)
 
+    def ping(self) -> None:
+        """The probe record inserted under the write lock, then rolled back."""
+        with self._lock, self._errors():
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(self._insert(1), sql.row_of(sql.PROBE))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
     @staticmethod
     @functools.lru_cache(maxsize=ROWS_PER_INSERT)
     def _insert(rows: int) -> str:

@@ -85,11 +85,24 @@ async def test_json_nested_past_the_limit_is_a_400_on_every_door_and_admin_endpo
 
 async def test_an_error_quoting_a_lone_surrogate_renders_in_the_anthropic_shape(caplog, autojump_clock):
     async with gateway(CONFIG) as app:
-        body = json.dumps({**DOORS["/anthropic/v1/messages"], "model": "\ud800"}).encode()
+        body = json.dumps({**DOORS["/anthropic/v1/messages"],
+                           "messages": [{"role": "user", "content": [{"type": "\ud800"}]}]}).encode()
         reply = await request(app, "POST", "/anthropic/v1/messages", body)
-    assert reply.status == 404 and reply.json()["error"]["type"] == "not_found_error"
+    assert reply.status == 400 and reply.json()["error"]["type"] == "invalid_request_error"
     assert "\ud800" in reply.json()["error"]["message"]
     assert tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+@pytest.mark.parametrize("model, what", [("demo\ud800", "a lone surrogate (\\ud800) at character 4"),
+                                         ("de\x00mo", "a NUL character at character 2")])
+async def test_a_model_that_is_not_valid_text_is_a_400_naming_it_at_every_door(door, model, what, autojump_clock):
+    """A name no backend serves and no store or metric label can encode is refused at the door."""
+    async with gateway(CONFIG) as app:
+        reply = await request(app, "POST", door, json.dumps({**DOORS[door], "model": model}).encode())
+    error = reply.json()["error"]
+    assert reply.status == 400 and error["message"].endswith(f"must be valid text; it holds {what}")
+    assert error.get("param", "model") == "model"
 
 
 async def test_a_prompt_file_name_longer_than_the_file_system_takes_is_a_400(tmp_path, autojump_clock):

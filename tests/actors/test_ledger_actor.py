@@ -10,6 +10,7 @@ store's busy timeout (10 ms of real time) runs out.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -221,7 +222,7 @@ async def test_a_spill_left_by_an_earlier_run_is_replayed_at_start(nursery, tmp_
     assert ids(await actor.records(ALL, 100)) == ["rec-0", "rec-1", "rec-2"]
 
 
-async def test_a_torn_last_line_is_skipped_and_counted(nursery, tmp_path):
+async def test_a_torn_last_line_is_quarantined_and_counted(nursery, tmp_path):
     spill = tmp_path / "spill.jsonl"
     SpillFile(spill).append([rec(0), rec(1)])
     with open(spill, "ab") as f:   # a kill -9 in the middle of the next line
@@ -230,8 +231,10 @@ async def test_a_torn_last_line_is_skipped_and_counted(nursery, tmp_path):
     actor = LedgerActor(store, usage(), spill)
     await nursery.start(actor.run)
     await until(lambda: not spill.exists())
-    assert actor.torn_lines == 1
+    assert actor.quarantined == 1
     assert ids(store.records(ALL, 100)) == ["rec-0", "rec-1"]
+    [entry] = [json.loads(line) for line in (tmp_path / "usage-quarantine.jsonl").read_text().splitlines()]
+    assert entry["line"] == '{"request_id":"req-2","time":18000' and entry["reason"] == "not a whole ledger record"
 
 
 async def test_a_spill_appended_after_a_torn_line_keeps_its_first_record(nursery, tmp_path):
@@ -244,7 +247,7 @@ async def test_a_spill_appended_after_a_torn_line_keeps_its_first_record(nursery
     actor = LedgerActor(store, usage(), spill)
     await nursery.start(actor.run)
     await until(lambda: not spill.exists())
-    assert actor.torn_lines == 1
+    assert actor.quarantined == 1
     assert ids(store.records(ALL, 100)) == ["rec-0", "rec-2", "rec-3"]
 
 

@@ -200,6 +200,24 @@ async def test_model_labels_are_names_the_gateway_routes_or_lists(autojump_clock
         assert metrics.model_label("unknown", routed=False) == "other"
 
 
+async def test_a_routed_model_name_that_is_not_clean_text_is_never_a_label(autojump_clock):
+    """A backend serving every name lets any name be routed; one no exposition can encode counts as other."""
+    async with gateway(NO_CHAIN + backend("a", "big", "{latency: 10ms}")) as app:
+        assert app.runtime.metrics.model_label("big\ud800", routed=True) == "other"
+        assert app.runtime.metrics.model_label("big\x00", routed=True) == "other"
+
+
+async def test_metrics_answer_even_with_a_label_value_utf8_cannot_encode(autojump_clock, caplog):
+    """Whatever lets one through, /metrics never fails on it: the value is written with U+FFFD."""
+    async with gateway(NO_CHAIN + backend("a", "big", "{latency: 10ms}")) as app:
+        metrics = app.runtime.metrics
+        metrics.retries.labels("a", "big\ud800").inc()
+        reply = await request(app, "GET", "/metrics")
+    assert reply.status == 200
+    assert 'switchyard_retries_total{backend="a",model="big\ufffd"} 1.0' in reply.body.decode()
+    assert any("UTF-8 cannot encode" in r.getMessage() for r in caplog.records)
+
+
 # --- scrape-time counters -----------------------------------------------------------------
 
 ENGINE = """

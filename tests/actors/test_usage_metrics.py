@@ -107,3 +107,19 @@ async def test_the_gateways_metrics_bound_usage_labels_by_its_config_and_show_it
         assert 'switchyard_usage_tokens_total{key_id="other",model="other",type="input"} 10.0' in text
         assert 'switchyard_usage_cost_usd_total{key_id="k1",model="m1"} 0.5' in text
         assert "usage_ledger_store_up 1.0" in text and "usage_ledger_written_total 0.0" in text
+
+
+def test_a_model_name_that_was_not_clean_text_is_labelled_as_its_record_keeps_it():
+    usage, registry = metrics()
+    usage.observe(rec(model="m\ud800"))
+    assert tokens(registry, "k1", "m\ufffd", "input") == 10
+
+
+def test_records_that_spent_nothing_take_no_label_value():
+    """Refusals of made-up names (no tokens, no cost) never crowd a real model out of the bounded labels."""
+    usage, registry = metrics(limit=2)
+    for i in range(5):
+        usage.observe(rec(model=f"made-up-{i}", input_tokens=0, output_tokens=0, cost=None, status=404))
+    usage.observe(rec(model="m1"))
+    assert tokens(registry, "k1", "m1", "input") == 10
+    assert tokens(registry, "k1", "made-up-0", "input") is None

@@ -336,3 +336,50 @@ async def test_an_unreachable_postgresql_at_start_is_an_error_naming_usage_ledge
     assert "usage.ledger" in output and f"127.0.0.1:{port}/ledger" in output, output
     assert PASSWORD not in output, output
     assert "Traceback" not in output and "ExceptionGroup" not in output, output
+
+
+# --- values no store can take ----------------------------------------------------------------------------
+
+HOSTILE_MODELS = ["demo\ud800", "de\x00mo", "m" * 100_000]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_values_no_store_or_label_can_take_never_stall_the_ledger_or_the_metrics(tmp_path, kind, request):
+    """A spill file left with a corrupt line and a record holding a lone surrogate; calls whose model is a
+    lone surrogate, a NUL or 100 KB long: each refused with a 400 naming ``model``, /metrics answering after
+    each; every record, the old ones and the new, reaches the database and the spill file goes; the corrupt
+    line is in the quarantine file, counted."""
+    ledger = "sqlite" if kind == "sqlite" else with_password(request.getfixturevalue("pg_url"))
+    config = ledger_config(tmp_path, ledger)
+    data = tmp_path / "data"
+    data.mkdir()
+    old = {"request_id": "req-old", "time": time.time(), "key_id": None, "organization_id": None,
+           "endpoint": "chat", "model": "demo\ud800", "served_model": None, "backend": None, "attempts": 0,
+           "status": 404, "error_code": "model_not_found", "record_id": "rec-old"}
+    (data / "usage-spill.jsonl").write_bytes(b'{"request_id": "req-torn", "ti\n' + json.dumps(old).encode() + b"\n")
+    got: dict[str, int] = {"req-old": 404}
+    async with serve(tmp_path, config) as (_, url, _log):
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            for model in HOSTILE_MODELS:
+                body = json.dumps({"model": model, "messages": MESSAGES}).encode()
+                reply = await http.post("/v1/chat/completions", content=body,
+                                        headers={"content-type": "application/json"})
+                assert reply.status_code == 400 and reply.json()["error"]["param"] == "model", reply.text
+                got[reply.headers["x-continuum-request-id"]] = 400
+                assert (await http.get("/metrics")).status_code == 200
+            reply = await http.post("/v1/chat/completions", json={"model": "demo", "messages": MESSAGES})
+            assert reply.status_code == 200
+            got[reply.headers["x-continuum-request-id"]] = 200
+            with trio.fail_after(20):
+                while (await gauge(http, "usage_ledger_written_total") or 0) < 4 \
+                        or (data / "usage-spill.jsonl").exists():
+                    await trio.sleep(0.05)
+            assert await gauge(http, "usage_ledger_quarantined_total") == 1
+            assert await gauge(http, "usage_ledger_store_up") == 1
+    if kind == "sqlite":
+        records = await trio.to_thread.run_sync(sqlite_records, data / "usage.db")
+    else:
+        records = await trio.to_thread.run_sync(pg_records, request.getfixturevalue("pg_url"))
+    once_each(records, got)
+    [quarantined] = (data / "usage-quarantine.jsonl").read_text().splitlines()
+    assert json.loads(quarantined)["line"] == '{"request_id": "req-torn", "ti'

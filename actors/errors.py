@@ -27,6 +27,7 @@ envelope that matches the ingress.
      │    ├── NoHealthyBackend          503  known model, every backend down
      │    └── RouteCapabilityUnavailable 503 fallback left only routes lacking what the request needs
      ├── LoopDetected                   508  the request passed more gateways than server.max_hops
+     ├── InternalError                  500  an exception in the gateway's own code: never a backend's fault
      └── UpstreamFailure                the backend failed us
           ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
           ├── UpstreamConnectError      502  could not reach / connection broke
@@ -211,6 +212,18 @@ class BudgetExceeded(ClientError):
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         return super().headers() + [(b"x-should-retry", b"false"), (b"retry-after", str(self.retry_after).encode())]
+
+
+class InternalError(GatewayError):
+    """A bug of ours (an exception in a wire, the transport, a simulator, the relay): the call ends with
+    our 500, and no backend's circuit hears of it."""
+
+    status = 500
+    type = "server_error"
+    code = "internal_error"
+
+    def __init__(self, message: str = "Internal error in the gateway; see its log", **kw: Any) -> None:
+        super().__init__(message, **kw)
 
 
 class Unavailable(GatewayError):

@@ -46,7 +46,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call import stored_responses
-from switchyard.actors.call.verdicts import adapter_failed, backend_fault
+from switchyard.actors.call.verdicts import backend_fault, our_failure
 from switchyard.actors.relay import (
     AttemptFailed,
     AttemptRelaySettings,
@@ -195,6 +195,8 @@ class RequestActor:
             self.trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
         except GatewayError as err:
             await self._end_with(err)
+        except Exception as exc:   # a bug of ours outside an attempt (route choice, recovery): our 500 too
+            await self._end_with(our_failure(exc, None))
         return True
 
     def _close(self) -> None:
@@ -364,8 +366,8 @@ class RequestActor:
                                 attempt_body.body_for(call, self.model, model, backend, rt.prompts), backend, call)
         except GatewayError as err:
             raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
-        except Exception as exc:   # the wire's own failure: passed over too, and loud
-            raise AttemptFailed(Failure(Kind.UNHEALTHY), adapter_failed(backend.name, exc), upstream=False) from None
+        except Exception as exc:   # the wire's own bug: our 500, no backend's fault
+            raise our_failure(exc, backend.name) from None
         headers = wire.headers(backend, call)
         headers.append(hops.outbound(call.hops))   # the next gateway, if this backend is one, counts it
         if call.trace is not None:
@@ -437,18 +439,15 @@ class RequestActor:
             except GatewayError:
                 raise
             except Exception as exc:
-                # Raised inside the backend's adapter (its transport, its wire's translation, a simulator):
-                # that backend failed, like one that broke its protocol; never the gateway's 500.
-                settled = True
-                err = adapter_failed(backend.name, exc)
-                rt.health.call_failed(backend.name, model, err.message)
-                raise AttemptFailed(Failure(Kind.PROTOCOL), err) from None
+                # Raised by our own code (the transport, a wire's translation, a simulator, the relay): our
+                # 500, never the backend's failure; its circuit hears nothing (a probe is given back below).
+                raise our_failure(exc, backend.name) from None
             finally:
                 if whole:
                     permit.release()
                 self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images)
                 if probe and not settled and not self.sink.finished:
-                    # cancelled (the client left) before the probe proved anything either way
+                    # cancelled (the client left), or our own code failed, before the probe proved anything
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)

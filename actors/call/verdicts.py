@@ -1,11 +1,11 @@
 """What an attempt's end says about its backend: whether it feeds the backend's circuit, and the error
-an unexpected exception inside the backend's adapter becomes."""
+an unexpected exception in our own code becomes."""
 
 from __future__ import annotations
 
 import logging
 
-from switchyard.actors.errors import UpstreamProtocolError
+from switchyard.actors.errors import InternalError
 from switchyard.actors.routing.failover import Failure, Kind
 
 log = logging.getLogger("switchyard.route")
@@ -14,14 +14,13 @@ log = logging.getLogger("switchyard.route")
 BACKEND_FAULT_STATUSES = frozenset({500, 502, 503, 504, 529})   # 529: Anthropic overloaded
 
 
-def adapter_failed(backend: str, exc: Exception) -> UpstreamProtocolError:
-    """The attempt's error for an unexpected exception in ``backend``'s adapter, logged once with its traceback."""
-    log.error("backend %r failed inside its adapter (%s); the attempt counts as its failure", backend,
-              type(exc).__name__, exc_info=exc)
-    err = UpstreamProtocolError(f"Backend '{backend}' failed inside its adapter ({type(exc).__name__})",
-                                code="upstream_adapter_error")
-    err.backend = backend
-    return err
+def our_failure(exc: Exception, backend: str | None) -> InternalError:
+    """The call's error for an unexpected exception in the gateway's own code while it served the call (a
+    wire's translation, the transport, a simulated backend, the relay): our 500, logged once here with its
+    traceback. Never a backend's failure: a client's body that trips our code must not open a circuit."""
+    where = f" (attempt on backend {backend!r})" if backend is not None else ""
+    log.error("internal error while serving the call%s: %s", where, type(exc).__name__, exc_info=exc)
+    return InternalError()
 
 
 def backend_fault(failure: Failure) -> bool:

@@ -63,8 +63,10 @@ async def messages(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: R
         await app.serve_chat(runtime, scope, receive, translated.payload, json.dumps(translated.payload).encode(),
                              sink_for, shape=lambda call: attrs.evolve(call, ingress=ingress))
     except GatewayError as err:
-        if any(s.started or s.finished for s in sinks):
-            raise   # the answer is under way: the sink had its say
+        if not sinks or any(s.started or s.finished for s in sinks):
+            # Refused before the call had an actor (the App records the refusal and answers it in this
+            # door's shape, as it does for every door), or the answer is under way (the sink had its say).
+            raise
         await respond_error(send, err, request_id)
 
 

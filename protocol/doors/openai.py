@@ -164,6 +164,7 @@ def parse_completions_payload(payload: dict[str, Any], body: bytes, snapshot: Sn
     """The Call for a ``POST /v1/completions`` body: ``model``, ``prompt`` and ``stream`` checked."""
     model = check_model(payload)
     _check_text_or_tokens(payload, "prompt", empty_text=True)
+    _refuse_messages(payload, "text completions", "prompt")
     return build_call(model, check_stream(payload), payload, body, snapshot, headers, request_id)
 
 
@@ -172,6 +173,7 @@ def parse_embeddings_payload(payload: dict[str, Any], body: bytes, snapshot: Sna
     """The Call for a ``POST /v1/embeddings`` body: always answered whole, never streamed."""
     model = check_model(payload)
     _check_text_or_tokens(payload, "input", empty_text=False)
+    _refuse_messages(payload, "embeddings", "input")
     if payload.get("stream") not in (None, False):
         raise InvalidRequest("'stream' is not a parameter of embeddings: they are answered whole",
                              param="stream", code="invalid_value")
@@ -190,6 +192,14 @@ def parse_embeddings_payload(payload: dict[str, Any], body: bytes, snapshot: Sna
         raise InvalidRequest(f"'dimensions' must be a positive integer, got {dimensions}", param="dimensions",
                              code="invalid_value")
     return build_call(model, False, payload, body, snapshot, headers, request_id)
+
+
+def _refuse_messages(payload: Mapping[str, Any], endpoint: str, field: str) -> None:
+    """Chat ``messages`` sent to another endpoint: refused by name, since whatever of ours reads a body by
+    shape (the token estimate, the guardrails, the classifiers) would read them as a chat's."""
+    if "messages" in payload:
+        raise InvalidRequest(f"'messages' is not a parameter of {endpoint} (they take '{field}'); send chat "
+                             f"messages to /v1/chat/completions", param="messages", code="invalid_value")
 
 
 def _check_text_or_tokens(payload: dict[str, Any], field: str, empty_text: bool) -> None:

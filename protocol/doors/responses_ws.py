@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -49,6 +50,7 @@ from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http.auth import authenticate
 from switchyard.protocol.http.limits import client_ip
+from switchyard.protocol.http.refusals import record_refusal
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -231,15 +233,16 @@ class ResponsesSocket:
                 await inbox.send(text)
 
     async def _turn(self, runtime: "Runtime", key: ApiKey | None, text: str) -> None:
-        """One client event: a ``response.create`` run as a streamed ``/v1/responses`` call, or an error event."""
+        """One client event: a ``response.create`` run as a streamed ``/v1/responses`` call, or an error event.
+        A turn refused before it became a call is recorded as a refused call, as the HTTP doors' are."""
         stream_id = None
+        request_id, arrived, wall = new_request_id(), trio.current_time(), time.time()
+        event: Any = None
         try:
-            event = json.loads(text)
-        except ValueError:
-            await self.emit(json.dumps(error_event(InvalidRequest("A websocket message must be JSON",
-                                                                  code="invalid_json"))))
-            return
-        try:
+            try:
+                event = json.loads(text)
+            except ValueError:
+                raise InvalidRequest("A websocket message must be JSON", code="invalid_json") from None
             if not isinstance(event, dict):
                 raise InvalidRequest("A websocket message must be a JSON object (a client event)", param="type")
             stream_id = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
@@ -247,7 +250,6 @@ class ResponsesSocket:
             snapshot = runtime.snapshot
             if self.scope.get("switchyard.key_revision") is not snapshot:   # keys are judged by the current revision
                 key = authenticate(self.scope["headers"], snapshot.api_keys)
-            request_id = new_request_id()
             per_ip = snapshot.rate_limiting.per_client_ip is not None
             arrival = Arrival(snapshot, key, None, request_id, PATH, dict(self.scope["headers"]),
                               self.app.active_requests,
@@ -258,7 +260,14 @@ class ResponsesSocket:
                 await serve_call(runtime, arrival, payload, body, door, self.closed.wait)
             finally:
                 log_fields.unbind(fields)
-        except GatewayError as err:
+        except GatewayError as err:   # raised before the pipeline made the turn a call: its refusals are its own
+            model = event.get("model") if isinstance(event, dict) else None
+            fields = log_fields.bind(request_id=request_id)   # the request_rejected line names the turn
+            try:
+                record_refusal(runtime, PATH, err, request_id, key=key, model=model, stream=True, trace_id=None,
+                               arrived=arrived, wall=wall)
+            finally:
+                log_fields.unbind(fields)
             extra = {"stream_id": stream_id} if stream_id is not None else {}
             await self.emit(json.dumps(error_event(err, **extra)))
 

@@ -19,7 +19,7 @@ from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
-from switchyard.protocol.serving.refusals import account_refusal
+from switchyard.protocol.http.refusals import account_refusal
 from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
@@ -50,6 +50,7 @@ from switchyard.protocol.http.limits import client_ip
 from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
+    InternalError,
     InvalidRequest,
     MethodNotAllowed,
     RouteNotFound,
@@ -226,7 +227,8 @@ class App:
             # A bug must still answer in our envelope, and be loud in the log.
             log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
-                err = GatewayError("Internal error in the gateway; see its log")
+                err = InternalError()
+                account_refusal(self.runtime, scope, err, request_id, arrived, wall)
                 if scope["path"].startswith(ANTHROPIC_PREFIX):
                     await respond_error(send_with_id, err, request_id)
                 else:

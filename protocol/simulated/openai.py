@@ -211,13 +211,13 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record("invalid")
             return refused
         model = body.get("model", "")
+        if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated/responses.py)
+            return responses_answer(self, sim, body)
+        if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings: no messages
+            return endpoints_answer(self, sim, request.url.path, body)
         if prefill_of(body) is not None and not sim.supports_prefill:
             self.record("prefill_unsupported")
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
-        if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated/responses.py)
-            return responses_answer(self, sim, body)
-        if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings
-            return endpoints_answer(self, sim, request.url.path, body)
         completion_id = f"chatcmpl-sim-{self.served}"
         if stream:
             return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
@@ -232,14 +232,15 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         first = f"Hello from {self.name}."
         return [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
 
-    def reply_pieces(self, sim: Simulation, body: dict) -> list[str]:
-        """What this request gets, piece by piece: text, tool arguments, or one empty piece."""
+    def reply_pieces(self, sim: Simulation, body: dict, chat: bool = True) -> list[str]:
+        """What this request gets, piece by piece: text, tool arguments, or one empty piece. Only a chat
+        body (``chat``) has messages whose trailing assistant turn is a prefill to continue."""
         if sim.failure.tool_call:
             return split_even(sim.tool_arguments if sim.tool_arguments is not None else TOOL_ARGUMENTS, sim.chunks)
         if sim.failure.empty_reply:
             return [""]
         tokens = self._tokens(sim)
-        prefill = prefill_of(body)
+        prefill = prefill_of(body) if chat else None
         if prefill is None:
             return tokens
         full = "".join(tokens)

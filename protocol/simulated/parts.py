@@ -65,8 +65,9 @@ def prefill_of(body: dict) -> str | None:
     content = last.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    if isinstance(content, list):   # a text that is not a string is the checks' 400 on chat; never a crash here
+        return "".join(p["text"] for p in content
+                       if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
     return ""
 
 
@@ -78,7 +79,7 @@ class Simulator(Protocol):
 
     def record(self, kind: str) -> None: ...
 
-    def reply_pieces(self, sim: "Simulation", body: dict) -> list[str]: ...
+    def reply_pieces(self, sim: "Simulation", body: dict, chat: bool = True) -> list[str]: ...
 
     def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncIterator[tuple[int, str]]: ...
 

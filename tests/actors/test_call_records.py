@@ -12,7 +12,9 @@ from decimal import Decimal
 import pytest
 
 from switchyard.actors.ledger.pricing import decimal_text
+from switchyard.actors.ledger.entries import ENDPOINTS
 from switchyard.actors.ledger.record import UsageQuery
+from tests.actors.test_realtime import connect
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import chat, gateway, request
 
@@ -219,3 +221,54 @@ def test_a_refused_ledger_url_is_quoted_without_its_credentials():
     with pytest.raises(ConfigError) as caught:
         load_text(PRICED.replace("ledger: memory", "ledger: 'mysql://u:pw@h/db'"))
     assert "usage.ledger" in str(caught.value) and "pw" not in str(caught.value).replace("postgresql", "")
+
+
+CALL_ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/responses/compact",
+               "/anthropic/v1/messages", "/v1/images/generations", "/v1/images/edits", "/v1/images/variations"]
+
+
+def rejected(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == "request_rejected"]
+
+
+@pytest.mark.parametrize("route", CALL_ROUTES)
+async def test_a_body_that_is_not_json_is_recorded_and_logged_at_every_door(route, autojump_clock, caplog):
+    """Every call route's refusal gets its record and its request_rejected line (the Messages door once got
+    neither)."""
+    caplog.set_level(logging.INFO, logger="switchyard.route")
+    async with gateway(PRICED) as app:
+        reply = await request(app, "POST", route, b"{not json", [(b"content-type", b"application/json")])
+        got = await records(app)
+    assert reply.status == 400
+    [rec] = got
+    assert (rec.request_id, rec.status, rec.endpoint, rec.attempts) == \
+        (request_id(reply), 400, ENDPOINTS[route], 0)
+    assert len(rejected(caplog)) == 1
+
+
+async def test_a_responses_websocket_turn_refused_before_it_became_a_call_is_recorded(autojump_clock, caplog):
+    caplog.set_level(logging.INFO, logger="switchyard.route")
+    async with gateway(PRICED) as app:
+        async with connect(app, query=b"", path="/v1/responses") as client:
+            await client.send(b"{not json")
+            error = await client.event()
+            await client.send({"type": "response.create", "model": "demo", "input": "hi", "stream": False})
+            refused = await client.event()
+        got = await records(app)
+    assert error["error"]["code"] == "invalid_json" and refused["error"]["code"] == "unsupported_parameter"
+    assert sorted((r.endpoint, r.status, r.error_code, r.model) for r in got) == [
+        ("responses", 400, "invalid_json", None), ("responses", 400, "unsupported_parameter", "demo")]
+    assert len(rejected(caplog)) == 2
+
+
+async def test_a_bug_of_ours_before_the_pipeline_is_a_recorded_500(autojump_clock, caplog, monkeypatch):
+    from switchyard.protocol.serving import app as app_module
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(app_module, "parse_json_object", broken)
+    async with gateway(PRICED) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat())
+        [rec] = await records(app)
+    assert (reply.status, reply.json()["error"]["code"]) == (500, "internal_error")
+    assert (rec.request_id, rec.status, rec.error_code) == (request_id(reply), 500, "internal_error")

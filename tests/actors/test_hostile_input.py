@@ -1,5 +1,6 @@
 """Input that once ended in a gateway 500: each is now a 4xx naming the field, in the door's own error
-shape, and an exception inside a backend's adapter is that backend's failure (MockClock)."""
+shape; and an exception inside our own code (a wire, the transport, a simulator, the relay) is our 500,
+logged once, never a backend's failure (MockClock)."""
 
 import json
 import logging
@@ -9,6 +10,7 @@ import pytest
 
 from switchyard.protocol.http.client_json import MAX_DEPTH
 from switchyard.protocol.simulated.parts import SimulatedStream
+from tests.actors.test_realtime import connect
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -17,6 +19,7 @@ TOKEN = "admin-token-0123456789"
 ADMIN = [(b"authorization", f"Bearer {TOKEN}".encode())]
 CONFIG = f"""
 admin: {{token: {TOKEN}}}
+usage: {{ledger: memory}}
 health_checks: {{interval: 1h}}
 retry: {{max_attempts: 1}}
 global_prompts: {{prompts_dir: ./prompts}}
@@ -136,7 +139,8 @@ async def test_a_text_part_that_is_not_a_string_is_the_backends_400_naming_it(ca
 
 
 def break_adapter(app, name: str, where: str) -> None:
-    """Make backend ``name``'s simulator raise a TypeError on send, or while its answer body is read."""
+    """Make backend ``name``'s simulator raise a TypeError on send, while its answer body is read, or after
+    its stream's first event."""
     sim = app.runtime.upstream.simulated[f"{name}.simulated"]
 
     async def raises(request: httpx.Request) -> httpx.Response:
@@ -146,37 +150,73 @@ def break_adapter(app, name: str, where: str) -> None:
         yield b'{"id": '
         raise TypeError("simulated adapter bug")
 
+    async def broken_stream():
+        yield b'data: {"id": "c", "object": "chat.completion.chunk", "model": "demo", "choices": [{"index": 0, ' \
+              b'"delta": {"role": "assistant", "content": "Hel"}, "finish_reason": null}]}\n\n'
+        raise TypeError("simulated adapter bug")
+
     async def broken_answer(request: httpx.Request) -> httpx.Response:
         sim.in_flight += 1   # released by the stream, as a real answer's would be
+        if where == "mid_stream":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  stream=SimulatedStream(sim, broken_stream()))
         return httpx.Response(200, headers={"content-type": "application/json"},
                               stream=SimulatedStream(sim, broken_body()))
 
     sim.handle_async_request = raises if where == "on_send" else broken_answer
 
 
+def circuit_failures(app, backend: str) -> int:
+    circuit = app.runtime.health.view.circuits.get((backend, "demo"))
+    return 0 if circuit is None else circuit.failures
+
+
 @pytest.mark.parametrize("where", ["on_send", "while_reading"])
-async def test_an_exception_inside_a_backend_adapter_fails_over_to_the_next_backend(caplog, autojump_clock, where):
+async def test_an_exception_inside_our_own_code_is_our_500_and_never_the_backends_failure(caplog, autojump_clock,
+                                                                                           where):
+    """No failover and no circuit: the backend did nothing wrong, and another backend of the same kind would
+    trip the same bug. Three such calls take nothing away from anyone."""
     async with gateway(CONFIG.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}")) as app:
         break_adapter(app, "a", where)
         app.runtime.pool.rng.seed(0)
-        replies = [await request(app, "POST", "/v1/chat/completions", chat()) for _ in range(2)]
-        events = [app.runtime.traces.get(r.headers[b"x-continuum-request-id"].decode()).as_dict()["events"]
-                  for r in replies]
-    assert [r.status for r in replies] == [200, 200]
-    assert [r.json()["choices"][0]["message"]["content"].startswith("Hello from b.") for r in replies] == [True, True]
-    failed = [e for trace in events for e in trace if e["event"] == "attempt_failed"]
-    assert [(e["backend"], e["detail"]["kind"]) for e in failed] == [("a", "protocol_error")]   # round robin: a once
+        replies = [await request(app, "POST", "/v1/chat/completions", chat()) for _ in range(6)]
+        assert circuit_failures(app, "a") == 0
+        await app.runtime.ledger.flush()
+        records = [app.runtime.ledger.store.for_request(r.headers[b"x-continuum-request-id"].decode())
+                   for r in replies]
+    assert [r.status for r in replies] == [500, 200] * 3   # round robin: a, b, a, b ...
+    assert openai_error(replies[0]) == (500, "internal_error", None)
+    assert replies[0].json()["error"]["message"] == "Internal error in the gateway; see its log"
+    assert [(rs[0].status, rs[0].error_code) for rs in records[:2]] == [(500, "internal_error"), (200, None)]
     logged = tracebacks(caplog)
-    assert len(logged) == 1 and "backend 'a' failed inside its adapter (TypeError)" in logged[0].getMessage()
+    assert len(logged) == 3 and all("internal error while serving the call (attempt on backend 'a')"
+                                    in r.getMessage() for r in logged)
 
 
-async def test_an_exception_inside_the_only_backends_adapter_is_a_502_naming_the_backend(caplog, autojump_clock):
+async def test_an_exception_inside_our_own_code_mid_stream_ends_it_with_the_error_event(caplog, autojump_clock):
     async with gateway(CONFIG.replace("  - name: b\n", "  - name: b\n    enabled: false\n")) as app:
-        break_adapter(app, "a", "on_send")
-        reply = await request(app, "POST", "/v1/chat/completions", chat())
-    assert openai_error(reply) == (502, "upstream_adapter_error", None)
-    assert reply.json()["error"]["message"] == "Backend 'a' failed inside its adapter (TypeError)"
+        break_adapter(app, "a", "mid_stream")
+        reply = await request(app, "POST", "/v1/chat/completions", chat(stream=True))
+        await app.runtime.ledger.flush()
+        [record] = app.runtime.ledger.store.for_request(reply.headers[b"x-continuum-request-id"].decode())
+    events = reply.events()
+    assert reply.status == 200 and b"Hel" in events[0] and b"[DONE]" not in events
+    assert json.loads(events[-1])["error"]["code"] == "internal_error"
+    assert (record.status, record.error_code) == (200, "internal_error")   # the stream had begun: 200
     assert len(tracebacks(caplog)) == 1
+
+
+async def test_chat_messages_sent_to_text_completions_are_a_400_naming_them(caplog, autojump_clock):
+    """The body a probe sent: chat messages (a text part that is an object) beside a prompt. Refused at the
+    door; it once crashed the simulated backend's adapter and opened both backends' circuits."""
+    body = {"model": "demo", "prompt": "hi",
+            "messages": [{"role": "assistant", "content": [{"type": "text", "text": {"x": 1}}]}]}
+    async with gateway(CONFIG) as app:
+        replies = [await request(app, "POST", "/v1/completions", body) for _ in range(4)]
+        chat_reply = await request(app, "POST", "/v1/chat/completions", chat())
+    assert {openai_error(r) for r in replies} == {(400, "invalid_value", "messages")}
+    assert "'messages' is not a parameter of text completions" in replies[0].json()["error"]["message"]
+    assert chat_reply.status == 200 and tracebacks(caplog) == []
 
 
 async def test_a_lone_surrogate_in_a_smart_routing_header_is_served_or_refused_never_a_500(caplog, autojump_clock):

@@ -29,7 +29,8 @@ class Slot:
 def request_slots(payload: dict[str, Any]) -> list[Slot]:
     """The text of a chat payload's messages, in order (system and developer messages are messages)."""
     out: list[Slot] = []
-    for i, msg in enumerate(payload.get("messages") or ()):
+    messages = payload.get("messages")
+    for i, msg in enumerate(messages if isinstance(messages, list) else ()):
         if not isinstance(msg, dict):
             continue
         out.extend(_message(msg, ("messages", i), str(msg.get("role", ""))))
@@ -58,7 +59,8 @@ def _message(msg: dict[str, Any], at: Path, role: str) -> Iterator[Slot]:
         for j, part in enumerate(content):
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
                 yield Slot((*at, "content", j, "text"), role, part["text"])
-    for j, tc in enumerate(msg.get("tool_calls") or ()):
+    calls = msg.get("tool_calls")   # the chat door checks no more than the role and content of a message
+    for j, tc in enumerate(calls if isinstance(calls, list) else ()):
         fn = tc.get("function") if isinstance(tc, dict) else None
         if isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and fn["arguments"]:
             yield Slot((*at, "tool_calls", j, "function", "arguments"), role, fn["arguments"], arguments=True)

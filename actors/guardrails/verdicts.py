@@ -140,14 +140,15 @@ def judge(g: Guardrail, stage: str, slots: Sequence[Slot], masker: Masker) -> Ou
 
 
 def _still_json(before: str, after: str) -> bool:
-    """Whether a masked tool-call argument string is still the JSON it was (when it was JSON)."""
+    """Whether a masked tool-call argument string is still the JSON it was (when it was JSON; text nested
+    past what the parser takes counts as not JSON)."""
     try:
         json.loads(before)
-    except ValueError:
+    except (ValueError, RecursionError):
         return True
     try:
         json.loads(after)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

@@ -32,7 +32,8 @@ class Needs:
 def needs_of(payload: Mapping[str, Any]) -> Needs:
     tools = bool(payload.get("tools") or payload.get("functions"))
     vision = False
-    for msg in payload.get("messages") or ():
+    messages = payload.get("messages")   # any JSON value: only chat's door checks that it is a list
+    for msg in messages if isinstance(messages, (list, tuple)) else ():
         if not isinstance(msg, Mapping):
             continue
         content = msg.get("content")

@@ -51,7 +51,8 @@ def inject(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
 
 
 def _is_system(message: Any) -> bool:
-    return isinstance(message, dict) and message.get("role") in SYSTEM_ROLES
+    role = message.get("role") if isinstance(message, dict) else None
+    return isinstance(role, str) and role in SYSTEM_ROLES
 
 
 def _merge(content: Any, text: str, strategy: MergeStrategy, separator: str) -> str | list[Any] | None:

@@ -167,15 +167,17 @@ def make_picker(strategy: Strategy, chash: ConsistentHashConfig, prefix: PrefixR
     return PrefixAwareHash(prefix)
 
 
-def prompt_prefix(messages: Sequence[object], max_length: int) -> str:
+def prompt_prefix(messages: object, max_length: int) -> str:
     """The first ``max_length`` characters of the conversation as text.
 
     Roles are kept so that the same words as system prompt or as user turn
-    hash apart; non-text parts (images) contribute nothing.
+    hash apart; non-text parts (images) contribute nothing. ``messages`` is
+    any JSON value (a body of another endpoint may carry anything under that
+    name): what is not a list of messages is no conversation.
     """
     out: list[str] = []
     size = 0
-    for msg in messages:
+    for msg in messages if isinstance(messages, (list, tuple)) else ():
         if not isinstance(msg, Mapping):
             continue
         content = msg.get("content")

@@ -18,7 +18,12 @@ message and per request.
 Fallback's check passes ``image_tokens``: there an image part counts as that
 many tokens, not as the characters of its base64 URL, which would put a short
 question with one photo past every context window and refuse all vision
-fallback. ``when.input_tokens`` counts the URL, as the spec says.
+fallback. ``when.input_tokens`` counts the URL, as the spec says. Only a
+string ``type`` marks an image part: a JSON Schema in ``tools`` or
+``response_format`` has objects whose ``type`` is a list of types
+(``["string", "null"]``) or a property's schema (a property named ``type``),
+and those are counted like any other value. The walk takes any JSON value
+and never raises.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ def estimate_tokens(payload: Mapping[str, Any], image_tokens: int | None = None)
         if isinstance(value, str):
             total += text_tokens(value)
         elif isinstance(value, Mapping):
-            if image_tokens is not None and value.get("type") in IMAGE_PARTS:
+            kind = value.get("type")
+            if image_tokens is not None and isinstance(kind, str) and kind in IMAGE_PARTS:
                 total += image_tokens
                 continue
             for name, inner in value.items():

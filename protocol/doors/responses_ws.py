@@ -48,6 +48,7 @@ from switchyard.config.access import ApiKey
 from switchyard.protocol.doors.realtime_relay import clip
 from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
+from switchyard.protocol.http import client_json
 from switchyard.protocol.http.auth import authenticate
 from switchyard.protocol.http.limits import client_ip
 from switchyard.protocol.http.refusals import record_refusal
@@ -240,7 +241,7 @@ class ResponsesSocket:
         event: Any = None
         try:
             try:
-                event = json.loads(text)
+                event = client_json.loads(text)   # bounded depth, as the HTTP doors read a body
             except ValueError:
                 raise InvalidRequest("A websocket message must be JSON", code="invalid_json") from None
             if not isinstance(event, dict):

@@ -138,7 +138,7 @@ def _assistant(msg: dict[str, Any], path: str) -> list[dict[str, Any]]:
         arguments = fn.get("arguments") or "{}"
         try:
             parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except ValueError:
+        except (ValueError, RecursionError):   # not JSON, or nested past what the parser takes
             parsed = None
         if not isinstance(parsed, dict):
             raise invalid(f"{where}.function.arguments", "must be a JSON object (an anthropic backend takes a tool "

@@ -232,14 +232,16 @@ def _image(image: Any, path: str) -> dict[str, Any]:
 def _assistant(msg: dict[str, Any], path: str) -> list[dict[str, Any]]:
     blocks = _content(msg.get("content"), path, images=False) if msg.get("content") is not None else []
     calls = msg.get("tool_calls")
-    for k, call in enumerate(calls if isinstance(calls, list) else ()):
+    if calls is not None and not isinstance(calls, list):   # never dropped: the call's turns would change
+        raise invalid(f"{path}.tool_calls", "must be an array")
+    for k, call in enumerate(calls or ()):
         where = f"{path}.tool_calls[{k}]"
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
             raise invalid(where, "must have an id and a function with a name")
         try:
             arguments = json.loads(fn.get("arguments") or "{}")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):   # not JSON text, or nested past what the parser takes
             raise invalid(f"{where}.function.arguments", "must be a JSON object") from None
         if not isinstance(arguments, dict):
             raise invalid(f"{where}.function.arguments", "must be a JSON object")

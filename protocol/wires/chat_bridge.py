@@ -158,7 +158,8 @@ class ResponsesToChat:
                 tools.append({"type": "function",
                               "function": {"name": expect(tool.get("name"), "string", f"{path}.name")}})
             return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
-        why = "a hosted tool runs only on the Responses API" if kind in HOSTED_CHOICES else \
+        hosted = isinstance(kind, str) and kind in HOSTED_CHOICES   # a client's type may be any JSON value
+        why = "a hosted tool runs only on the Responses API" if hosted else \
             f"only function tool choices are bridged, got {kind!r}"
         raise self.cannot("tool_choice.type", why)
 

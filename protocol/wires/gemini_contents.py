@@ -116,7 +116,7 @@ def _parts(content: Any, path: str, text_only: bool = False) -> list[dict[str, A
         elif kind == "input_audio":
             audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
             fmt, data = audio.get("format"), audio.get("data")
-            if fmt not in AUDIO_TYPES or not isinstance(data, str):
+            if not isinstance(fmt, str) or fmt not in AUDIO_TYPES or not isinstance(data, str):
                 raise invalid(f"{where}.input_audio", f"needs data (base64) and a format among "
                                                       f"{', '.join(AUDIO_TYPES)}")
             out.append({"inlineData": {"mimeType": AUDIO_TYPES[fmt], "data": data}})
@@ -158,7 +158,7 @@ def _assistant(msg: dict[str, Any], path: str, names: dict[str, str]) -> list[di
         raw = fn.get("arguments") or "{}"
         try:
             args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
+        except (ValueError, RecursionError):   # not JSON, or nested past what the parser takes
             raise invalid(f"{where}.function.arguments", "must be a JSON object in a string") from None
         if not isinstance(args, dict):
             raise invalid(f"{where}.function.arguments", "must be a JSON object (Gemini's args are an object)")
@@ -192,7 +192,7 @@ def _tool_result(msg: dict[str, Any], path: str, names: dict[str, str]) -> dict[
     response: Any
     try:
         response = json.loads(content) if content else None
-    except ValueError:
+    except (ValueError, RecursionError):   # not JSON, or nested past what the parser takes
         response = None
     if not isinstance(response, dict):   # Gemini's response is an object: other text goes as its output
         response = {"output": content or ""}

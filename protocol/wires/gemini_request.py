@@ -95,6 +95,8 @@ def _generation_config(payload: dict[str, Any]) -> dict[str, Any]:
     _response_format(payload.get("response_format"), config)
     effort = payload.get("reasoning_effort")
     if effort is not None:
+        if not isinstance(effort, str):
+            raise invalid("reasoning_effort", f"must be a string (one of {', '.join(BUDGETS)})")
         if effort not in BUDGETS:
             raise unsupported("reasoning_effort", f"one of {', '.join(BUDGETS)} maps to a thinking budget, "
                                                   f"got {effort!r}")

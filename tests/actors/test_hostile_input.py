@@ -86,6 +86,24 @@ async def test_json_nested_past_the_limit_is_a_400_on_every_door_and_admin_endpo
     assert tracebacks(caplog) == []
 
 
+async def test_a_websocket_response_create_nested_past_the_limit_is_an_error_event_and_the_socket_stays_open(
+        tmp_path, caplog, autojump_clock):
+    (tmp_path / "prompts").mkdir()
+    async with gateway(CONFIG, base_dir=tmp_path) as app:
+        async with connect(app, query=b"", path="/v1/responses") as client:
+            assert client.first["type"] == "websocket.accept"
+            event = {"type": "response.create", "model": "demo", "input": "hi"}
+            text = deep(event, "metadata", 5000).decode()   # past the parser's own recursion limit too
+            await client.inbox_send.send({"type": "websocket.receive", "bytes": None, "text": text})
+            refused = await client.event()
+            await client.send(event)
+            answered = [await client.event() for _ in range(2)]
+    assert (refused["type"], refused["status"], refused["error"]["code"]) == ("error", 400, "json_too_deep")
+    assert refused["error"]["param"] == "metadata" + "[0]" * (MAX_DEPTH - 1)
+    assert [e["type"] for e in answered] == ["response.created", "response.in_progress"]
+    assert tracebacks(caplog) == []
+
+
 async def test_an_error_quoting_a_lone_surrogate_renders_in_the_anthropic_shape(caplog, autojump_clock):
     async with gateway(CONFIG) as app:
         body = json.dumps({**DOORS["/anthropic/v1/messages"],

@@ -97,6 +97,14 @@ def test_tool_call_arguments_that_are_not_a_json_object_are_refused_naming_the_p
     assert err.value.param == "messages[1].tool_calls[0].function.arguments"
 
 
+def test_tool_call_arguments_nested_past_the_json_parser_are_refused_naming_the_path():
+    deep = "[" * 5000 + "]" * 5000   # json.loads gives up with RecursionError, not ValueError
+    with pytest.raises(InvalidRequest) as err:
+        turns({"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "f", "arguments": deep}}]})
+    assert err.value.param == "messages[1].tool_calls[0].function.arguments"
+
+
 def test_images_become_base64_or_url_image_blocks():
     out = turns({"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},

@@ -97,6 +97,21 @@ def test_tool_call_arguments_that_are_not_a_json_object_are_refused():
     assert caught.value.param == "messages[1].tool_calls[0].function.arguments"
 
 
+def test_tool_call_arguments_nested_past_the_json_parser_are_refused():
+    deep = "[" * 5000 + "]" * 5000   # json.loads gives up with RecursionError, not ValueError
+    with pytest.raises(InvalidRequest) as caught:
+        converse_request({"model": "m", "messages": [USER, {"role": "assistant", "tool_calls": [
+            {"id": "t", "function": {"name": "f", "arguments": deep}}]}]})
+    assert caught.value.param == "messages[1].tool_calls[0].function.arguments"
+
+
+@pytest.mark.parametrize("calls", [{"id": "t"}, "t", 5])
+def test_tool_calls_that_are_not_an_array_are_refused_never_dropped(calls):
+    with pytest.raises(InvalidRequest) as caught:
+        converse_request({"model": "m", "messages": [USER, {"role": "assistant", "content": "a", "tool_calls": calls}]})
+    assert caught.value.param == "messages[1].tool_calls"
+
+
 @pytest.mark.parametrize(("stop", "finish"), [("end_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length"),
                                               ("tool_use", "tool_calls"), ("guardrail_intervened", "content_filter"),
                                               ("content_filtered", "content_filter")])

@@ -32,3 +32,9 @@ def test_an_inline_image_counts_a_fixed_allowance_not_its_base64_length():
     assert needs.vision and 1_000 < needs.tokens < 1_100
     # smart routing's input_tokens still counts the URL, as its rule says
     assert estimate_tokens(payload) > 250_000
+
+
+def test_a_body_whose_messages_is_not_a_list_needs_nothing_of_it():
+    # only chat's door checks `messages`; another endpoint's body may carry anything under that name
+    for messages in (None, 5, True, {"role": "user"}):
+        assert needs_of({"messages": messages, "tools": [{"type": "function"}]}).tools

@@ -107,6 +107,11 @@ def test_tool_choice_and_parallel_tool_calls_are_carried():
     assert refused(tool_choice={"type": "web_search"}).param == "tool_choice.type"
 
 
+@pytest.mark.parametrize("kind", [["web_search"], {"type": "function"}, 1])
+def test_a_tool_choice_type_that_is_not_a_string_is_refused_by_name(kind):
+    assert refused(tool_choice={"type": kind}).param == "tool_choice.type"
+
+
 def test_text_format_becomes_response_format():
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     assert chat(text={"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}}

@@ -114,6 +114,39 @@ def test_reasoning_effort_is_a_thinking_budget_with_thoughts_included():
         {"thinkingBudget": 0}
 
 
+@pytest.mark.parametrize("effort", [["high"], {"effort": "high"}, 3])
+def test_a_reasoning_effort_that_is_not_a_string_is_a_400_naming_it(effort):
+    with pytest.raises(InvalidRequest) as caught:
+        generate_request(chat(reasoning_effort=effort))
+    assert caught.value.param == "reasoning_effort"
+
+
+@pytest.mark.parametrize("fmt", [["wav"], {"format": "wav"}])
+def test_an_audio_format_that_is_not_a_string_is_a_400_naming_the_part(fmt):
+    part = {"type": "input_audio", "input_audio": {"format": fmt, "data": "AAAA"}}
+    with pytest.raises(InvalidRequest) as caught:
+        generate_request(chat(messages=[{"role": "user", "content": [part]}]))
+    assert caught.value.param == "messages[0].content[0].input_audio"
+
+
+def test_tool_call_arguments_nested_past_the_json_parser_are_a_400_naming_them():
+    deep = "[" * 5000 + "]" * 5000
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}
+    with pytest.raises(InvalidRequest) as caught:
+        generate_request(chat(messages=[{"role": "user", "content": "q"},
+                                        {"role": "assistant", "content": None, "tool_calls": [call]}]))
+    assert caught.value.param == "messages[1].tool_calls[0].function.arguments"
+
+
+def test_a_tool_result_nested_past_the_json_parser_goes_as_its_text():
+    deep = "[" * 5000 + "]" * 5000
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    out = generate_request(chat(messages=[{"role": "user", "content": "q"},
+                                          {"role": "assistant", "content": None, "tool_calls": [call]},
+                                          {"role": "tool", "tool_call_id": "c1", "content": deep}]))
+    assert out["contents"][-1]["parts"] == [{"functionResponse": {"name": "f", "response": {"output": deep}}}]
+
+
 @pytest.mark.parametrize("field, value", [("n", 2), ("logit_bias", {"1": 2}), ("logprobs", True),
                                           ("audio", {"voice": "x"}), ("parallel_tool_calls", False)])
 def test_a_field_gemini_cannot_carry_is_refused_by_name(field, value):

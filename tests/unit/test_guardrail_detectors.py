@@ -128,6 +128,22 @@ def test_texts_are_read_from_parts_system_messages_and_tool_call_arguments_and_w
     assert payload["messages"][0]["content"] == "s"   # the original is untouched
 
 
+
+def test_tool_calls_that_are_not_a_list_hold_no_text():
+    # the chat door checks a message's role and content, nothing else of it
+    for calls in (5, "x", {"function": {"arguments": "{}"}}):
+        payload = {"messages": [{"role": "assistant", "content": "c", "tool_calls": calls}]}
+        assert [s.text for s in request_slots(payload)] == ["c"]
+
+
+def test_tool_call_arguments_nested_past_the_json_parser_are_masked_as_text():
+    deep = "[" * 5000 + '"a@x.com"' + "]" * 5000   # json.loads gives up (RecursionError): not JSON to keep
+    g = guardrail(detectors=(("email", "mask"),))
+    out = judge(g, "input", [Slot(("messages", 0, "tool_calls", 0, "function", "arguments"), "assistant", deep,
+                                  arguments=True)], Masker())
+    assert out.texts == (deep.replace("a@x.com", "<EMAIL_1>"),) and out.unmaskable is None
+
+
 CONFIG = """
 backends: [{name: sim, type: simulated, models: [demo]}]
 guardrails:

@@ -130,3 +130,10 @@ def test_empty_text_changes_nothing():
 def test_other_fields_are_kept():
     out = inject({**body(user()), "temperature": 0.2}, G, "prepend", SEP)
     assert out["temperature"] == 0.2 and out["model"] == "m"
+
+
+@pytest.mark.parametrize("strategy", list(MergeStrategy))
+def test_a_role_that_is_not_a_string_is_no_system_message(strategy):
+    odd = {"role": ["system"], "content": "x"}
+    out = inject(body(odd, user()), G, strategy, SEP)
+    assert out["messages"] == [{"role": "system", "content": G}, odd, user()]

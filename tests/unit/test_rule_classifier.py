@@ -108,6 +108,11 @@ def test_tools_or_functions_need_tools():
     assert classify(user("hi", tools=[])).required_capabilities == frozenset()
 
 
+def test_a_part_whose_type_is_not_a_string_is_no_image():
+    content = [{"type": ["image_url"]}, {"type": {"type": "string"}}, {"type": "text", "text": "hi"}]
+    assert classify({"messages": [{"role": "user", "content": content}]}).required_capabilities == frozenset()
+
+
 @pytest.mark.parametrize("payload", [
     {}, {"messages": None}, {"messages": "hello"}, {"messages": [None, 3, "x", {"role": 5, "content": 7}]},
     {"messages": [{"role": "user"}]}, {"messages": [{"role": "user", "content": None}]},

@@ -115,6 +115,12 @@ def test_prefix_aware_hash_keeps_shared_prefix_together():
     assert len(homes) == 1
 
 
+def test_a_body_without_a_messages_list_has_no_prefix():
+    # /v1/completions and /v1/responses bodies are not checked for `messages`: any JSON value may be there
+    for messages in (None, 5, True, "text", {"role": "user"}):
+        assert prompt_prefix(messages, 256) == ""
+
+
 def test_prefix_aware_hash_spreads_different_prefixes():
     pah = PrefixAwareHash(PrefixRouting())
     counts = Counter(pah.pick(ABC, PickContext(prefix_key=f"system:{i}")).name for i in range(3000))

@@ -79,3 +79,10 @@ def test_deeply_nested_content_does_not_exhaust_the_stack():
 def test_fallback_needs_use_the_same_estimate_plus_the_completion_budget():
     payload = {"max_tokens": 100, "messages": [{"role": "user", "content": "héllo wörld"}]}
     assert needs_of(payload).tokens == estimate_tokens(payload) + 100
+
+
+def test_a_schema_type_that_is_a_list_or_a_property_schema_is_counted_as_text_never_as_an_image():
+    # zod's .nullable() gives "type": [..., "null"]; a property named "type" puts a schema under "type"
+    schema = {"type": "object", "properties": {"type": {"type": "string"}, "note": {"type": ["string", "null"]}}}
+    payload = {"tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    assert estimate_tokens(payload, image_tokens=1000) == estimate_tokens(payload) > REQUEST

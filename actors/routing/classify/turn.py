@@ -14,7 +14,7 @@ when that has no letters at all from the earlier user turns.
 
 Odd input is skipped, never raised on: a message that is not a mapping, a
 role that is not a string, content that is neither a string nor a list of
-parts, parts without a string ``text``.
+parts, parts without a string ``text``, a part whose ``type`` is not a string.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _text(parts: list[Any]) -> str:
 
 
 def _has_image(parts: list[Any]) -> bool:
-    return any(isinstance(p, Mapping) and p.get("type") in IMAGE_PARTS for p in parts)
+    return any(isinstance(p, Mapping) and isinstance(p.get("type"), str) and p["type"] in IMAGE_PARTS
+               for p in parts)
 
 
 def turn_of(payload: Mapping[str, Any]) -> Turn:

@@ -8,6 +8,9 @@ Trio copies the context into tasks started from the request, so every line
 logged on behalf of a request carries them without being passed along. A
 value given with ``extra=`` wins over the bound one.
 
+A warning or error repeated many times a second is logged once, then
+counted (``log_repeats.py``).
+
 The gateway never logs request or response bodies, headers or credentials.
 As a last guard both formatters mask whatever follows ``Bearer `` in a line,
 so a credential quoted by a library error message does not reach the log.
@@ -23,6 +26,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from switchyard.actors.log_fields import FIELDS, bound
+from switchyard.protocol.http.log_repeats import FIELDS_ATTR, RepeatFilter
 
 FORMATS = ("json", "text")
 
@@ -31,6 +35,9 @@ _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",]+")
 
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     """The request fields of ``record``: its own (``extra=``) first, then the bound ones."""
+    fixed = getattr(record, FIELDS_ATTR, None)
+    if fixed is not None:
+        return dict(fixed)
     ctx = bound()
     out: dict[str, Any] = {}
     for name in FIELDS:
@@ -101,6 +108,21 @@ def formatter(fmt: str) -> logging.Formatter:
     return JsonFormatter() if fmt == "json" else TextFormatter()
 
 
+class Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Ours: repeats counted (``log_repeats``), and what is still counted logged when it closes."""
+
+    switchyard = True
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self.repeats = RepeatFilter(self.handle, fields_of)
+        self.addFilter(self.repeats)
+
+    def close(self) -> None:
+        self.repeats.report_all()
+        super().close()
+
+
 def install(level: str, fmt: str, stream: IO[str] | None = None) -> logging.Handler:
     """Point the root logger at one handler of ours (replacing an earlier one of ours) at ``level``."""
     root = logging.getLogger()
@@ -108,8 +130,7 @@ def install(level: str, fmt: str, stream: IO[str] | None = None) -> logging.Hand
         if getattr(handler, "switchyard", False):
             root.removeHandler(handler)
             handler.close()
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.switchyard = True  # type: ignore[attr-defined]
+    handler = Handler(stream if stream is not None else sys.stderr)
     handler.setFormatter(formatter(fmt))
     root.addHandler(handler)
     root.setLevel(level.upper())

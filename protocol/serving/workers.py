@@ -60,7 +60,10 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import LifespanFailureError, wrap_app
 
+    from switchyard.protocol.serving import client_eof
     from switchyard.protocol.serving.app import create_app
+
+    client_eof.install()   # connections the client ended are closed at once (hypercorn's own wait 75 s)
 
     app = create_app(config_path, watch=watch)
     # Everything imported so far lives as long as the process: the cyclic

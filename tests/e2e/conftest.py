@@ -2,7 +2,8 @@
 
 ``start_gateway(config)`` writes the config as YAML under ``tmp_path``, builds
 the app from that file exactly as ``switchyard serve --config`` does, and runs
-hypercorn's trio server in-process on ``127.0.0.1`` with an ephemeral port.
+hypercorn's trio server in-process on ``127.0.0.1`` with an ephemeral port,
+with the connection handling ``serve`` installs (``client_eof``).
 Every gateway a test started is shut down when the test ends: gracefully, and
 cancelled if that takes longer than ``SHUTDOWN_BOUND``.
 
@@ -23,6 +24,7 @@ import yaml
 from hypercorn.trio import serve
 
 from switchyard.config.load import load_file
+from switchyard.protocol.serving import client_eof
 from switchyard.protocol.serving.app import create_app
 from switchyard.protocol.serving.workers import hypercorn_config
 from tests.e2e.support import Gateway
@@ -34,6 +36,7 @@ StartGateway = Callable[[dict[str, Any]], Awaitable[Gateway]]
 
 @pytest.fixture
 async def start_gateway(tmp_path: Path) -> AsyncIterator[StartGateway]:
+    client_eof.install()   # hypercorn's connections as `serve` runs them
     stops: list[trio.Event] = []
     async with trio.open_nursery() as nursery:
 

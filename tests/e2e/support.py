@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -62,10 +63,10 @@ async def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @asynccontextmanager
-async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
-                           ready: bool = True) -> AsyncIterator[tuple[trio.Process, str, Path]]:
-    """``python -m protocol.cli serve`` on a free port, ready (unless ``ready=False``: just started);
-    always stopped (then killed) on exit."""
+async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1, ready: bool = True,
+                           max_open_files: int | None = None) -> AsyncIterator[tuple[trio.Process, str, Path]]:
+    """``python -m protocol.cli serve`` on a free port, ready (unless ``ready=False``: just started), with
+    at most ``max_open_files`` descriptors if given (``ulimit -n``); always stopped (then killed) on exit."""
     path = tmp_path / "cli.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     port = free_port()
@@ -74,7 +75,8 @@ async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(path),
              "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=None if max_open_files is None else functools.partial(limit_open_files, max_open_files))
     url = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=url, timeout=2) as http:
@@ -90,6 +92,10 @@ async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1,
         yield proc, url, log_path
     finally:
         await stop_process(proc, grace=5)
+
+
+def limit_open_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 async def stop_process(proc: trio.Process, grace: float) -> None:

@@ -1,0 +1,115 @@
+"""What a client's end of stream (its FIN) means on a hypercorn trio connection.
+
+hypercorn 0.18's trio ``TCPServer`` returns from its read loop on end of
+stream but leaves the keep-alive timer task in the connection's nursery, so
+the connection's socket is closed only when ``keep_alive_timeout`` (75 s)
+ends: a kept-alive connection the client closed while idle sits in
+CLOSE-WAIT holding a descriptor, and ordinary client churn exhausts the
+process's file descriptors (a CLOSE_WAIT leak on trio is reported in
+pgjones/hypercorn#87; 0.18.0, the newest release and the head of its main
+branch, still waits for the timer). The subclass below ends the timer when
+reading ends, so such a connection is closed at once. Drop it, and the
+install in ``workers.py`` and ``tests/e2e/conftest.py``, once a hypercorn
+release closes the connection on end of stream by itself and handles a
+half-closed client as below (``tests/e2e/test_client_eof_e2e.py`` checks
+both); ``pyproject.toml`` holds hypercorn below 0.19 until then.
+
+A FIN that arrives while a request is being answered is either a client
+that half-closed (``shutdown(SHUT_WR)``: it still reads) or one that went
+away; TCP cannot tell them apart. hypercorn treats it as going away. Here,
+for an HTTP/1.1 request read whole whose answer has not started, the
+connection stays open and the peer is probed with an interim
+``100 Continue`` (every HTTP/1.1 client skips one it did not ask for): a
+peer that closed its socket answers the write with a reset, the next probe
+fails, and the app is told ``http.disconnect`` (which cancels the upstream
+call). Probes go out at growing intervals, five at most; once the answer
+has started, its own writes tell the same way. A half-closed client gets
+its whole answer, and the connection then closes.
+"""
+
+from __future__ import annotations
+
+from math import inf
+
+import h11
+import trio
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.http_stream import HTTPStream
+from hypercorn.trio import run as hypercorn_run
+from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
+
+# Seconds from the client's end of stream to each probe. The first write draws a reset from a peer
+# that closed its socket; a later one fails on it. Five: Go's net/http client refuses a sixth interim
+# response; Python's http.client, httpx (h11) and curl skip many more.
+PROBE_AT = (0.0, 0.05, 0.25, 1.0, 5.0)
+CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+
+
+class ReleasingTCPServer(TCPServer):
+    """hypercorn's trio connection, closed at once when the client's end of stream leaves nothing owed."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._reading = True
+        self._over = trio.Event()   # the connection is closed, or the peer proved gone
+
+    async def _read_data(self) -> None:
+        while True:
+            try:
+                with trio.fail_after(self.config.read_timeout or inf):
+                    data = await self.stream.receive_some(MAX_RECV)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
+                break
+            await self.protocol.handle(RawData(bytes(data)))
+            if data == b"":
+                if self._answer_owed():
+                    await self._probe_until_over()
+                break
+        self._reading = False
+        await self.protocol.handle(Closed())   # the app hears http.disconnect if its answer is unfinished
+        await self.idle_task.stop()            # nothing left to time: the nursery ends with the app's task
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, RawData):
+            # hypercorn's own, but a failed write also ends the probes.
+            async with self.send_lock:
+                try:
+                    with trio.CancelScope(shield=True):
+                        await self.stream.send_all(event.data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._over.set()
+                    await self.protocol.handle(Closed())
+            return
+        if isinstance(event, Closed):
+            self._over.set()
+        elif isinstance(event, Updated) and event.idle and not self._reading:
+            return   # no keep-alive timer for a connection the client has ended
+        await super().protocol_send(event)
+
+    def _answer_owed(self) -> bool:
+        """An HTTP/1.1 request read whole (the client's side ended after it) whose answer is not done."""
+        protocol = self.protocol.protocol
+        if not isinstance(protocol, H11Protocol) or not isinstance(protocol.stream, HTTPStream):
+            return False   # HTTP/2, a websocket, or no request: the end of stream ends the connection
+        connection = protocol.connection
+        return (isinstance(connection, h11.Connection) and connection.their_http_version == b"1.1"
+                and connection.their_state is h11.CLOSED
+                and connection.our_state in (h11.SEND_RESPONSE, h11.SEND_BODY) and not self._over.is_set())
+
+    async def _probe_until_over(self) -> None:
+        began = trio.current_time()
+        for at in PROBE_AT:
+            with trio.move_on_at(began + at):
+                await self._over.wait()
+            if self._over.is_set():
+                return
+            connection = self.protocol.protocol.connection   # type: ignore[union-attr]
+            if connection.our_state is h11.SEND_RESPONSE:   # once the answer started, its writes probe
+                await self.protocol_send(RawData(connection.send(CONTINUE)))
+        await self._over.wait()
+
+
+def install() -> None:
+    """Serve hypercorn's trio connections with ``ReleasingTCPServer`` in this process (every worker calls it)."""
+    hypercorn_run.TCPServer = ReleasingTCPServer  # type: ignore[misc]

@@ -32,6 +32,7 @@ envelope that matches the ingress.
           ├── UpstreamStatusError       backend answered 4xx/5xx: relayed verbatim
           ├── UpstreamConnectError      502  could not reach / connection broke
           ├── UpstreamTimeout           504  a connect or read limit passed
+          │                                  (``unreached`` on both: the connection was never opened)
           └── UpstreamProtocolError     502  the backend spoke garbage
 
 The upstream client maps its transport's exceptions into this tree at the
@@ -267,6 +268,9 @@ class UpstreamFailure(GatewayError):
     type = "upstream_error"
     code = "upstream_error"
     backend: str | None = None
+    # The connection could not be opened (refused, DNS, connect timeout): nothing of the request reached
+    # the backend, so no caller's request can be the cause (a circuit counts it as every caller's).
+    unreached: bool = False
 
 
 class UpstreamStatusError(UpstreamFailure):

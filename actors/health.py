@@ -3,11 +3,13 @@
 Each enabled backend gets a check loop (``GET {url}{path}`` under the check
 timeout; 2xx is up, 503 is warming, anything else or no answer is a
 failure), except a type whose every route needs a signed model call
-(``PASSIVE_HEALTH_TYPES``: bedrock), which its calls alone judge. Real calls feed per-(backend, model) circuits: consecutive
-failures take that pair out of rotation at once, and a half-open probe
-brings it back. Requests report synchronously (Trio runs one task at a
-time, so a report is applied before anyone can read a stale view, and a
-half-open circuit admits only the probes it has room for). The pure state machines in
+(``PASSIVE_HEALTH_TYPES``: bedrock), which its calls alone judge. Real
+calls feed per-(backend, model) circuits: failures that make up enough of
+a window's calls, from more than one caller, take that pair out of
+rotation at once, and a half-open probe brings it back. Requests report
+synchronously (Trio runs one task at a time, so a report is applied before
+anyone can read a stale view, and a half-open circuit admits only the
+probes it has room for). The pure state machines in
 ``actors.routing.health`` and ``actors.routing.circuit`` decide; this actor
 does the I/O and replaces ``view`` wholesale on every change.
 """
@@ -23,6 +25,8 @@ import trio
 from attrs import frozen
 
 from switchyard.actors.routing.circuit import (
+    ANONYMOUS,
+    CLEAN,
     Circuit,
     CircuitState,
     Policy,
@@ -50,14 +54,14 @@ def _check_target(b: BackendConfig, snapshot: Snapshot) -> tuple[Any, ...]:
     return (b.url, b.type, b.api_key, b.anthropic_version, snapshot.health_checks.path_for(b))
 
 
-CLOSED = Circuit()
-
-
 def circuit_policy(snapshot: Snapshot) -> Policy:
-    """``circuit_breaker`` as the circuits read it (an unset threshold is ``health_checks``')."""
+    """``circuit_breaker`` as the circuits read it (an unset threshold is ``health_checks``', unset
+    minimum calls the threshold)."""
     cb = snapshot.circuit_breaker
-    return Policy(failure_threshold=cb.failure_threshold or snapshot.health_checks.unhealthy_threshold,
-                  window=cb.window, timeout=cb.timeout, max_timeout=cb.max_timeout,
+    threshold = cb.failure_threshold or snapshot.health_checks.unhealthy_threshold
+    return Policy(failure_threshold=threshold, window=cb.window, failure_rate=cb.failure_rate,
+                  minimum_calls=cb.minimum_calls or threshold, min_callers=cb.min_callers,
+                  timeout=cb.timeout, max_timeout=cb.max_timeout,
                   half_open_max_requests=cb.half_open_max_requests,
                   half_open_success_threshold=cb.half_open_success_threshold)
 
@@ -74,7 +78,7 @@ class HealthView:
         return h is None or h.routable
 
     def circuit(self, name: str, model: str) -> Circuit:
-        return self.circuits.get((name, model), CLOSED)
+        return self.circuits.get((name, model), CLEAN)
 
     def admits(self, name: str, model: str, now: float) -> bool:
         return self.routable(name) and (not self.circuits or self.circuit(name, model).admits(now, self.max_probes))
@@ -107,11 +111,12 @@ class BackendHealthActor:
             return True
         return False
 
-    def call_failed(self, name: str, model: str, error: str) -> None:
+    def call_failed(self, name: str, model: str, error: str, caller: str = ANONYMOUS) -> None:
+        """A call of ``caller`` failed on (name, model) (``actors/call/verdicts.py``'s ``failing_caller``)."""
         if not self.snapshot.circuit_breaker.enabled:
             return
         c = self.view.circuit(name, model)
-        self._set_circuit(name, model, on_failure(c, trio.current_time(), self.policy), error)
+        self._set_circuit(name, model, on_failure(c, trio.current_time(), self.policy, caller), error)
 
     def probe_abandoned(self, name: str, model: str) -> None:
         """A probe that never finished proves nothing: let the next call probe instead."""
@@ -121,8 +126,8 @@ class BackendHealthActor:
 
     def call_succeeded(self, name: str, model: str) -> None:
         c = self.view.circuits.get((name, model))
-        if c is not None:  # the common case, a closed circuit with no failures, costs one lookup
-            self._set_circuit(name, model, on_success(c, self.policy), "ok")
+        if c is not None:  # the common case, a route with no failure in its window, costs one lookup
+            self._set_circuit(name, model, on_success(c, trio.current_time(), self.policy), "ok")
 
     def _set_circuit(self, name: str, model: str, after: Circuit, why: str) -> None:
         before = self.view.circuit(name, model)
@@ -131,7 +136,7 @@ class BackendHealthActor:
             log.log(level, "backend %s model %s: circuit %s -> %s (%s)", name, model, before.state.value,
                     after.state.value, why)
         circuits = dict(self.view.circuits)
-        if after == CLOSED:
+        if after.state is CircuitState.CLOSED and after.failures == 0:   # no window open: nothing to keep
             circuits.pop((name, model), None)
         else:
             circuits[(name, model)] = after

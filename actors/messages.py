@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 from attrs import frozen
@@ -48,3 +48,6 @@ class Call:
     hops: int = attrs.field(default=0, eq=False)   # gateways it passed before this one; upstream gets one more
     # A multipart call's files (the images edits and variations doors); its text fields are `payload`.
     uploads: "Uploads | None" = attrs.field(default=None, eq=False, repr=False)
+    # A call without a key: its client's address, resolved only when asked (a failure its route's circuit
+    # counts, ``actors/call/verdicts.py``), never on the way. None: no address (in-process, a Unix socket).
+    client_address: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)

@@ -4,7 +4,7 @@ Each field's rule and default is declared in ``resilience.py`` and read by
 ``fields.load_section``; ``streaming`` needs nothing more. What stays here is
 what a walk cannot say: ``timeouts`` nests its fields differently in YAML
 and checks them against each other, ``retry`` compares its two delays
-(``circuit_breaker`` its two cooldowns),
+(``circuit_breaker`` its two cooldowns, and its minimum calls with its threshold),
 ``fallback`` has maps keyed by model name, and the chains are checked against
 the backends. Cross-field checks run only on values that were given and
 valid, so one mistake never produces a second, derived error.
@@ -204,15 +204,22 @@ def _check_delays(out: RetryPolicy, r: Reader) -> None:
 # --- circuit_breaker ---------------------------------------------------------
 
 def circuit_breaker(r: Reader) -> CircuitBreaker:
-    """Special for one check: the cooldown's cap must not be below the first cooldown."""
-    return load_section(CircuitBreaker, r, _check_cooldowns)
+    """Special for two checks: the cooldown's cap must not be below the first cooldown, and a
+    ``minimum_calls`` below ``failure_threshold`` says nothing (the failures are calls too)."""
+    return load_section(CircuitBreaker, r, _check_circuit_breaker)
 
 
-def _check_cooldowns(out: CircuitBreaker, r: Reader) -> None:
-    if out.max_timeout < out.timeout \
-            and not {child(r.path, "timeout"), child(r.path, "max_timeout")} & r.problems.failed_paths:
+def _check_circuit_breaker(out: CircuitBreaker, r: Reader) -> None:
+    failed = r.problems.failed_paths
+    if out.max_timeout < out.timeout and not {child(r.path, "timeout"), child(r.path, "max_timeout")} & failed:
         r.problems.error(child(r.path, "max_timeout"), f"must be at least timeout ({seconds(out.timeout)}), "
                                                        f"got {seconds(out.max_timeout)}")
+    if _given(r, "minimum_calls") and _given(r, "failure_threshold") \
+            and out.minimum_calls is not None and out.failure_threshold is not None \
+            and out.minimum_calls < out.failure_threshold:
+        r.problems.warn(child(r.path, "minimum_calls"),
+                        f"is below failure_threshold ({out.failure_threshold}): the {out.failure_threshold} "
+                        "failures that open a circuit are that many calls already")
 
 
 # --- fallback ----------------------------------------------------------------

@@ -128,17 +128,30 @@ class Fallback:
     model_settings: Mapping[str, ModelFallbackSettings] = attrs.field(factory=dict)
 
 
+def _failure_rate(value: Any) -> float:
+    """A share of calls: above 0, at most 1."""
+    rate = rules.number()(value)
+    if not 0 < rate <= 1:
+        raise rules.Invalid(f"must be greater than 0 and at most 1, got {value}")
+    return rate
+
+
 @frozen
 class CircuitBreaker:
     """``circuit_breaker``: when real calls' failures take a (backend, model) out of rotation and how
-    it comes back. The defaults are the numbers the circuits always had; read by
-    ``load_resilience.circuit_breaker`` (one cross-field check)."""
+    it comes back. Read by ``load_resilience.circuit_breaker`` (its cross-field checks)."""
 
     enabled: bool = field(True, rules.boolean)     # false: real calls never open a circuit
-    # consecutive failures that open a circuit; None: health_checks.unhealthy_threshold
+    # failures within the window that open a circuit; None: health_checks.unhealthy_threshold
     failure_threshold: int | None = field(None, rules.integer(1, 1000))
-    # ... counted only when all fall within this span; None: however far apart
-    window: float | None = field(None, rules.duration(minimum=0.1, maximum=86_400))
+    # a window of counting begins at a failure and lasts this long
+    window: float = field(30.0, rules.duration(minimum=0.1, maximum=86_400))
+    # ... and the circuit opens only when at least this share of the window's calls failed
+    failure_rate: float = field(0.5, _failure_rate)
+    # ... out of at least this many calls in the window; None: the failure threshold
+    minimum_calls: int | None = field(None, rules.integer(1, 100_000))
+    # ... coming from at least this many callers (API keys, else client addresses); 1: any caller
+    min_callers: int = field(2, rules.integer(1, 100))
     timeout: float = field(2.0, rules.duration(minimum=0.01, maximum=3600))        # open before the first probe
     max_timeout: float = field(16.0, rules.duration(minimum=0.01, maximum=86_400))  # cap of the doubling
     half_open_max_requests: int = field(1, rules.integer(1, 1000))        # probes in flight at once

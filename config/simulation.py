@@ -1,8 +1,9 @@
 """``backends[].simulation``: what an in-process simulated backend does, each field with its rule.
 
 Only for demos and tests; the simulators live in ``protocol/simulated``.
-Two rules span fields and run as checks: ``retry_after`` and ``error_code``
-need a ``status``, and an engine's ``total_slots`` is an SGLang metric.
+Some rules span fields and run as checks: ``retry_after`` and ``error_code``
+need a ``status``, ``when_body_contains`` a failure mode to narrow, and an
+engine's ``total_slots`` is an SGLang metric.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class SimulatedFailure:
     truncate_after_chunk: int | None = field(None, _CHUNK_NO)
     empty_reply: bool = field(False, rules.boolean)            # empty content, finish_reason stop
     tool_call: bool = field(False, rules.boolean)              # one get_weather tool call instead of text
+    # the failure hits only requests whose body holds this text (as sent: JSON-escaped); the others are served
+    when_body_contains: str | None = field(None, rules.string())
 
 
 def _check_failure(failure: SimulatedFailure, r: Reader) -> None:
@@ -72,6 +75,8 @@ def _check_failure(failure: SimulatedFailure, r: Reader) -> None:
             r.problems.error(child(r.path, key), "only applies together with status")
     if failure.empty_reply and failure.tool_call:
         r.problems.error(child(r.path, "tool_call"), "cannot be combined with empty_reply")
+    if r.has("when_body_contains") and attrs.evolve(failure, when_body_contains=None) == SimulatedFailure():
+        r.problems.error(child(r.path, "when_body_contains"), "only applies together with a failure mode")
 
 
 @frozen

@@ -35,7 +35,9 @@ class Reply:
 
 async def request(app: App, method: str, path: str, body: bytes | dict | None = None,
                   headers: list[tuple[bytes, bytes]] | None = None,
-                  disconnect_at: float | None = None) -> Reply:
+                  disconnect_at: float | None = None, client: tuple[str, int] | None = None) -> Reply:
+    """One request through ``app``; ``client`` is the peer's address (none: the scope has no ``client``, as
+    over a Unix socket, so every such request is the one anonymous caller)."""
     if isinstance(body, dict):
         body = json.dumps(body).encode()
     body = body or b""
@@ -67,6 +69,8 @@ async def request(app: App, method: str, path: str, body: bytes | dict | None = 
 
     path, _, query = path.partition("?")
     scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "headers": headers or []}
+    if client is not None:
+        scope["client"] = client
     await app(scope, receive, send)
     return reply
 

@@ -50,6 +50,7 @@ class Arrival:
     in_flight: int = 0                             # calls open, this one included (smart routing's load)
     client_ip: str | None = None                   # set when rate_limiting.per_client_ip is
     hops: int = 0                                  # gateways passed before this one (actors/hops.py)
+    client_address: Callable[[], str] | None = None   # without a key: the client's address, on demand (Call's)
 
 
 @frozen
@@ -82,7 +83,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     headers = arrival.headers
     call = door.parse(shaped, body, snapshot, headers, arrival.request_id)
     call = attrs.evolve(call, trace=arrival.trace, key=arrival.key, prefs=prefs, endpoint=door.endpoint,
-                        hops=arrival.hops)
+                        hops=arrival.hops, client_address=arrival.client_address)
     if door.shape is not None:
         call = door.shape(call)
     sink = door.sink_for(call)

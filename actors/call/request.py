@@ -46,7 +46,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call import stored_responses
-from switchyard.actors.call.verdicts import backend_fault, our_failure
+from switchyard.actors.call.verdicts import backend_fault, failing_caller, our_failure
 from switchyard.actors.relay import (
     AttemptFailed,
     AttemptRelaySettings,
@@ -425,7 +425,7 @@ class RequestActor:
                 if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
                     failed.error.backend = backend.name
                 if backend_fault(failed.failure):
-                    rt.health.call_failed(backend.name, model, failed.error.message)
+                    rt.health.call_failed(backend.name, model, failed.error.message, failing_caller(call, failed.error))
                 else:
                     rt.health.call_succeeded(backend.name, model)
                 raise
@@ -433,7 +433,7 @@ class RequestActor:
                 settled = True
                 kind = Kind.PROTOCOL if isinstance(err, UpstreamProtocolError) else \
                     Kind.TIMEOUT if isinstance(err, UpstreamTimeout) else Kind.CONNECTION
-                rt.health.call_failed(backend.name, model, err.message)
+                rt.health.call_failed(backend.name, model, err.message, failing_caller(call, err))
                 timeout = (err.details or {}).get("timeout") if kind is Kind.TIMEOUT else None
                 raise AttemptFailed(Failure(kind, timeout=timeout), err) from None
             except GatewayError:

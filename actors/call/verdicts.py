@@ -1,12 +1,17 @@
-"""What an attempt's end says about its backend: whether it feeds the backend's circuit, and the error
-an unexpected exception in our own code becomes."""
+"""What an attempt's end says about its backend: whether it feeds the backend's circuit, whose failure
+the circuit counts it as, and the error an unexpected exception in our own code becomes."""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from switchyard.actors.errors import InternalError
+from switchyard.actors.errors import GatewayError, InternalError, UpstreamFailure
+from switchyard.actors.routing.circuit import ANONYMOUS, EVERY_CALLER
 from switchyard.actors.routing.failover import Failure, Kind
+
+if TYPE_CHECKING:
+    from switchyard.actors.messages import Call
 
 log = logging.getLogger("switchyard.route")
 
@@ -30,3 +35,16 @@ def backend_fault(failure: Failure) -> bool:
     # UNHEALTHY here is a backend's own misbehaviour (a redirect); the gateway's
     # permit verdict never reaches the circuit.
     return failure.kind in (Kind.TIMEOUT, Kind.CONNECTION, Kind.PROTOCOL, Kind.UNHEALTHY)
+
+
+def failing_caller(call: "Call", error: GatewayError | None = None) -> str:
+    """Whose failure ``error`` is, as the route's circuit tells callers apart: everyone's when the
+    connection could not even be opened, else the call's API key, else its client's address, else
+    the one anonymous caller. Resolved here, on a failure, so a call that succeeds never pays for it."""
+    if isinstance(error, UpstreamFailure) and error.unreached:
+        return EVERY_CALLER
+    if call.key is not None:
+        return "key " + call.key.id
+    if call.client_address is not None:
+        return "ip " + call.client_address()
+    return ANONYMOUS

@@ -32,7 +32,7 @@ from trio_websocket import (
 
 from switchyard.actors.events import CallTrace
 from switchyard.actors.messages import Call
-from switchyard.actors.call.verdicts import BACKEND_FAULT_STATUSES
+from switchyard.actors.call.verdicts import BACKEND_FAULT_STATUSES, failing_caller
 from switchyard.actors.routing.aliases import dispatch_target
 from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
@@ -42,6 +42,7 @@ from switchyard.config.unix_socket import is_unix
 from switchyard.actors import log_fields
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, credential
+from switchyard.protocol.http.limits import client_address
 from switchyard.actors.errors import (
     GatewayError,
     InvalidRequest,
@@ -201,7 +202,8 @@ class RealtimeSession:
         snapshot = runtime.snapshot
         ctx = self.scope.get("switchyard.trace")
         call = Call(model=name, stream=True, body=b"", payload={"model": name}, snapshot=snapshot,
-                    request_id=self.request_id, trace=ctx, key=key, endpoint="realtime")
+                    request_id=self.request_id, trace=ctx, key=key, endpoint="realtime",
+                    client_address=client_address(self.scope, snapshot.server.trusted_proxies) if key is None else None)
         self.trace = trace = CallTrace(self.request_id, snapshot.revision, trace_id=ctx.trace_id if ctx else None,
                                        x_request_id=ctx.x_request_id if ctx else None,
                                        client_ref=ctx.client_ref if ctx else None, route=PATH,
@@ -344,7 +346,7 @@ class RealtimeSession:
                 if opened:
                     raise
                 settled = True
-                raise self._rejected(rt, backend, model, rejected) from None
+                raise self._rejected(rt, call, backend, model, rejected) from None
             except (HandshakeError, OSError) as exc:
                 if opened:   # the closing handshake outlived its grace: the socket is closed all the same
                     log.debug("realtime upstream %s closed without its closing handshake: %r", backend.name, exc)
@@ -362,13 +364,14 @@ class RealtimeSession:
                                                  f"session: {cause or type(cause).__name__}")
                     kind = Kind.CONNECTION
                 error.backend = backend.name
-                rt.health.call_failed(backend.name, model, error.message)
+                rt.health.call_failed(backend.name, model, error.message, failing_caller(call, error))
                 raise _Failed(error, kind, move_on=True) from None
             finally:
                 if probe and not settled:   # cancelled before the probe proved anything
                     rt.health.probe_abandoned(backend.name, model)
 
-    def _rejected(self, rt: "Runtime", backend: BackendConfig, model: str, rejected: ConnectionRejected) -> _Failed:
+    def _rejected(self, rt: "Runtime", call: Call, backend: BackendConfig, model: str,
+                  rejected: ConnectionRejected) -> _Failed:
         """The upstream answered its handshake with an HTTP status: relayed as it is, or another backend tried."""
         status, body = rejected.status_code, rejected.body or b""
         found = {k.lower(): v for k, v in rejected.headers or ()}
@@ -376,7 +379,7 @@ class RealtimeSession:
         error = UpstreamStatusError(backend.name, status, body, found.get(b"content-type"),
                                     retry_after.decode("latin-1") if retry_after else None)
         if status in BACKEND_FAULT_STATUSES:
-            rt.health.call_failed(backend.name, model, error.message)
+            rt.health.call_failed(backend.name, model, error.message, failing_caller(call))
         else:
             rt.health.call_succeeded(backend.name, model)
         kind = classify_status(status, body) if status >= 400 else Kind.UNHEALTHY

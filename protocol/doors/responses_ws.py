@@ -50,7 +50,7 @@ from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http import client_json
 from switchyard.protocol.http.auth import authenticate
-from switchyard.protocol.http.limits import client_ip
+from switchyard.protocol.http.limits import client_address, client_ip
 from switchyard.protocol.http.refusals import record_refusal
 
 if TYPE_CHECKING:
@@ -252,9 +252,10 @@ class ResponsesSocket:
             if self.scope.get("switchyard.key_revision") is not snapshot:   # keys are judged by the current revision
                 key = authenticate(self.scope["headers"], snapshot.api_keys)
             per_ip = snapshot.rate_limiting.per_client_ip is not None
+            trusted = snapshot.server.trusted_proxies
             arrival = Arrival(snapshot, key, None, request_id, PATH, dict(self.scope["headers"]),
-                              self.app.active_requests,
-                              client_ip(self.scope, snapshot.server.trusted_proxies) if per_ip else None, self.hops)
+                              self.app.active_requests, client_ip(self.scope, trusted) if per_ip else None, self.hops,
+                              client_address(self.scope, trusted) if key is None else None)
             door = Door(parse_responses_payload, lambda call: SocketSink(self, stream_id), "responses")
             fields = log_fields.bind(request_id=request_id)
             try:

@@ -11,7 +11,8 @@ tests run at exact instants under a MockClock.
   ``POST /v1/models/refresh`` (``REFRESH_LIMIT``). They are not
   configurable: the model list is always protected.
 - Who is asking: ``client_ip`` (``X-Forwarded-For`` believed only from
-  ``server.trusted_proxies``), ``models_client`` and ``refresh_client``.
+  ``server.trusted_proxies``), ``client_address`` (the same, resolved on
+  demand), ``models_client`` and ``refresh_client``.
   A client identity never holds key material: a bearer value is reduced to
   a short SHA-256 digest before it becomes a bucket key or a log field.
 - ``ModelListCache``: the ``/v1/models`` body with its TTL, where an empty
@@ -28,7 +29,7 @@ import hashlib
 import ipaddress
 import math
 from itertools import islice
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import attrs
 from attrs import frozen
@@ -282,6 +283,14 @@ def client_ip(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> str:
             return str(ip)
         hop = ip
     return str(hop)  # every hop trusted: the leftmost is as far back as anyone can see
+
+
+def client_address(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> Callable[[], str] | None:
+    """``client_ip`` of ``scope``, to call when needed (a circuit's failure asks, not every call);
+    None when the peer has no address (a Unix socket, an in-process test)."""
+    if not scope.get("client"):
+        return None
+    return functools.partial(client_ip, scope, trusted_proxies)
 
 
 # --- /v1/models cache -------------------------------------------------------------

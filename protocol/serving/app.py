@@ -46,7 +46,7 @@ from switchyard.protocol.http.asgi import (
 )
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
 from switchyard.protocol.http.multipart import read_upload
-from switchyard.protocol.http.limits import client_ip
+from switchyard.protocol.http.limits import client_address, client_ip
 from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
@@ -308,7 +308,8 @@ class App:
         arrival = Arrival(snapshot, key, scope.get("switchyard.trace"), scope["switchyard.request_id"],
                           scope["path"], dict(scope["headers"]), self.active_requests,
                           client_ip(scope, snapshot.server.trusted_proxies) if per_ip else None,
-                          scope.get("switchyard.hops", 0))
+                          scope.get("switchyard.hops", 0),
+                          client_address(scope, snapshot.server.trusted_proxies) if key is None else None)
         return serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                           disconnect_waiter(receive))
 

@@ -22,7 +22,9 @@ Retry-After header and an error code of choice); stall before the first
 byte; stall after chunk k; reset the connection after chunk k; send chunk k
 malformed; send an in-band error event after chunk k; end the stream cleanly
 after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
-empty content; reply with a tool call (its arguments ``tool_arguments`` when set).
+empty content; reply with a tool call (its arguments ``tool_arguments`` when set). With
+``when_body_contains`` the failure hits only requests whose body holds that text (a request-specific
+crash); the others are served as if no failure were set.
 
 With ``Simulation.engine`` set, ``GET`` on a path ending in ``/metrics``
 answers the Prometheus page a vLLM or SGLang engine would serve (its own
@@ -40,6 +42,7 @@ from collections import deque
 from contextlib import aclosing
 from typing import Any, AsyncIterator, Callable, ClassVar
 
+import attrs
 import httpx
 import trio
 
@@ -172,6 +175,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if self.keep:
             self._requests.append(request)
         self.record("request")
+        raw = b""
         try:
             raw = await request.aread()
             form = form_of(request)   # an images edit or variation (protocol/simulated/images.py)
@@ -179,6 +183,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         except (ValueError, RecursionError):
             body = None   # refused once it has "arrived" (simulated_checks)
         stream = isinstance(body, dict) and body.get("stream") is True
+        if sim.failure.when_body_contains is not None and sim.failure.when_body_contains.encode() not in raw:
+            sim = attrs.evolve(sim, failure=SimulatedFailure())   # not the request the failure is for
         fail = sim.failure
         try:
             if fail.stall_before_first_byte and not stream:

@@ -38,4 +38,6 @@ class map_upstream_exceptions:
         else:
             err = UpstreamConnectError(f"Backend '{backend}' transport error: {exc or type(exc).__name__}")
         err.backend = backend
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            err.unreached = True   # nothing was sent: the backend (or the way to it) failed whatever the request
         raise err from exc

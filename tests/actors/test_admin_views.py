@@ -76,8 +76,8 @@ async def test_admin_backends_shows_health_circuits_and_load(autojump_clock, mon
             await trio.sleep_until(t0 + 0.5)
             busy = (await request(app, "GET", "/admin/backends", headers=AUTH)).json()
         assert [x["in_flight"] for x in busy["backends"]] == [1, 0, 0]
-        for _ in range(3):
-            app.runtime.health.call_failed("a", "demo", "HTTP 500")
+        for i in range(3):   # three failures of three clients open the circuit
+            app.runtime.health.call_failed("a", "demo", "HTTP 500", f"ip 10.0.0.{i}")
         reply = await request(app, "GET", "/admin/backends", headers=AUTH)
         body = reply.json()
         a, b, c = body["backends"]

@@ -286,7 +286,8 @@ async def test_dial_bound_saturation_is_exported_as_a_metric(autojump_clock):
 
 
 async def test_no_retry_into_a_circuit_that_opened(autojump_clock):
-    config = BASE.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1") + \
+    config = "circuit_breaker: {min_callers: 1}\n" + \
+        BASE.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1") + \
         backend("a", "big", "{latency: 100ms, failure: {status: 500}}") + \
         backend("b", "small", "{latency: 100ms, chunks: 2}")
     async with gateway(config) as app:

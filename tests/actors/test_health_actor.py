@@ -18,6 +18,7 @@ health_checks:
   unhealthy_threshold: 2
   healthy_threshold: 2
   warmup_check_interval: 1s
+circuit_breaker: {min_callers: 1}   # the circuit tests report one anonymous caller's failures
 backends:
   - {name: sim, type: simulated, models: [demo]}
 """

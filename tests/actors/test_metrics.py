@@ -182,7 +182,8 @@ async def test_in_flight_gauge_covers_a_running_stream(autojump_clock):
 # --- labels stay bounded ------------------------------------------------------------------
 
 async def test_model_labels_are_names_the_gateway_routes_or_lists(autojump_clock, monkeypatch):
-    config = NO_CHAIN.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1") + \
+    config = "circuit_breaker: {min_callers: 1}\n" + \
+        NO_CHAIN.replace("interval: 1h", "interval: 1h, unhealthy_threshold: 1") + \
         backend("a", "big", "{latency: 10ms, failure: {status: 500}}")
     async with gateway(config) as app:
         await post(app)                                  # opens a's circuit

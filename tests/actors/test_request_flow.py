@@ -185,7 +185,8 @@ async def test_stall_before_first_byte_holds_until_client_leaves(autojump_clock)
 
 
 async def test_passive_failures_take_backend_out(autojump_clock):
-    async with gateway(FAILING.replace("FAILURE", "status: 503")) as app:
+    # one anonymous client's failures open the circuit alone
+    async with gateway("circuit_breaker: {min_callers: 1}\n" + FAILING.replace("FAILURE", "status: 503")) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat())
         assert reply.status == 503  # two tries (503 is retried once), both failed
         assert app.runtime.health.view.circuit("sim", "demo").state.value == "open"

@@ -378,8 +378,10 @@ async def test_content_filter_400_is_bad_request_with_provider_code_and_not_retr
 # --- 15: the circuit -----------------------------------------------------------------------
 
 def circuit_config() -> dict[str, Any]:
+    # One SDK client (one address) takes the primary down: its failures alone open the circuit.
     return faults_config(sim("a", "big", failure={"status": 503}), sim("b", "small"),
-                         health_checks={"interval": "1h", "unhealthy_threshold": 2})
+                         health_checks={"interval": "1h", "unhealthy_threshold": 2},
+                         circuit_breaker={"min_callers": 1})
 
 
 async def take_primary_down(gw: Gateway, client: openai.OpenAI) -> Any:

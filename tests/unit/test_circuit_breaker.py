@@ -10,6 +10,9 @@ import trio
 
 from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.routing.circuit import (
+    ANONYMOUS,
+    CLEAN,
+    EVERY_CALLER,
     Circuit,
     CircuitState,
     Policy,
@@ -44,11 +47,12 @@ CLOSED = CircuitState.CLOSED
 
 # --- the config ----------------------------------------------------------------
 
-def test_defaults_are_the_numbers_the_circuits_always_had():
+def test_defaults():
     cb = snapshot().circuit_breaker
     assert cb == CircuitBreaker()
-    assert (cb.enabled, cb.failure_threshold, cb.window, cb.timeout, cb.max_timeout,
-            cb.half_open_max_requests, cb.half_open_success_threshold) == (True, None, None, 2.0, 16.0, 1, 1)
+    assert (cb.enabled, cb.failure_threshold, cb.window, cb.failure_rate, cb.minimum_calls, cb.min_callers,
+            cb.timeout, cb.max_timeout, cb.half_open_max_requests, cb.half_open_success_threshold) == \
+        (True, None, 30.0, 0.5, None, 2, 2.0, 16.0, 1, 1)
 
 
 def test_every_key_is_read():
@@ -57,12 +61,15 @@ circuit_breaker:
   enabled: false
   failure_threshold: 5
   window: 1m
+  failure_rate: 0.8
+  minimum_calls: 10
+  min_callers: 3
   timeout: 500ms
   max_timeout: 30s
   half_open_max_requests: 3
   half_open_success_threshold: 2
 """).circuit_breaker
-    assert cb == CircuitBreaker(False, 5, 60.0, 0.5, 30.0, 3, 2)
+    assert cb == CircuitBreaker(False, 5, 60.0, 0.8, 10, 3, 0.5, 30.0, 3, 2)
 
 
 def test_each_field_is_validated_with_its_dotted_path():
@@ -71,6 +78,9 @@ circuit_breaker:
   enabled: 1
   failure_threshold: 0
   window: soon
+  failure_rate: 0
+  minimum_calls: 0
+  min_callers: 0
   timeout: 0s
   half_open_max_requests: -1
   half_open_success_threshold: 1.5
@@ -78,10 +88,42 @@ circuit_breaker:
         "circuit_breaker.enabled: must be true or false, got integer",
         "circuit_breaker.failure_threshold: must be at least 1, got 0",
         "circuit_breaker.window: must be a duration like 10s, 500ms or 1m30s, got 'soon'",
+        "circuit_breaker.failure_rate: must be greater than 0 and at most 1, got 0",
+        "circuit_breaker.minimum_calls: must be at least 1, got 0",
+        "circuit_breaker.min_callers: must be at least 1, got 0",
         "circuit_breaker.timeout: must be greater than zero",
         "circuit_breaker.half_open_max_requests: must be at least 1, got -1",
         "circuit_breaker.half_open_success_threshold: must be an integer, got number",
     ]
+
+
+@pytest.mark.parametrize("value, error", [
+    ("1.5", "must be greater than 0 and at most 1, got 1.5"),
+    ("-0.5", "must be greater than 0 and at most 1, got -0.5"),
+    ("half", "must be a number, got string"),
+    ("true", "must be a number, got boolean"),
+])
+def test_failure_rate_is_a_share_above_zero_and_at_most_one(value, error):
+    assert errors_of(MINIMAL + f"circuit_breaker: {{failure_rate: {value}}}\n") == [
+        f"circuit_breaker.failure_rate: {error}"]
+
+
+def test_min_callers_and_minimum_calls_have_upper_bounds():
+    assert errors_of(MINIMAL + "circuit_breaker: {min_callers: 101, minimum_calls: 100001}\n") == [
+        "circuit_breaker.minimum_calls: must be at most 100000, got 100001",
+        "circuit_breaker.min_callers: must be at most 100, got 101"]
+
+
+def test_minimum_calls_below_failure_threshold_is_a_warning():
+    loaded = load_text(MINIMAL + "circuit_breaker: {failure_threshold: 5, minimum_calls: 3}\n", env={})
+    assert loaded.warnings == ("circuit_breaker.minimum_calls: is below failure_threshold (5): the 5 failures "
+                               "that open a circuit are that many calls already",)
+    assert load_text(MINIMAL + "circuit_breaker: {failure_threshold: 5, minimum_calls: 5}\n",
+                     env={}).warnings == ()
+
+
+def test_a_null_window_is_the_default_one():
+    assert snapshot(MINIMAL + "circuit_breaker: {window: null}\n").circuit_breaker.window == 30.0
 
 
 def test_max_timeout_below_timeout_is_refused():
@@ -101,36 +143,120 @@ def test_failure_threshold_unset_follows_health_checks_unhealthy_threshold():
     assert actor.policy.failure_threshold == 2
 
 
+def test_minimum_calls_unset_follows_the_failure_threshold():
+    actor = BackendHealthActor(snapshot(MINIMAL + "health_checks: {unhealthy_threshold: 7}\n"), None)
+    assert actor.policy.minimum_calls == 7
+    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 4}\n"), None)
+    assert actor.policy.minimum_calls == 4
+    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 4, minimum_calls: 9}\n"),
+                               None)
+    assert actor.policy.minimum_calls == 9
+
+
 # --- the circuits (pure) -----------------------------------------------------------
 
-def fail(c: Circuit, times: int, now: float, policy: Policy) -> Circuit:
+ANY = dict(min_callers=1)   # the mechanics below: one caller's failures open a circuit
+
+
+def fail(c: Circuit, times: int, now: float, policy: Policy, caller: str = ANONYMOUS) -> Circuit:
     for _ in range(times):
-        c = on_failure(c, now, policy)
+        c = on_failure(c, now, policy, caller)
     return c
 
 
-def test_failure_threshold_consecutive_failures_open_the_circuit():
-    policy = Policy(failure_threshold=4)
+def succeed(c: Circuit, times: int, now: float, policy: Policy) -> Circuit:
+    for _ in range(times):
+        c = on_success(c, now, policy)
+    return c
+
+
+def test_failure_threshold_failures_in_the_window_open_the_circuit():
+    policy = Policy(failure_threshold=4, **ANY)
     assert fail(Circuit(), 3, 0.0, policy).state is CLOSED
     c = fail(Circuit(), 4, 0.0, policy)
     assert c.state is OPEN and c.cooldown == 2.0
 
 
-def test_failures_further_apart_than_the_window_start_a_new_run():
-    policy = Policy(failure_threshold=2, window=10.0)
+def test_failure_rate_a_window_whose_calls_mostly_succeed_stays_closed():
+    policy = Policy(failure_threshold=3, failure_rate=0.5, **ANY)
+    c = Circuit()
+    for t in range(3):   # failure, success, success: three times
+        c = succeed(on_failure(c, float(t), policy), 2, float(t), policy)
+    c = on_failure(c, 3.0, policy)
+    assert (c.state, c.failures, c.calls) == (CLOSED, 4, 10)    # 40 % failed
+    c = on_failure(on_failure(c, 3.0, policy), 3.0, policy)
+    assert (c.state, c.failures, c.calls) == (OPEN, 6, 12)      # 50 %: the rate is reached
+
+
+def test_failure_rate_a_success_no_longer_starts_the_count_over():
+    policy = Policy(failure_threshold=3, **ANY)
+    c = on_failure(succeed(fail(Circuit(), 2, 0.0, policy), 1, 0.0, policy), 0.0, policy)
+    assert (c.state, c.failures, c.calls) == (OPEN, 3, 4)
+
+
+def test_minimum_calls_no_judgement_before_the_window_has_that_many_calls():
+    policy = Policy(failure_threshold=2, minimum_calls=5, **ANY)
+    c = fail(Circuit(), 4, 0.0, policy)
+    assert (c.state, c.calls) == (CLOSED, 4)
+    assert on_failure(c, 0.0, policy).state is OPEN
+    c = on_failure(succeed(fail(Circuit(), 2, 0.0, policy), 2, 0.0, policy), 0.0, policy)
+    assert (c.state, c.failures, c.calls) == (OPEN, 3, 5)       # successes are calls too
+
+
+def test_min_callers_one_callers_failures_never_open_the_circuit():
+    policy = Policy(failure_threshold=3, min_callers=2)
+    c = fail(Circuit(), 50, 0.0, policy, "key a")
+    assert (c.state, c.failures, c.calls, c.callers) == (CLOSED, 50, 50, frozenset({"key a"}))
+    c = on_failure(c, 0.0, policy, "key b")                      # a second caller fails too
+    assert (c.state, c.callers) == (OPEN, frozenset({"key a", "key b"}))
+
+
+def test_min_callers_counts_distinct_callers_and_remembers_no_more_than_it_needs():
+    policy = Policy(failure_threshold=3, min_callers=3)
+    c = fail(fail(Circuit(), 5, 0.0, policy, "ip 10.0.0.1"), 5, 0.0, policy, "ip 10.0.0.2")
+    assert c.state is CLOSED
+    c = on_failure(c, 0.0, policy, "ip 10.0.0.3")
+    assert c.state is OPEN and len(c.callers) == 3
+    c = fail(Circuit(), 1, 0.0, Policy(failure_threshold=9, min_callers=2), "a")
+    for caller in "bcdefg":
+        c = on_failure(c, 0.0, Policy(failure_threshold=9, min_callers=2), caller)
+    assert c.callers == frozenset({"a", "b"}) and c.failures == 7
+
+
+def test_a_connection_that_could_not_be_opened_counts_as_every_callers():
+    policy = Policy(failure_threshold=3, min_callers=2)
+    assert fail(Circuit(), 3, 0.0, policy, EVERY_CALLER).state is OPEN
+    c = on_failure(fail(Circuit(), 2, 0.0, policy, "key a"), 0.0, policy, EVERY_CALLER)
+    assert c.state is OPEN                                       # one caller's two and a refused connect
+    assert fail(Circuit(), 2, 0.0, policy, EVERY_CALLER).state is CLOSED   # the threshold still holds
+
+
+def test_window_failures_past_it_start_a_new_window():
+    policy = Policy(failure_threshold=2, window=10.0, **ANY)
     c = on_failure(Circuit(), 0.0, policy)
     c = on_failure(c, 10.5, policy)           # the first is out of the window
-    assert c.state is CLOSED and c.failures == 1
-    assert on_failure(c, 20.0, policy).state is OPEN   # within 10 s of the run's first failure
+    assert (c.state, c.failures, c.calls, c.first_failure_at) == (CLOSED, 1, 1, 10.5)
+    assert on_failure(c, 20.0, policy).state is OPEN   # within 10 s of the window's first failure
 
 
-def test_without_a_window_failures_count_however_far_apart():
-    c = fail(Circuit(), 2, 0.0, Policy(failure_threshold=3))
-    assert on_failure(c, 1e6, Policy(failure_threshold=3)).state is OPEN
+def test_window_counts_until_it_expires_then_a_success_forgets_it():
+    policy = Policy(failure_threshold=3, window=10.0, **ANY)
+    c = on_success(on_failure(Circuit(), 0.0, policy), 10.0, policy)   # at the window's last instant
+    assert (c.failures, c.calls) == (1, 2)
+    assert on_success(c, 10.5, policy) is CLEAN
+
+
+def test_window_default_is_finite_failures_far_apart_never_add_up():
+    c = fail(Circuit(), 2, 0.0, Policy(**ANY))
+    assert on_failure(c, 1e6, Policy(**ANY)).state is CLOSED
+
+
+def test_a_success_on_a_clean_route_is_the_clean_circuit_itself():
+    assert on_success(CLEAN, 5.0, Policy()) is CLEAN
 
 
 def test_timeout_is_the_first_cooldown_and_max_timeout_caps_the_doubling():
-    policy = Policy(failure_threshold=1, timeout=3.0, max_timeout=10.0)
+    policy = Policy(failure_threshold=1, timeout=3.0, max_timeout=10.0, **ANY)
     c = on_failure(Circuit(), 0.0, policy)
     assert c.cooldown == 3.0 and not c.admits(2.9) and c.admits(3.0)
     cooldowns = []
@@ -140,8 +266,14 @@ def test_timeout_is_the_first_cooldown_and_max_timeout_caps_the_doubling():
     assert cooldowns == [6.0, 10.0, 10.0]
 
 
+def test_a_failed_probe_reopens_whoever_made_it():
+    policy = Policy(failure_threshold=1, **ANY)
+    c = on_failure(on_probe(on_failure(Circuit(), 0.0, policy)), 2.0, Policy(min_callers=2), "key a")
+    assert c.state is OPEN and c.cooldown == 4.0
+
+
 def test_half_open_max_requests_probes_go_at_once():
-    policy = Policy(failure_threshold=1, half_open_max_requests=2)
+    policy = Policy(failure_threshold=1, half_open_max_requests=2, **ANY)
     c = on_probe(on_failure(Circuit(), 0.0, policy))
     assert c.state is HALF_OPEN and c.admits(5.0, max_probes=2)
     c = on_probe(c)
@@ -149,22 +281,22 @@ def test_half_open_max_requests_probes_go_at_once():
 
 
 def test_half_open_success_threshold_successes_close_the_circuit():
-    policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2)
+    policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2, **ANY)
     c = on_probe(on_probe(on_failure(Circuit(), 0.0, policy)))
-    c = on_success(c, policy)
+    c = on_success(c, 2.0, policy)
     assert c.state is HALF_OPEN and c.successes == 1 and c.probes == 1
-    assert on_success(c, policy) == Circuit()
+    assert on_success(c, 2.0, policy) == Circuit()
 
 
 def test_a_failed_probe_reopens_whatever_succeeded_before():
-    policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2)
-    c = on_success(on_probe(on_probe(on_failure(Circuit(), 0.0, policy))), policy)
+    policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2, **ANY)
+    c = on_success(on_probe(on_probe(on_failure(Circuit(), 0.0, policy))), 2.0, policy)
     c = on_failure(c, 1.0, policy)
     assert c.state is OPEN and c.cooldown == 4.0 and c.successes == 0
 
 
 def test_an_abandoned_last_probe_with_nothing_proven_reopens():
-    c = on_probe(on_failure(Circuit(), 0.0, Policy(failure_threshold=1)))
+    c = on_probe(on_failure(Circuit(), 0.0, Policy(failure_threshold=1, **ANY)))
     after = on_probe_abandoned(c)
     assert after.state is OPEN and after.admits(2.0)
 
@@ -180,11 +312,11 @@ async def test_disabled_real_failures_never_open_a_circuit():
 
 
 async def test_reload_changes_the_threshold_for_the_next_failures_and_keeps_the_circuits():
-    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 5}\n"), None)
+    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 5, min_callers: 1}\n"), None)
     actor.call_failed("sim", "demo", "HTTP 503")
     actor.call_failed("sim", "demo", "HTTP 503")
     before = actor.view.circuit("sim", "demo")
-    actor.reconfigure(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 3, timeout: 7s}\n"))
+    actor.reconfigure(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 3, timeout: 7s, min_callers: 1}\n"))
     assert actor.view.circuit("sim", "demo") == before        # two failures still counted
     actor.call_failed("sim", "demo", "HTTP 503")               # the third: the new threshold
     c = actor.view.circuit("sim", "demo")
@@ -192,12 +324,13 @@ async def test_reload_changes_the_threshold_for_the_next_failures_and_keeps_the_
 
 
 async def test_reload_changes_the_probe_count_of_a_circuit_already_open(autojump_clock):
-    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1}\n"), None)
+    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1, min_callers: 1}\n"), None)
     actor.call_failed("sim", "demo", "HTTP 503")
     await trio.sleep(2)
     assert actor.dispatching("sim", "demo", trio.current_time())
     assert not actor.view.admits("sim", "demo", trio.current_time())   # one probe at a time
-    actor.reconfigure(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1, half_open_max_requests: 2}\n"))
+    actor.reconfigure(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1, min_callers: 1, "
+                                         "half_open_max_requests: 2}\n"))
     assert actor.view.circuit("sim", "demo").state is HALF_OPEN     # the probe in flight is kept
     assert actor.view.admits("sim", "demo", trio.current_time())
     assert actor.dispatching("sim", "demo", trio.current_time())
@@ -205,7 +338,7 @@ async def test_reload_changes_the_probe_count_of_a_circuit_already_open(autojump
 
 
 async def test_reload_turning_circuits_off_forgets_them():
-    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1}\n"), None)
+    actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {failure_threshold: 1, min_callers: 1}\n"), None)
     actor.call_failed("sim", "demo", "HTTP 503")
     assert actor.view.circuit("sim", "demo").state is OPEN
     actor.reconfigure(snapshot(MINIMAL + "circuit_breaker: {enabled: false}\n"))

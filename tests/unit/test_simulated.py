@@ -192,6 +192,29 @@ async def test_status_with_retry_after_and_error_code(autojump_clock):
     assert "retry-after" not in r.headers
 
 
+async def test_when_body_contains_fails_only_the_requests_that_hold_the_text(autojump_clock):
+    sim = Simulation(chunks=2, failure=SimulatedFailure(status=500, when_body_contains="crash-me"))
+    crashing = chat()
+    crashing["messages"][0]["content"] = "please crash-me now"
+    r = await buffered(sim, crashing)
+    assert r.status_code == 500 and r.json()["error"]["code"] == "simulated_500"
+    r = await buffered(sim)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello from a. The"
+    reply = await stream(Simulation(chunks=5, failure=SimulatedFailure(error_event_after_chunk=2,
+                                                                       when_body_contains="crash-me")))
+    assert reply.status == 200 and reply.data[-1] == b"[DONE]"   # the failure narrowed away: a clean stream
+
+
+def test_when_body_contains_needs_a_failure_mode_to_narrow():
+    assert errors_of(sim_config("{failure: {when_body_contains: crash-me}}")) == [
+        "backends[0].simulation.failure.when_body_contains: only applies together with a failure mode"]
+    assert errors_of(sim_config("{failure: {status: 500, when_body_contains: ''}}")) == [
+        "backends[0].simulation.failure.when_body_contains: must not be empty"]
+    f = load_text(sim_config("{failure: {status: 500, when_body_contains: crash-me}}"),
+                  env={}).snapshot.backends[0].simulation.failure
+    assert (f.status, f.when_body_contains) == (500, "crash-me")
+
+
 async def test_error_event_after_chunk(autojump_clock):
     reply = await stream(Simulation(chunks=5, failure=SimulatedFailure(error_event_after_chunk=2)))
     assert reply.status == 200

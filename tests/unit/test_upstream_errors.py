@@ -27,6 +27,21 @@ def test_httpx_failures_are_mapped_with_the_backend_and_their_cause(raised, expe
     assert caught.value.__cause__ is raised
 
 
+@pytest.mark.parametrize(("raised", "unreached"), [
+    (httpx.ConnectError("refused"), True),          # refused, DNS: nothing was sent
+    (httpx.ConnectTimeout("slow"), True),
+    (httpx.ReadError("reset"), False),              # broke after the request went out
+    (httpx.WriteError("broken pipe"), False),
+    (httpx.ReadTimeout("slow"), False),
+    (httpx.PoolTimeout("full"), False),
+    (httpx.RemoteProtocolError("garbage"), False),
+])
+def test_a_connection_that_could_not_be_opened_is_marked_unreached(raised, unreached):
+    with pytest.raises(Exception) as caught, map_upstream_exceptions("b1"):
+        raise raised
+    assert caught.value.unreached is unreached
+
+
 def test_timeouts_say_which_limit():
     with pytest.raises(UpstreamTimeout) as caught, map_upstream_exceptions("b1"):
         raise httpx.WriteTimeout("slow")

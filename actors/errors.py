@@ -25,6 +25,7 @@ envelope that matches the ingress.
      │    ├── ShuttingDown              503  draining: no new calls; a call past the drain window
      │    ├── TooManyConcurrentRequests 503  server.max_concurrent_requests reached
      │    ├── NoHealthyBackend          503  known model, every backend down
+     │    ├── StoredResponsesUnavailable 503 the shared map of stored responses is away (stored_owners.py)
      │    └── RouteCapabilityUnavailable 503 fallback left only routes lacking what the request needs
      ├── LoopDetected                   508  the request passed more gateways than server.max_hops
      ├── InternalError                  500  an exception in the gateway's own code: never a backend's fault
@@ -242,6 +243,10 @@ class ShuttingDown(Unavailable):
 
 class TooManyConcurrentRequests(Unavailable):
     code = "too_many_concurrent_requests"
+
+
+class StoredResponsesUnavailable(Unavailable):
+    code = "stored_responses_unavailable"
 
 
 class NoHealthyBackend(Unavailable):

@@ -16,6 +16,7 @@ workers and instances share (beside the usage ledger) answers for the rest.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 from attrs import frozen
@@ -23,6 +24,13 @@ from attrs import frozen
 from switchyard.config.stored_responses import StoredResponses
 
 ANONYMOUS = ""   # the owner when API keys are off: every caller is the same one
+# A response id the shared store keeps and is asked for: what OpenAI's are made of (letters, digits, _ and -;
+# GET /v1/responses/{id} takes no other). Anything else is never a stored response of a backend's.
+_STORABLE = re.compile(r"[A-Za-z0-9_\-]{1,200}")
+
+
+def storable_id(response_id: str) -> bool:
+    return _STORABLE.fullmatch(response_id) is not None
 
 
 @frozen

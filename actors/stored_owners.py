@@ -6,29 +6,37 @@ shared store (``OwnerStore``, filled by ``protocol/stores/response_owners.py``:
 the usage ledger's SQLite file or PostgreSQL), where every worker writes what
 it relays. Without a store (``usage.ledger: memory``) the memory is the map.
 
-The create path tells and waits only for what a client can race: the row is
-written (in a worker thread, off the event loop) before the answer that names
-the id leaves, bounded by ``WRITE_WAIT``; a write that takes longer goes on in
-the background. A store that fails is logged and counted, never fails a call:
-the worker's memory still answers, and a lookup the store cannot answer is
-an unknown id. ``run`` prunes the store by the bounds every ``PRUNE_EVERY``.
+The request path never waits on a store that is away. Rows are written like
+ledger records (``owner_writes.py``): queued, written in the background in
+order, retried with backoff while the store is away, bounded. While the store
+answers, a create waits for its row at most ``WRITE_WAIT`` (the store's short
+deadline), so another worker finds the id as soon as it reaches the client;
+while it is away a create does not wait at all. A lookup the memory cannot
+answer asks the store under the same deadline, and while the store is away
+(or once it misses the deadline) fails at once with
+``StoredResponsesUnavailable``: a clear 503, never an id wrongly said to be
+unknown. ``run`` hosts the writer and prunes the store by the bounds every
+``PRUNE_EVERY``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import trio
 from attrs import frozen
 
-from switchyard.actors.response_owners import ResponseOwners
+from switchyard.actors.errors import StoredResponsesUnavailable
+from switchyard.actors.owner_writes import Op, OwnerWrites
+from switchyard.actors.response_owners import ResponseOwners, storable_id
 from switchyard.config.stored_responses import StoredResponses
 
 log = logging.getLogger("switchyard.responses")
 
-WRITE_WAIT = 2.0      # seconds a create waits, at most, for its owner row before its answer goes out
+WRITE_WAIT = 0.5      # seconds: the store's short deadline; a create waits at most this for its row, a lookup
+                      # for its answer (a healthy store takes milliseconds)
 PRUNE_EVERY = 60.0    # seconds between prunes of the store
 STORE_CALLS = 4       # store calls in flight at once (worker threads)
 
@@ -48,14 +56,14 @@ class OwnerStore(Protocol):
 
     def open(self) -> None: ...
 
-    def remember(self, owner: str, response_id: str, backend: str, created: float) -> None: ...
+    def apply(self, ops: Sequence[Op]) -> None:
+        """Remember and forget, in order, in one transaction."""
+        ...
 
     def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
         """The id as this owner and others hold it: rows created after ``since`` and within the newest
         ``max_entries`` only."""
         ...
-
-    def forget(self, owner: str, response_id: str) -> None: ...
 
     def prune(self, before: float, max_entries: int) -> int: ...
 
@@ -73,15 +81,19 @@ class StoredOwners:
         self._clock = clock
         self._to_thread = to_thread
         self._calls = trio.CapacityLimiter(STORE_CALLS)
-        self._nursery: trio.Nursery | None = None
         self._opened = False
-        self.store_up = store is not None
-        self.failures = 0     # store calls that failed
+        self.writes = OwnerWrites(store, self._store_call, lambda: self.policy.max_entries) \
+            if store is not None else None
         self.pruned = 0       # rows the prunes deleted
+        self.lookup_failures = 0   # lookups the store failed or did not answer within WRITE_WAIT
 
     @property
     def policy(self) -> StoredResponses:
         return self.memory.policy
+
+    @property
+    def store_up(self) -> bool:
+        return self.writes is not None and self.writes.store_up
 
     def reconfigure(self, policy: StoredResponses) -> None:
         self.memory.reconfigure(policy)
@@ -89,57 +101,63 @@ class StoredOwners:
     # --- lookups -------------------------------------------------------------
 
     async def lookup(self, owner: str, response_id: str) -> Found:
-        """Memory first; the store only for an id this worker does not hold."""
+        """Memory first; the store only for an id this worker does not hold, and only while it answers."""
         now = trio.current_time()
         mine = self.memory.backend_of(owner, response_id, now)
-        if mine is not None or self.store is None:
+        if mine is not None or self.store is None or self.writes is None or not storable_id(response_id):
             return Found(mine, mine is None and self.memory.known_to_other(owner, response_id, now))
+        if not self.writes.store_up:
+            raise self._unavailable()
         policy = self.policy
-        found = await self._call("look up", self.store.lookup, owner, response_id, self._clock() - policy.max_age,
-                                 policy.max_entries)
-        return found if found is not None else Found(None, self.memory.known_to_other(owner, response_id, now))
+        found: Found | None = None
+        with trio.move_on_after(WRITE_WAIT):
+            try:
+                found = await self._lookup_call(owner, response_id, self._clock() - policy.max_age,
+                                                policy.max_entries)
+            except Exception as exc:
+                self.lookup_failures += 1
+                self.writes.failed(exc, "look up")
+                raise self._unavailable() from None
+        if found is None:   # the store did not answer in time: away until the writer's retry says otherwise
+            self.lookup_failures += 1
+            self.writes.failed(TimeoutError(f"no answer within {WRITE_WAIT:g}s"), "look up")
+            raise self._unavailable()
+        return Found(found.backend, found.other or self.memory.known_to_other(owner, response_id, now))
 
     async def backend_of(self, owner: str, response_id: str) -> str | None:
         return (await self.lookup(owner, response_id)).backend
 
+    def _unavailable(self) -> StoredResponsesUnavailable:
+        name = self.store.name if self.store is not None else "shared"
+        return StoredResponsesUnavailable(
+            f"Which backend holds this stored response is kept in the {name} store (usage.ledger), which is not "
+            f"answering; retry shortly")
+
     # --- changes -------------------------------------------------------------
 
     async def remember(self, owner: str, response_id: str, backend: str) -> None:
-        """Note the id now; return once the store has it too, or after ``WRITE_WAIT`` (the write goes on)."""
+        """Note the id now; while the store answers, return once it has the row too (at most WRITE_WAIT)."""
         self.memory.remember(owner, response_id, backend, trio.current_time())
-        if self.store is None:
-            return
-        write = (self.store.remember, owner, response_id, backend, self._clock())
-        if self._nursery is None:   # not running (a Runtime that was never started): write in place
-            await self._call("write", *write)
-            return
-        done = trio.Event()
-
-        async def written() -> None:
-            try:
-                await self._call("write", *write)
-            finally:
-                done.set()
-
-        self._nursery.start_soon(written)
-        with trio.move_on_after(WRITE_WAIT) as waited:
-            await done.wait()
-        if waited.cancelled_caught:
-            log.warning("stored response %s: its owner row took longer than %gs to write; answered without "
-                        "waiting for it", response_id, WRITE_WAIT)
+        if self.writes is not None and storable_id(response_id):
+            await self.writes.tell(Op(owner, response_id, backend, self._clock()), WRITE_WAIT)
 
     async def forget(self, owner: str, response_id: str) -> None:
-        """A deleted response: gone from memory and, before this returns, from the store."""
+        """A deleted response: gone from memory at once and, while the store answers, from the store before
+        this returns (at most WRITE_WAIT; else as soon as it is back)."""
         self.memory.forget(owner, response_id)
-        if self.store is not None:
-            await self._call("forget", self.store.forget, owner, response_id)
+        if self.writes is not None and storable_id(response_id):
+            await self.writes.tell(Op(owner, response_id, None, self._clock()), WRITE_WAIT)
 
     async def prune(self) -> int:
-        """Delete the store's rows past the bounds now; how many went (0 when the store failed)."""
-        if self.store is None:
+        """Delete the store's rows past the bounds now; how many went (0 when the store is away or failed)."""
+        if self.store is None or self.writes is None or not self.writes.store_up:
             return 0
         policy = self.policy
-        gone = await self._call("prune", self.store.prune, self._clock() - policy.max_age, policy.max_entries)
+        try:
+            gone = await self._store_call(self.store.prune, self._clock() - policy.max_age, policy.max_entries)
+        except Exception as exc:
+            self.writes.failed(exc, "prune")
+            return 0
         self.pruned += gone or 0
         return gone or 0
 
@@ -152,37 +170,31 @@ class StoredOwners:
             self._opened = True
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Host the background writes and prune the store every ``PRUNE_EVERY``."""
+        """Host the writer and prune the store every ``PRUNE_EVERY``."""
         await self.open()
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started(self)
-                while self.store is not None:
-                    await self.prune()
-                    await trio.sleep(PRUNE_EVERY)
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
+        async with trio.open_nursery() as nursery:
+            if self.writes is not None:
+                nursery.start_soon(self.writes.run)
+            task_status.started(self)
+            while self.store is not None:
+                await self.prune()
+                await trio.sleep(PRUNE_EVERY)
+            await trio.sleep_forever()
 
     async def aclose(self) -> None:
+        """Write what is queued (while the store answers, within WRITE_WAIT), then close the store."""
         if self.store is not None and self._opened:
+            if self.writes is not None:
+                await self.writes.flush(WRITE_WAIT)
             self._opened = False
             await self._to_thread(self.store.close, limiter=self._calls)
 
-    async def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """One store call in a worker thread; None when it failed (logged once an outage, and counted)."""
+    async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One blocking store call in a worker thread (a cancel waits for it: a write is never half-known)."""
+        return await self._to_thread(fn, *args, limiter=self._calls)
+
+    async def _lookup_call(self, *args: Any) -> Any:
+        """A lookup for the request path: a caller past its deadline abandons the thread (the limiter's slot
+        comes back when it ends)."""
         assert self.store is not None
-        try:
-            result = await self._to_thread(fn, *args, limiter=self._calls)
-        except Exception as exc:
-            self.failures += 1
-            if self.store_up:
-                log.warning("stored responses: the %s store failed (%s: %s); this worker's memory answers until "
-                            "it is back", self.store.name, what, exc)
-            self.store_up = False
-            return None
-        if not self.store_up:
-            log.info("stored responses: the %s store is back", self.store.name)
-            self.store_up = True
-        return result
+        return await self._to_thread(self.store.lookup, *args, limiter=self._calls, abandon_on_cancel=True)

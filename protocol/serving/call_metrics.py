@@ -33,7 +33,7 @@ from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.metrics import RuntimeCollector
 from switchyard.actors.ledger.record import LedgerRecord
-from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, CountersCollector, counters_of
+from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, STORED, CountersCollector, counters_of
 from switchyard.protocol.serving.label_children import LabelChildren
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
@@ -122,6 +122,8 @@ class GatewayMetrics:
         r.register(CountersCollector(LIMITER, lambda: counters_of(getattr(runtime, "limiter", None), LIMITER)))
         # the span export's queue and its collector (with tracing.otlp)
         r.register(CountersCollector(OTLP, lambda: counters_of(getattr(runtime, "spans", None), OTLP)))
+        r.register(CountersCollector(STORED, lambda: counters_of(
+            getattr(getattr(runtime, "response_owners", None), "writes", None), STORED)))
         self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)

@@ -56,6 +56,19 @@ LIMITER: Table = (
 )
 
 
+# The stored-response owner map's store (StoredOwners.writes, with usage.ledger sqlite or postgresql).
+STORED: Table = (
+    ("store_up", "stored_responses_store_up", "gauge",
+     "1 while the store that maps stored responses to backends answers, 0 while it is away"),
+    ("queued", "stored_responses_queued", "gauge", "Owner rows waiting to be written to that store"),
+    ("written", "stored_responses_written", "counter", "Owner rows (creates and deletes) the store took"),
+    ("failures", "stored_responses_store_failures", "counter",
+     "Calls to that store that failed or missed their deadline (writes, lookups, prunes)"),
+    ("dropped", "stored_responses_dropped", "counter",
+     "Owner rows dropped: the queue was full while the store was away, or the store refused one it could not take"),
+)
+
+
 # The export's counters in Prometheus (tracing.otlp; SpanExport in otlp.py).
 OTLP: Table = (
     ("queued", "otlp_spans_queued", "counter", "Spans handed to the OTLP exporter's queue (tracing.otlp)"),

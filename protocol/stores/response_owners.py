@@ -17,8 +17,9 @@ Each method blocks: ``actors/stored_owners.py`` calls them in worker threads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from switchyard.actors.owner_writes import Op
 from switchyard.actors.stored_owners import Found, OwnerStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import DEFAULT_SQLITE
@@ -50,12 +51,18 @@ class SqlOwnerStore:
         """Connect, and migrate as the ledger does (the table comes with the ledger's schema)."""
         self.db.open()
 
-    def remember(self, owner: str, response_id: str, backend: str, created: float) -> None:
-        """The row, written anew (the newest again) if the owner had the id already."""
+    def apply(self, ops: Sequence[Op]) -> None:
+        """Each op in order, in one transaction: a row written anew (the newest again, if the owner had the
+        id already), or deleted. No ops: an empty transaction, which proves the store takes writes."""
         def work(cur: Any) -> None:
-            cur.execute(self._delete, (owner, response_id))
-            cur.execute(self._insert, (owner, response_id, backend, created))
+            for op in ops:
+                cur.execute(self._delete, (op.owner, op.response_id))
+                if op.backend is not None:
+                    cur.execute(self._insert, (op.owner, op.response_id, op.backend, op.created))
         self.db.transact(work)
+
+    def remember(self, owner: str, response_id: str, backend: str, created: float) -> None:
+        self.apply([Op(owner, response_id, backend, created)])
 
     def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
         """One read, outside any write transaction (a lookup never takes SQLite's write lock)."""
@@ -69,7 +76,7 @@ class SqlOwnerStore:
         return Found(mine, other)
 
     def forget(self, owner: str, response_id: str) -> None:
-        self.db.transact(lambda cur: cur.execute(self._delete, (owner, response_id)))
+        self.apply([Op(owner, response_id, None, 0.0)])
 
     def prune(self, before: float, max_entries: int) -> int:
         """Delete the rows created at or before ``before`` and those past the newest ``max_entries``; how many."""

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
-from switchyard.actors.stored_owners import Found, StoredOwners
+from switchyard.actors.errors import StoredResponsesUnavailable
+from switchyard.actors.stored_owners import WRITE_WAIT, Found, StoredOwners
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.protocol.stores.response_owners import SqlOwnerStore
 from switchyard.protocol.stores.sqlite import SqliteStore
+from tests.actors.test_ledger_actor import WriteLock
 
 
-def worker(path, max_entries: int = 100, max_age: float = 3600.0, clock=None) -> StoredOwners:
+def worker(path, max_entries: int = 100, max_age: float = 3600.0, clock=None, busy_timeout: float = 5.0
+           ) -> StoredOwners:
     policy = StoredResponses(max_entries=max_entries, max_age=max_age)
+    store = SqlOwnerStore(SqliteStore(path, busy_timeout=busy_timeout))
     if clock is None:
-        return StoredOwners(policy, SqlOwnerStore(SqliteStore(path)))
-    return StoredOwners(policy, SqlOwnerStore(SqliteStore(path)), clock=clock)
+        return StoredOwners(policy, store)
+    return StoredOwners(policy, store, clock=clock)
 
 
 async def test_a_remembered_id_is_in_the_store_when_remember_returns(tmp_path):
@@ -39,23 +44,29 @@ async def test_a_workers_own_memory_is_looked_at_first(tmp_path):
     await owners.aclose()
 
 
-async def test_a_failing_store_fails_no_call_and_memory_still_answers(tmp_path):
+async def test_a_store_that_fails_fails_no_create_and_memory_still_answers(tmp_path):
     owners = worker(tmp_path / "usage.db")
     await owners.open()
     owners.store.close()   # every store call now fails
-    await owners.remember("a", "resp_1", "sim-a")
-    assert await owners.backend_of("a", "resp_1") == "sim-a"
-    assert await owners.backend_of("a", "resp_other") is None
-    assert owners.failures == 2 and not owners.store_up
+    async with trio.open_nursery() as nursery:
+        await nursery.start(owners.run)
+        await owners.remember("a", "resp_1", "sim-a")
+        assert await owners.backend_of("a", "resp_1") == "sim-a"   # this worker's memory
+        with pytest.raises(StoredResponsesUnavailable):            # never "unknown": the store would know
+            await owners.backend_of("a", "resp_other")
+        assert not owners.store_up and owners.writes.queued == 1
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_deleted_id_is_unknown_to_the_other_workers_once_forget_returns(tmp_path):
     one, two = worker(tmp_path / "usage.db"), worker(tmp_path / "usage.db")
-    for owners in (one, two):
-        await owners.open()
-    await one.remember("a", "resp_1", "sim-a")
-    await two.forget("a", "resp_1")
-    assert await two.backend_of("a", "resp_1") is None
+    async with trio.open_nursery() as nursery:
+        for owners in (one, two):
+            await nursery.start(owners.run)
+        await one.remember("a", "resp_1", "sim-a")
+        await two.forget("a", "resp_1")
+        assert one.store.db._fetch("SELECT COUNT(*) FROM stored_response_owners", []) == [(0,)]
+        nursery.cancel_scope.cancel()
     for owners in (one, two):
         await owners.aclose()
 
@@ -85,3 +96,73 @@ async def test_without_a_store_the_workers_memory_is_the_map():
         assert await owners.lookup("a", "resp_1") == Found("sim-a", False)
         assert await owners.lookup("b", "resp_1") == Found(None, True)
         nursery.cancel_scope.cancel()
+
+
+# --- a store that is away never holds a call -------------------------------------------------------------
+# Real SQLite, real threads, the real clock: another connection holds the file's write lock, so a write
+# waits the store's busy timeout (here 3 s, as a store that hangs would). The bounds asserted are far from
+# both what the old code waited (2 s a create, however many) and what the new one does (WRITE_WAIT, once).
+
+
+async def test_a_write_that_misses_the_deadline_is_not_waited_for_and_then_no_create_waits(tmp_path):
+    one, two = worker(tmp_path / "usage.db", busy_timeout=3.0), worker(tmp_path / "usage.db")
+    async with trio.open_nursery() as nursery:
+        for owners in (one, two):
+            await nursery.start(owners.run)
+        lock = WriteLock(tmp_path / "usage.db")
+        lock.take()
+        began = trio.current_time()
+        await one.remember("a", "resp_1", "sim-a")   # waits its deadline, then the store counts as away
+        first = trio.current_time() - began
+        assert WRITE_WAIT <= first < WRITE_WAIT + 1.0 and not one.store_up
+        began = trio.current_time()
+        for n in range(2, 12):
+            await one.remember("a", f"resp_{n}", "sim-a")
+        assert trio.current_time() - began < 0.5   # ten creates, none waited
+        assert one.writes.queued == 11
+        lock.release()
+        with trio.fail_after(10):   # the writer's retry takes the queue once the lock is gone
+            while not one.store_up or one.writes.queued:
+                await trio.sleep(0.05)
+        assert await two.lookup("a", "resp_11") == Found("sim-a", False)
+        nursery.cancel_scope.cancel()
+    for owners in (one, two):
+        await owners.aclose()
+
+
+async def test_a_lookup_while_the_store_is_away_fails_at_once_and_memory_still_answers(tmp_path):
+    owners = worker(tmp_path / "usage.db", busy_timeout=3.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(owners.run)
+        lock = WriteLock(tmp_path / "usage.db")
+        lock.take()
+        await owners.remember("a", "resp_1", "sim-a")   # the store is found away here
+        began = trio.current_time()
+        with pytest.raises(StoredResponsesUnavailable) as refused:
+            await owners.lookup("a", "resp_other")
+        assert trio.current_time() - began < 0.1
+        assert refused.value.status == 503 and "usage.ledger" in refused.value.message
+        assert await owners.backend_of("a", "resp_1") == "sim-a"
+        lock.release()
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_id_no_backend_would_make_is_unknown_without_asking_the_store(tmp_path):
+    owners = worker(tmp_path / "usage.db")
+    await owners.open()
+    owners.store.close()   # a store call would fail: none is made
+    assert await owners.lookup("a", "resp\x00x") == Found(None, False)
+    assert await owners.lookup("a", "x" * 201) == Found(None, False)
+    await owners.remember("a", "resp\ud800", "sim-a")   # this worker's memory only: the store never sees it
+    assert owners.writes.queued == 0 and owners.store_up
+
+
+async def test_queued_rows_are_bounded_by_max_entries_while_the_store_is_away(tmp_path, caplog):
+    owners = worker(tmp_path / "usage.db", max_entries=3)
+    await owners.open()
+    owners.store.close()
+    owners.writes.failed(RuntimeError("away"), "write")
+    for n in range(5):
+        await owners.remember("a", f"resp_{n}", "sim-a")
+    assert (owners.writes.queued, owners.writes.dropped) == (3, 2)
+    assert any("owner row(s) dropped so far" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,175 @@
+"""The stored-response owner rows on their way to the shared store: told, written in order, never waited on
+while the store is away.
+
+A create (``remember``) or a delete (``forget``) is queued as an ``Op`` and
+the writer task takes everything queued in one turn and applies it in one
+transaction (``OwnerStore.apply``). The teller waits for its op at most the
+deadline it gives, and only while the store answers: a row a client can race
+for is then in the store before the answer naming the id leaves. A store that
+fails is logged once and marked away; the writer tries the same ops again
+after 0.5 s, 1 s, 2 s ... 30 s while new ones queue, and logs its return.
+A batch the store refuses while it answers (one op it cannot take) is applied
+one op at a time, and an op it still refuses is dropped with one log line:
+it never holds back the rest. The queue is bounded by the map's own bound
+(``stored_responses.max_entries``): past it a new op is dropped and counted
+(its id stays in this worker's memory).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Awaitable, Callable
+
+import trio
+from attrs import field, frozen
+
+log = logging.getLogger("switchyard.responses")
+
+FIRST_RETRY = 0.5   # seconds to the first retry of a store that failed; doubles ...
+MAX_RETRY = 30.0    # ... up to this
+
+
+@frozen
+class Op:
+    owner: str
+    response_id: str
+    backend: str | None   # None: forget the row
+    created: float        # wall clock, Unix seconds
+    done: trio.Event = field(factory=trio.Event, eq=False, repr=False)   # set once the store has it (or dropped)
+
+
+StoreCall = Callable[..., Awaitable[Any]]   # runs a blocking store method in a worker thread
+
+
+class OwnerWrites:
+    def __init__(self, store: Any, call: StoreCall, bound: Callable[[], int]) -> None:
+        self.store = store
+        self._call = call
+        self._bound = bound
+        self._queue: deque[Op] = deque()
+        self._wake = trio.Event()
+        self.store_up = True        # until a call fails
+        self._down_since: float | None = None
+        self._retry = trio.Event()   # a failed lookup asks the writer to try the store again (after its backoff)
+        self._running = False        # the writer task runs
+        # counters, for the metrics
+        self.failures = 0            # store calls that failed (writes, lookups, prunes)
+        self.written = 0             # ops the store took
+        self.dropped = 0             # ops dropped: past the queue's bound, or refused by a store that answers
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def tell(self, op: Op, wait: float) -> None:
+        """Queue ``op``; while the store answers, wait for it at most ``wait`` seconds (a store that takes
+        longer is taken as away: the next tellers do not wait)."""
+        if len(self._queue) >= self._bound():
+            self.dropped += 1
+            op.done.set()
+            if self.dropped & (self.dropped - 1) == 0:   # at 1, 2, 4, 8 ... drops
+                log.warning("stored responses: %d owner row(s) dropped so far: stored_responses.max_entries "
+                            "are queued already while the %s store is away", self.dropped, self.store.name)
+            return
+        self._queue.append(op)
+        self._wake.set()
+        if not self._running:   # no writer task (a Runtime that was never started): written in place
+            await self._take_turn()
+            return
+        if self.store_up:
+            with trio.move_on_after(wait) as waited:
+                await op.done.wait()
+            if waited.cancelled_caught and self.store_up:
+                self.failed(TimeoutError(f"no answer within {wait:g}s"), "write")
+
+    def failed(self, exc: BaseException, what: str) -> None:
+        """A store call failed: the store is away until the writer's next try succeeds."""
+        self.failures += 1
+        if self.store_up:
+            log.warning("stored responses: the %s store failed (%s: %s); this worker's memory answers and "
+                        "lookups it cannot answer are refused until it is back", self.store.name, what,
+                        _reason(exc))
+            self.store_up = False
+            self._down_since = trio.current_time()
+        self._retry.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Apply what is queued, in order, for ever; while the store is away, retry with backoff."""
+        self._running = True
+        try:
+            await self._run()
+        finally:
+            self._running = False
+
+    async def _run(self) -> None:
+        delay = FIRST_RETRY
+        while True:
+            if not self._queue and (self.store_up or not self._retry.is_set()):
+                self._wake = trio.Event()
+                await self._wake.wait()
+                continue
+            if not self.store_up:
+                await trio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY)
+            if await self._take_turn():
+                delay = FIRST_RETRY
+
+    async def _take_turn(self) -> bool:
+        """One try: everything queued in one transaction (an empty one as the probe of an idle outage);
+        True if the store took it."""
+        batch = list(self._queue)
+        try:
+            await self._call(self.store.apply, batch)
+        except Exception as exc:
+            if len(batch) > 1 and await self._one_by_one(batch):
+                return True
+            self.failed(exc, "write")
+            return False
+        self._settled(batch)
+        return True
+
+    async def _one_by_one(self, batch: list[Op]) -> bool:
+        """The batch failed: each op alone. True when the store took some (the ones it refused are
+        dropped, logged); False when it took none (it is away, and the batch waits)."""
+        taken, refused = [], []
+        for op in batch:
+            try:
+                await self._call(self.store.apply, [op])
+            except Exception as exc:
+                refused.append((op, exc))
+            else:
+                taken.append(op)
+        if not taken:
+            return False
+        for op, exc in refused:
+            self.dropped += 1
+            log.error("stored responses: the %s store refused the owner row of %s while it took others (%s); "
+                      "dropped", self.store.name, op.response_id, _reason(exc))
+        self._settled(batch)
+        return True
+
+    def _settled(self, batch: list[Op]) -> None:
+        for _ in batch:
+            self._queue.popleft()
+        for op in batch:
+            op.done.set()
+        self.written += len(batch)
+        self._retry = trio.Event()
+        if not self.store_up:
+            log.info("stored responses: the %s store is back after %.1fs", self.store.name,
+                     trio.current_time() - (self._down_since or trio.current_time()))
+            self.store_up = True
+            self._down_since = None
+
+    async def flush(self, wait: float) -> None:
+        """Everything queued written, while the store answers, within ``wait`` (the Runtime is closing)."""
+        if self._queue and self.store_up:
+            with trio.move_on_after(wait):
+                await self._take_turn()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

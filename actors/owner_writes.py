@@ -1,18 +1,17 @@
-"""The stored-response owner rows on their way to the shared store: told, written in order, never waited on
-while the store is away.
+"""The stored-response owner rows on their way to the shared store: told like ledger records, never waited on.
 
 A create (``remember``) or a delete (``forget``) is queued as an ``Op`` and
 the writer task takes everything queued in one turn and applies it in one
-transaction (``OwnerStore.apply``). The teller waits for its op at most the
-deadline it gives, and only while the store answers: a row a client can race
-for is then in the store before the answer naming the id leaves. A store that
-fails is logged once and marked away; the writer tries the same ops again
-after 0.5 s, 1 s, 2 s ... 30 s while new ones queue, and logs its return.
-A batch the store refuses while it answers (one op it cannot take) is applied
-one op at a time, and an op it still refuses is dropped with one log line:
-it never holds back the rest. The queue is bounded by the map's own bound
-(``stored_responses.max_entries``): past it a new op is dropped and counted
-(its id stays in this worker's memory).
+transaction (``OwnerStore.apply``); the request path does not wait. Until an
+op is in the store, ``pending`` answers for it, so the worker that queued it
+never contradicts itself. A store that fails is logged once and marked away;
+the writer tries the same ops again after 0.5 s, 1 s, 2 s ... 30 s while new
+ones queue, and logs its return. A batch the store refuses while it still
+takes an empty transaction (one op it cannot take) is applied one op at a time, and an op it still
+refuses is dropped with one log line: it never holds back the rest. The
+queue is bounded by the map's own bound (``stored_responses.max_entries``):
+past it a new op is dropped and counted (its id stays in this worker's
+memory).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from collections import deque
 from typing import Any, Awaitable, Callable
 
 import trio
-from attrs import field, frozen
+from attrs import frozen
 
 log = logging.getLogger("switchyard.responses")
 
@@ -36,7 +35,6 @@ class Op:
     response_id: str
     backend: str | None   # None: forget the row
     created: float        # wall clock, Unix seconds
-    done: trio.Event = field(factory=trio.Event, eq=False, repr=False)   # set once the store has it (or dropped)
 
 
 StoreCall = Callable[..., Awaitable[Any]]   # runs a blocking store method in a worker thread
@@ -48,11 +46,13 @@ class OwnerWrites:
         self._call = call
         self._bound = bound
         self._queue: deque[Op] = deque()
+        self._latest: dict[tuple[str, str], Op] = {}   # (owner, response id) -> its newest op still queued
         self._wake = trio.Event()
-        self.store_up = True        # until a call fails
-        self._down_since: float | None = None
-        self._retry = trio.Event()   # a failed lookup asks the writer to try the store again (after its backoff)
+        self._turn = trio.Lock()
         self._running = False        # the writer task runs
+        self.store_up = True         # until a call fails
+        self._down_since: float | None = None
+        self._retry = trio.Event()   # a failed call asks the writer to try the store again (after its backoff)
         # counters, for the metrics
         self.failures = 0            # store calls that failed (writes, lookups, prunes)
         self.written = 0             # ops the store took
@@ -62,26 +62,23 @@ class OwnerWrites:
     def queued(self) -> int:
         return len(self._queue)
 
-    async def tell(self, op: Op, wait: float) -> None:
-        """Queue ``op``; while the store answers, wait for it at most ``wait`` seconds (a store that takes
-        longer is taken as away: the next tellers do not wait)."""
+    def pending(self, owner: str, response_id: str) -> Op | None:
+        """The newest op for the pair that the store does not have yet."""
+        return self._latest.get((owner, response_id))
+
+    async def tell(self, op: Op) -> None:
+        """Queue ``op`` for the writer; returns at once (in place only when no writer runs)."""
         if len(self._queue) >= self._bound():
             self.dropped += 1
-            op.done.set()
             if self.dropped & (self.dropped - 1) == 0:   # at 1, 2, 4, 8 ... drops
                 log.warning("stored responses: %d owner row(s) dropped so far: stored_responses.max_entries "
                             "are queued already while the %s store is away", self.dropped, self.store.name)
             return
         self._queue.append(op)
+        self._latest[(op.owner, op.response_id)] = op
         self._wake.set()
         if not self._running:   # no writer task (a Runtime that was never started): written in place
             await self._take_turn()
-            return
-        if self.store_up:
-            with trio.move_on_after(wait) as waited:
-                await op.done.wait()
-            if waited.cancelled_caught and self.store_up:
-                self.failed(TimeoutError(f"no answer within {wait:g}s"), "write")
 
     def failed(self, exc: BaseException, what: str) -> None:
         """A store call failed: the store is away until the writer's next try succeeds."""
@@ -118,16 +115,26 @@ class OwnerWrites:
 
     async def _take_turn(self) -> bool:
         """One try: everything queued in one transaction (an empty one as the probe of an idle outage);
-        True if the store took it."""
-        batch = list(self._queue)
+        True if the store took it. One at a time: the writer, a closing flush, a write in place."""
+        async with self._turn:
+            batch = list(self._queue)
+            try:
+                await self._call(self.store.apply, batch)
+            except Exception as exc:
+                if len(batch) > 1 and await self._answers() and await self._one_by_one(batch):
+                    return True
+                self.failed(exc, "write")
+                return False
+            self._settled(batch)
+            return True
+
+    async def _answers(self) -> bool:
+        """Whether the store takes a write at all (an empty transaction): a failed batch is one op's fault
+        only then; a store that is away costs one deadline here, not one an op."""
         try:
-            await self._call(self.store.apply, batch)
-        except Exception as exc:
-            if len(batch) > 1 and await self._one_by_one(batch):
-                return True
-            self.failed(exc, "write")
+            await self._call(self.store.apply, [])
+        except Exception:
             return False
-        self._settled(batch)
         return True
 
     async def _one_by_one(self, batch: list[Op]) -> bool:
@@ -151,10 +158,12 @@ class OwnerWrites:
         return True
 
     def _settled(self, batch: list[Op]) -> None:
-        for _ in batch:
-            self._queue.popleft()
+        """``batch`` (the queue's first ops, in order: only appends happened meanwhile) is done."""
         for op in batch:
-            op.done.set()
+            self._queue.popleft()
+            key = (op.owner, op.response_id)
+            if self._latest.get(key) is op:
+                del self._latest[key]
         self.written += len(batch)
         self._retry = trio.Event()
         if not self.store_up:
@@ -163,11 +172,10 @@ class OwnerWrites:
             self.store_up = True
             self._down_since = None
 
-    async def flush(self, wait: float) -> None:
-        """Everything queued written, while the store answers, within ``wait`` (the Runtime is closing)."""
+    async def flush(self) -> None:
+        """Everything queued written, while the store answers (the Runtime is closing)."""
         if self._queue and self.store_up:
-            with trio.move_on_after(wait):
-                await self._take_turn()
+            await self._take_turn()
 
 
 def _reason(exc: BaseException) -> str:

@@ -6,17 +6,21 @@ shared store (``OwnerStore``, filled by ``protocol/stores/response_owners.py``:
 the usage ledger's SQLite file or PostgreSQL), where every worker writes what
 it relays. Without a store (``usage.ledger: memory``) the memory is the map.
 
-The request path never waits on a store that is away. Rows are written like
-ledger records (``owner_writes.py``): queued, written in the background in
-order, retried with backoff while the store is away, bounded. While the store
-answers, a create waits for its row at most ``WRITE_WAIT`` (the store's short
-deadline), so another worker finds the id as soon as it reaches the client;
-while it is away a create does not wait at all. A lookup the memory cannot
-answer asks the store under the same deadline, and while the store is away
-(or once it misses the deadline) fails at once with
+The request path never waits on a store that is away longer than the
+store's own short deadline (every call to it fails within its lock, connect
+and statement timeouts: ``protocol/stores/response_owners.py``), and then
+only once. Rows are written like ledger records (``owner_writes.py``): told,
+written in the background in order, retried with backoff while the store is
+away, bounded; a create or a delete never waits for its row. Until a row is
+written the worker's queue answers for it. A lookup the worker cannot answer
+asks the store while it answers: an id another worker relayed a moment ago
+may still be on its way there, so a miss is asked again after 50, 100 and
+200 ms before it counts as unknown. While the store is away (or when the
+lookup itself fails) the lookup fails at once with
 ``StoredResponsesUnavailable``: a clear 503, never an id wrongly said to be
-unknown. ``run`` hosts the writer and prunes the store by the bounds every
-``PRUNE_EVERY``.
+unknown. No timer of ours bounds a wait on the store: its own deadlines do,
+the same in production and under a test's virtual clock. ``run`` hosts the
+writer and prunes the store by the bounds every ``PRUNE_EVERY``.
 """
 
 from __future__ import annotations
@@ -35,9 +39,8 @@ from switchyard.config.stored_responses import StoredResponses
 
 log = logging.getLogger("switchyard.responses")
 
-WRITE_WAIT = 0.5      # seconds: the store's short deadline; a create waits at most this for its row, a lookup
-                      # for its answer (a healthy store takes milliseconds)
 PRUNE_EVERY = 60.0    # seconds between prunes of the store
+MISS_RETRIES = (0.05, 0.1, 0.2)   # seconds before a store's miss is asked again (another worker's row in flight)
 STORE_CALLS = 4       # store calls in flight at once (worker threads)
 
 ToThread = Callable[..., Awaitable[Any]]   # trio.to_thread.run_sync's shape
@@ -85,7 +88,6 @@ class StoredOwners:
         self.writes = OwnerWrites(store, self._store_call, lambda: self.policy.max_entries) \
             if store is not None else None
         self.pruned = 0       # rows the prunes deleted
-        self.lookup_failures = 0   # lookups the store failed or did not answer within WRITE_WAIT
 
     @property
     def policy(self) -> StoredResponses:
@@ -101,28 +103,33 @@ class StoredOwners:
     # --- lookups -------------------------------------------------------------
 
     async def lookup(self, owner: str, response_id: str) -> Found:
-        """Memory first; the store only for an id this worker does not hold, and only while it answers."""
+        """Memory first, then this worker's rows still on their way, then the store while it answers."""
         now = trio.current_time()
         mine = self.memory.backend_of(owner, response_id, now)
         if mine is not None or self.store is None or self.writes is None or not storable_id(response_id):
             return Found(mine, mine is None and self.memory.known_to_other(owner, response_id, now))
+        queued = self.writes.pending(owner, response_id)
+        if queued is not None:   # this worker's own change, not in the store yet
+            return Found(queued.backend, self.memory.known_to_other(owner, response_id, now))
+        found = await self._ask(owner, response_id)
+        for pause in MISS_RETRIES:
+            if found.backend is not None or found.other:
+                break
+            await trio.sleep(pause)
+            found = await self._ask(owner, response_id)
+        return Found(found.backend, found.other or self.memory.known_to_other(owner, response_id, now))
+
+    async def _ask(self, owner: str, response_id: str) -> Found:
+        assert self.store is not None and self.writes is not None
         if not self.writes.store_up:
             raise self._unavailable()
         policy = self.policy
-        found: Found | None = None
-        with trio.move_on_after(WRITE_WAIT):
-            try:
-                found = await self._lookup_call(owner, response_id, self._clock() - policy.max_age,
-                                                policy.max_entries)
-            except Exception as exc:
-                self.lookup_failures += 1
-                self.writes.failed(exc, "look up")
-                raise self._unavailable() from None
-        if found is None:   # the store did not answer in time: away until the writer's retry says otherwise
-            self.lookup_failures += 1
-            self.writes.failed(TimeoutError(f"no answer within {WRITE_WAIT:g}s"), "look up")
-            raise self._unavailable()
-        return Found(found.backend, found.other or self.memory.known_to_other(owner, response_id, now))
+        try:
+            return await self._store_call(self.store.lookup, owner, response_id, self._clock() - policy.max_age,
+                                          policy.max_entries)
+        except Exception as exc:   # within the store's own deadline
+            self.writes.failed(exc, "look up")
+            raise self._unavailable() from None
 
     async def backend_of(self, owner: str, response_id: str) -> str | None:
         return (await self.lookup(owner, response_id)).backend
@@ -136,17 +143,17 @@ class StoredOwners:
     # --- changes -------------------------------------------------------------
 
     async def remember(self, owner: str, response_id: str, backend: str) -> None:
-        """Note the id now; while the store answers, return once it has the row too (at most WRITE_WAIT)."""
+        """Note the id now, and tell the store (never waited for)."""
         self.memory.remember(owner, response_id, backend, trio.current_time())
         if self.writes is not None and storable_id(response_id):
-            await self.writes.tell(Op(owner, response_id, backend, self._clock()), WRITE_WAIT)
+            await self.writes.tell(Op(owner, response_id, backend, self._clock()))
 
     async def forget(self, owner: str, response_id: str) -> None:
-        """A deleted response: gone from memory at once and, while the store answers, from the store before
-        this returns (at most WRITE_WAIT; else as soon as it is back)."""
+        """A deleted response: gone from memory and this worker's answers at once, from the store as soon
+        as the writer gets to it."""
         self.memory.forget(owner, response_id)
         if self.writes is not None and storable_id(response_id):
-            await self.writes.tell(Op(owner, response_id, None, self._clock()), WRITE_WAIT)
+            await self.writes.tell(Op(owner, response_id, None, self._clock()))
 
     async def prune(self) -> int:
         """Delete the store's rows past the bounds now; how many went (0 when the store is away or failed)."""
@@ -182,19 +189,13 @@ class StoredOwners:
             await trio.sleep_forever()
 
     async def aclose(self) -> None:
-        """Write what is queued (while the store answers, within WRITE_WAIT), then close the store."""
+        """Write what is queued (while the store answers), then close the store."""
         if self.store is not None and self._opened:
             if self.writes is not None:
-                await self.writes.flush(WRITE_WAIT)
+                await self.writes.flush()
             self._opened = False
             await self._to_thread(self.store.close, limiter=self._calls)
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One blocking store call in a worker thread (a cancel waits for it: a write is never half-known)."""
         return await self._to_thread(fn, *args, limiter=self._calls)
-
-    async def _lookup_call(self, *args: Any) -> Any:
-        """A lookup for the request path: a caller past its deadline abandons the thread (the limiter's slot
-        comes back when it ends)."""
-        assert self.store is not None
-        return await self._to_thread(self.store.lookup, *args, limiter=self._calls, abandon_on_cancel=True)

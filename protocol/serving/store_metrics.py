@@ -63,7 +63,7 @@ STORED: Table = (
     ("queued", "stored_responses_queued", "gauge", "Owner rows waiting to be written to that store"),
     ("written", "stored_responses_written", "counter", "Owner rows (creates and deletes) the store took"),
     ("failures", "stored_responses_store_failures", "counter",
-     "Calls to that store that failed or missed their deadline (writes, lookups, prunes)"),
+     "Calls to that store that failed, within its own deadline (writes, lookups, prunes)"),
     ("dropped", "stored_responses_dropped", "counter",
      "Owner rows dropped: the queue was full while the store was away, or the store refused one it could not take"),
 )

@@ -43,12 +43,16 @@ class PostgresStore(sql.Reads):
     name = "postgresql"
     dialect = DIALECT
 
-    def __init__(self, url: str, timeout: float = 5.0, max_size: int = 4) -> None:
+    def __init__(self, url: str, timeout: float = 5.0, max_size: int = 4, statement_timeout: float | None = None
+                 ) -> None:
+        """``statement_timeout``: seconds the server gives each statement (None: the server's own setting)."""
         self._url = url
         self.where = describe(url)   # for messages: the URL without its password or options
         self.timeout = timeout       # seconds to connect, or to wait for a pooled connection
         self.max_size = max_size
         self._kwargs = connect_kwargs(url, timeout)
+        if statement_timeout is not None:
+            self._kwargs["options"] = f"-c statement_timeout={round(statement_timeout * 1000)}"
         self._pool = self._new_pool()
 
     def __repr__(self) -> str:

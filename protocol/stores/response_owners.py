@@ -25,6 +25,9 @@ from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import DEFAULT_SQLITE
 
 TABLE = "stored_response_owners"
+# Seconds any call to the map's store may take, its own deadline (a lock waited for, a connection, a
+# statement): the request path waits on a store that is away no longer than this (actors/stored_owners.py).
+DEADLINE = 2.0
 
 
 class SqlOwnerStore:
@@ -97,9 +100,9 @@ def open_owner_store(usage: UsageConfig, data_dir: Path) -> OwnerStore | None:
     if ledger == "sqlite" or ledger.startswith("sqlite:///"):
         from switchyard.protocol.stores.sqlite import SqliteStore
         path = Path(data_dir) / DEFAULT_SQLITE if ledger == "sqlite" else Path(ledger[len("sqlite://"):])
-        return SqlOwnerStore(SqliteStore(path))
+        return SqlOwnerStore(SqliteStore(path, busy_timeout=DEADLINE))
     if ledger.startswith(("postgresql://", "postgres://")):
         from switchyard.protocol.stores.postgresql import PostgresStore
-        return SqlOwnerStore(PostgresStore(ledger, max_size=4))
+        return SqlOwnerStore(PostgresStore(ledger, timeout=DEADLINE, max_size=4, statement_timeout=DEADLINE))
     raise ValueError(f"usage.ledger must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
                      f"got {ledger!r}")

@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from switchyard.actors.errors import StoredResponsesUnavailable
-from switchyard.actors.stored_owners import WRITE_WAIT, Found, StoredOwners
+from switchyard.actors.stored_owners import Found, StoredOwners
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.protocol.stores.response_owners import SqlOwnerStore
 from switchyard.protocol.stores.sqlite import SqliteStore
@@ -22,7 +22,7 @@ def worker(path, max_entries: int = 100, max_age: float = 3600.0, clock=None, bu
     return StoredOwners(policy, store, clock=clock)
 
 
-async def test_a_remembered_id_is_in_the_store_when_remember_returns(tmp_path):
+async def test_a_remembered_id_is_found_by_another_worker_as_soon_as_remember_returns(tmp_path):
     one, two = worker(tmp_path / "usage.db"), worker(tmp_path / "usage.db")
     async with trio.open_nursery() as nursery:
         for owners in (one, two):
@@ -58,14 +58,18 @@ async def test_a_store_that_fails_fails_no_create_and_memory_still_answers(tmp_p
         nursery.cancel_scope.cancel()
 
 
-async def test_a_deleted_id_is_unknown_to_the_other_workers_once_forget_returns(tmp_path):
+async def test_a_deleted_id_is_unknown_to_its_worker_at_once_and_gone_from_the_store_soon_after(tmp_path):
     one, two = worker(tmp_path / "usage.db"), worker(tmp_path / "usage.db")
     async with trio.open_nursery() as nursery:
         for owners in (one, two):
             await nursery.start(owners.run)
         await one.remember("a", "resp_1", "sim-a")
+        assert await two.lookup("a", "resp_1") == Found("sim-a", False)
         await two.forget("a", "resp_1")
-        assert one.store.db._fetch("SELECT COUNT(*) FROM stored_response_owners", []) == [(0,)]
+        assert await two.lookup("a", "resp_1") == Found(None, False)   # its own queued delete answers
+        with trio.fail_after(5):
+            while one.store.db._fetch("SELECT COUNT(*) FROM stored_response_owners", []) != [(0,)]:
+                await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
     for owners in (one, two):
         await owners.aclose()
@@ -100,43 +104,60 @@ async def test_without_a_store_the_workers_memory_is_the_map():
 
 # --- a store that is away never holds a call -------------------------------------------------------------
 # Real SQLite, real threads, the real clock: another connection holds the file's write lock, so a write
-# waits the store's busy timeout (here 3 s, as a store that hangs would). The bounds asserted are far from
-# both what the old code waited (2 s a create, however many) and what the new one does (WRITE_WAIT, once).
+# waits the store's own deadline (its busy timeout, 0.5 s here) and fails. The bounds asserted are far from
+# both what the old code waited (2 s a create, however many) and what the new one does (one deadline, once).
 
 
-async def test_a_write_that_misses_the_deadline_is_not_waited_for_and_then_no_create_waits(tmp_path):
-    one, two = worker(tmp_path / "usage.db", busy_timeout=3.0), worker(tmp_path / "usage.db")
+async def test_no_create_waits_for_a_store_that_is_away_and_its_rows_follow_when_it_is_back(tmp_path):
+    one, two = worker(tmp_path / "usage.db", busy_timeout=0.5), worker(tmp_path / "usage.db")
     async with trio.open_nursery() as nursery:
         for owners in (one, two):
             await nursery.start(owners.run)
         lock = WriteLock(tmp_path / "usage.db")
         lock.take()
         began = trio.current_time()
-        await one.remember("a", "resp_1", "sim-a")   # waits its deadline, then the store counts as away
-        first = trio.current_time() - began
-        assert WRITE_WAIT <= first < WRITE_WAIT + 1.0 and not one.store_up
-        began = trio.current_time()
-        for n in range(2, 12):
+        for n in range(10):
             await one.remember("a", f"resp_{n}", "sim-a")
-        assert trio.current_time() - began < 0.5   # ten creates, none waited
-        assert one.writes.queued == 11
+        assert trio.current_time() - began < 0.1   # told, never waited for
+        with trio.fail_after(5):   # the writer's try fails within the store's deadline: away
+            while one.store_up:
+                await trio.sleep(0.01)
+        assert one.writes.queued == 10 and await one.lookup("a", "resp_3") == Found("sim-a", False)
         lock.release()
         with trio.fail_after(10):   # the writer's retry takes the queue once the lock is gone
             while not one.store_up or one.writes.queued:
                 await trio.sleep(0.05)
-        assert await two.lookup("a", "resp_11") == Found("sim-a", False)
+        assert await two.lookup("a", "resp_9") == Found("sim-a", False)
         nursery.cancel_scope.cancel()
     for owners in (one, two):
         await owners.aclose()
 
 
+async def test_a_workers_own_queued_delete_answers_before_the_store_has_it(tmp_path):
+    owners = worker(tmp_path / "usage.db")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(owners.run)
+        await owners.remember("a", "resp_1", "sim-a")
+        await trio.sleep(0.2)
+        owners.memory.forget("a", "resp_1")   # as if this worker had not relayed it: only the store knows
+        lock = WriteLock(tmp_path / "usage.db")
+        lock.take()   # the delete cannot reach the store
+        await owners.forget("a", "resp_1")
+        assert await owners.lookup("a", "resp_1") == Found(None, False)
+        lock.release()
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_lookup_while_the_store_is_away_fails_at_once_and_memory_still_answers(tmp_path):
-    owners = worker(tmp_path / "usage.db", busy_timeout=3.0)
+    owners = worker(tmp_path / "usage.db", busy_timeout=0.5)
     async with trio.open_nursery() as nursery:
         await nursery.start(owners.run)
         lock = WriteLock(tmp_path / "usage.db")
         lock.take()
-        await owners.remember("a", "resp_1", "sim-a")   # the store is found away here
+        await owners.remember("a", "resp_1", "sim-a")
+        with trio.fail_after(5):   # the writer finds the store away
+            while owners.store_up:
+                await trio.sleep(0.01)
         began = trio.current_time()
         with pytest.raises(StoredResponsesUnavailable) as refused:
             await owners.lookup("a", "resp_other")

@@ -107,21 +107,25 @@ class ModelDiscoveryActor:
                 nursery.start_soon(self._refresh, b)
         self.check_chains()
 
-    def check_chains(self) -> None:
-        """Log each chain entry no backend serves, once per config revision (not every round)."""
+    def check_chains(self) -> list[str]:
+        """Log each chain entry no backend serves, once per config revision (not every round); the warnings
+        logged now (a reload shows them in its answer)."""
         snapshot = self.snapshot
         if chains_checked_at_load(snapshot.backends):
-            return   # the loader warned already
+            return []   # the loader warned already
         if self._warned[0] != snapshot.revision:
             self._warned = (snapshot.revision, set())
         warned = self._warned[1]
+        out = []
         for chain, i, model in unserved_chain_entries(snapshot.fallback.fallback_chains, snapshot.backends,
                                                       self.view):
             path = child(child("fallback.fallback_chains", chain), i)
             if path not in warned:
                 warned.add(path)
-                log.warning("config: %s: after discovery no backend serves model %r: this step of the chain "
-                            "never finds a backend", path, model)
+                out.append(f"{path}: after discovery no backend serves model {model!r}: this step of the chain "
+                           f"never finds a backend")
+                log.warning("config: %s", out[-1])
+        return out
 
     async def refresh_all(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -194,17 +194,21 @@ class Runtime:
             return {"result": "rejected", "errors": exc.errors}
         for warning in loaded.warnings:
             log.warning("config: %s", warning)
+        warnings = list(loaded.warnings)
         if loaded.snapshot.revision == self.snapshot.revision:
-            self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "unchanged"}
+            self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "unchanged",
+                                              "warnings": warnings}
             self.reload_status.last_error = None
-            return {"result": "unchanged", "revision": self.snapshot.revision}
+            return {"result": "unchanged", "revision": self.snapshot.revision, "warnings": warnings}
         applied = self.apply(loaded.snapshot)
+        # Chains the loader could not judge (discovery, globs): against the models known now, at once.
+        warnings += self.discovery.check_chains()
         self.reload_status.last_error = None
-        self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "applied"}
+        self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "applied", "warnings": warnings}
         log.info("config revision %s applied (%s)%s", applied.snapshot.revision, trigger,
                  f"; waiting for a restart: {', '.join(applied.pending_restart)}" if applied.pending_restart else "")
         return {"result": "applied", "revision": applied.snapshot.revision,
-                "pending_restart": list(applied.pending_restart)}
+                "pending_restart": list(applied.pending_restart), "warnings": warnings}
 
     def _check_limits(self, new: Snapshot) -> None:
         """A reload may not bring limits this process cannot keep: several workers, no shared Redis (the

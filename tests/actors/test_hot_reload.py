@@ -199,3 +199,23 @@ async def test_a_reload_that_brings_limits_to_several_workers_without_redis_is_r
         assert result["result"] == "rejected"
         assert "state.redis_url" in result["errors"][0] and "2 workers" in result["errors"][0]
         assert not rt.snapshot.limits_enabled   # still the running revision
+
+
+@pytest.mark.parametrize("discovery", ["true", "false"])
+async def test_a_reload_whose_fallback_chain_names_a_model_no_backend_serves_warns_with_its_path(
+        autojump_clock, tmp_path, caplog, discovery):
+    """Accepted (the chain may name a model that comes later), but said at once, in the reload's answer and
+    status too: by the loader when every model is known from the file, else against what discovery knows."""
+    path = tmp_path / "c.yaml"
+    backend = f"  - {{name: a, type: simulated, models: [demo], discovery: {discovery}}}\n"
+    path.write_text("health_checks: {interval: 1h}\nbackends:\n" + backend)
+    async with running(path) as app:
+        rt = app.runtime
+        await trio.sleep(0.1)   # discovery's first round
+        path.write_text(path.read_text() + "fallback: {enabled: true, fallback_chains: {demo: [ghost]}}\n")
+        result = rt.reload_from_file("admin")
+    assert result["result"] == "applied"
+    [warning] = result["warnings"]
+    assert warning.startswith("fallback.fallback_chains.demo[0]: ") and "'ghost'" in warning
+    assert rt.reload_status.last_reload["warnings"] == result["warnings"]
+    assert sum("fallback.fallback_chains.demo[0]" in r.getMessage() for r in caplog.records) == 1

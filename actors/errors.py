@@ -46,7 +46,7 @@ one in ``protocol/doors/anthropic_errors.py``).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 
 
@@ -293,6 +293,24 @@ class UpstreamStatusError(UpstreamFailure):
     def headers(self) -> list[tuple[bytes, bytes]]:
         extra = [(b"retry-after", self.retry_after.encode("latin-1"))] if self.retry_after else []
         return super().headers() + extra
+
+    def rewrite_text(self, rewrite: Callable[[str], str]) -> None:
+        """``rewrite`` the JSON error's ``param`` and ``message`` (nothing else of the backend's body): a path
+        into the body it was sent, said as the client sent it."""
+        try:
+            data = json.loads(self.raw_body)
+        except ValueError:
+            return
+        error = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict):
+            return
+        changed = False
+        for name in ("param", "message"):
+            value = error.get(name)
+            if isinstance(value, str) and (new := rewrite(value)) != value:
+                error[name], changed = new, True
+        if changed:
+            self.raw_body = json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
     def body(self) -> bytes:
         if self.content_type and b"json" in self.content_type and _is_json(self.raw_body):

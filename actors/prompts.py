@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import trio
 
-from switchyard.actors.routing.prompt_merge import inject
+from switchyard.actors.routing.prompt_merge import Moved, client_indices, inject
 from switchyard.config.load_prompts import PromptFileError, PromptText, Sandbox, decode
 from switchyard.config.prompts import MAX_CACHE_BYTES, GlobalPrompts, PromptSource
 from switchyard.config.watch import FileStamp, stamp
@@ -66,6 +66,13 @@ class PromptStore:
             if text is not None:
                 return text or None
         return None
+
+    def client_indices(self, payload: Mapping[str, Any], model: str, backend: str) -> Moved | None:
+        """How ``merge_into`` moves ``payload``'s messages (``prompt_merge.client_indices``); None: it does not."""
+        text = self.prompt_for(model, backend)
+        if text is None:
+            return None
+        return client_indices(payload, text, self.config.merge_strategy, self.config.separator)
 
     def merge_into(self, payload: Mapping[str, Any], model: str, backend: str) -> dict[str, Any]:
         """``payload`` (never mutated) with the prompt for ``model`` on ``backend`` merged in."""

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from switchyard.actors.errors import GatewayError, UpstreamStatusError
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.body_merge import merge_body
+from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.failover import RoutePlan
 from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.thinking import ThinkingStream
@@ -50,6 +52,23 @@ def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompt
         payload = {k: v for k, v in payload.items() if k in keep}
     payload["model"] = wire
     return json.dumps(for_backend(call, payload, model, backend, prompts)).encode()
+
+
+def in_client_indices(err: GatewayError, call: Call, model: str, backend: BackendConfig, prompts: "PromptStore"
+                      ) -> None:
+    """An attempt's error that names a message of the body the backend got, renumbered to the client's
+    messages where the global prompt moved them (a message of its own put first): a client that sent one
+    message never reads ``messages[1]``. Only on an error's way out: a call that succeeds pays nothing."""
+    if call.endpoint in NO_MESSAGES:
+        return
+    moved = prompts.client_indices(call.payload, model, backend.name)
+    if moved is None:
+        return
+    if err.param is not None:
+        err.param = renumber(err.param, moved)
+    err.message = renumber(err.message, moved)
+    if isinstance(err, UpstreamStatusError):
+        err.rewrite_text(lambda text: renumber(text, moved))
 
 
 def for_backend(call: Call, payload: dict[str, Any], model: str, backend: BackendConfig,

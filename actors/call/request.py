@@ -365,6 +365,8 @@ class RequestActor:
             content = wire.body(body if body is not None else
                                 attempt_body.body_for(call, self.model, model, backend, rt.prompts), backend, call)
         except GatewayError as err:
+            if body is None:
+                attempt_body.in_client_indices(err, call, model, backend, rt.prompts)
             raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
         except Exception as exc:   # the wire's own bug: our 500, no backend's fault
             raise our_failure(exc, backend.name) from None
@@ -424,6 +426,8 @@ class RequestActor:
                 settled = True
                 if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
                     failed.error.backend = backend.name
+                if body is None and isinstance(failed.error, UpstreamStatusError):   # quoting what it was sent
+                    attempt_body.in_client_indices(failed.error, call, model, backend, rt.prompts)
                 if backend_fault(failed.failure):
                     rt.health.call_failed(backend.name, model, failed.error.message, failing_caller(call, failed.error))
                 else:

@@ -8,16 +8,34 @@ does not change are shared with the input, not copied.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from switchyard.config.prompts import MergeStrategy
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
+_MESSAGE_PATH = re.compile(r"\bmessages\[(\d+)\]")
+
+
+Moved = tuple[int | None, ...]   # per message of the merged body, its index among the client's (None: ours)
 
 
 def inject(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
            separator: str) -> dict[str, Any]:
-    """``payload`` with ``text`` merged into its messages by ``strategy``.
+    """``payload`` with ``text`` merged into its messages by ``strategy`` (see ``injected``)."""
+    return injected(payload, text, strategy, separator)[0]
+
+
+def client_indices(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
+                   separator: str) -> Moved | None:
+    """Where each message of the merged body was among the client's (None: the prompt's own message),
+    or None when the merge moved no message: an error about the body speaks in the client's indices."""
+    return injected(payload, text, strategy, separator)[1]
+
+
+def injected(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
+             separator: str) -> tuple[dict[str, Any], Moved | None]:
+    """``payload`` with ``text`` merged into its messages by ``strategy``, and how its messages moved.
 
     prepend: into the first message if it is system/developer (``text + separator + content``),
     else a new system message first. append: into the first system/developer message
@@ -29,12 +47,13 @@ def inject(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
     out = dict(payload)
     messages = payload.get("messages")
     if not isinstance(messages, list) or not text:
-        return out
+        return out, None
     strategy = MergeStrategy(strategy)
     system = {"role": "system", "content": text}
     if strategy is MergeStrategy.REPLACE:
-        out["messages"] = [system, *(m for m in messages if not _is_system(m))]
-        return out
+        kept = [i for i, m in enumerate(messages) if not _is_system(m)]
+        out["messages"] = [system, *(messages[i] for i in kept)]
+        return out, (None, *kept)
     if strategy is MergeStrategy.PREPEND:
         index = 0 if messages and _is_system(messages[0]) else None
     else:
@@ -45,9 +64,9 @@ def inject(payload: Mapping[str, Any], text: str, strategy: MergeStrategy | str,
             new = list(messages)
             new[index] = {**messages[index], "content": merged}
             out["messages"] = new
-            return out
+            return out, None
     out["messages"] = [system, *messages]
-    return out
+    return out, (None, *range(len(messages)))
 
 
 def _is_system(message: Any) -> bool:
@@ -68,3 +87,13 @@ def _merge(content: Any, text: str, strategy: MergeStrategy, separator: str) -> 
             return [{"type": "text", "text": text + separator}, *content]
         return [*content, {"type": "text", "text": separator + text}]
     return None
+
+
+def renumber(text: str, moved: Moved) -> str:
+    """``text`` with each ``messages[N]`` of the merged body written as the client's ``messages[M]``; the
+    prompt's own message (and an index past the body) stays as it is."""
+    def client(found: re.Match[str]) -> str:
+        n = int(found.group(1))
+        m = moved[n] if n < len(moved) else None
+        return f"messages[{m}]" if m is not None else found.group(0)
+    return _MESSAGE_PATH.sub(client, text)

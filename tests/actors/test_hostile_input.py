@@ -248,3 +248,35 @@ async def test_a_lone_surrogate_in_a_smart_routing_header_is_served_or_refused_n
     assert openai_error(policies) == (400, "invalid_smart_routing_config", "routing_policies")
     assert "not UTF-8 text" in policies.json()["error"]["message"]
     assert tracebacks(caplog) == []
+
+
+PROMPTED = """
+health_checks: {interval: 1h}
+retry: {max_attempts: 1}
+global_prompts: {default: Be kind.}
+backends:
+  - {name: a, type: simulated, models: [demo]}
+  - {name: claude, type: anthropic, url: "http://claude.simulated", api_key: sk-ant-test, models: [claude-x]}
+"""
+
+
+async def test_a_backends_error_about_a_message_names_the_clients_index_under_a_global_prompt(autojump_clock):
+    """The prompt went first as a message of its own: the backend saw the client's one message as
+    messages[1], and says so; the client reads messages[0]."""
+    part = {"role": "user", "content": [{"type": "text", "text": 5}]}
+    async with gateway(PROMPTED) as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(messages=[part]))
+    assert openai_error(reply) == (400, "invalid_type", "messages[0].content[0].text")
+    assert "'messages[0].content[0].text'" in reply.json()["error"]["message"]
+
+
+async def test_a_translating_wires_error_about_a_message_names_the_clients_index_under_a_global_prompt(
+        autojump_clock):
+    call = {"role": "assistant", "tool_calls": [{"id": "t", "type": "function",
+                                                 "function": {"name": "f", "arguments": "[1]"}}]}
+    async with gateway(PROMPTED) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              chat("claude-x", messages=[{"role": "user", "content": "hi"}, call]))
+    status, _, param = openai_error(reply)
+    assert (status, param) == (400, "messages[1].tool_calls[0].function.arguments")
+    assert "messages[2]" not in reply.json()["error"]["message"]

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from switchyard.actors.routing.prompt_merge import inject
+from switchyard.actors.routing.prompt_merge import client_indices, inject, renumber
 from switchyard.config.prompts import MergeStrategy
 
 SEP = "\n\n"
@@ -137,3 +137,27 @@ def test_a_role_that_is_not_a_string_is_no_system_message(strategy):
     odd = {"role": ["system"], "content": "x"}
     out = inject(body(odd, user()), G, strategy, SEP)
     assert out["messages"] == [{"role": "system", "content": G}, odd, user()]
+
+
+# --- where the client's messages went: errors speak in the client's indices ----------------------------------
+
+def test_a_prompt_merged_into_a_system_message_moves_no_message():
+    assert client_indices(body(sys("Be brief."), user()), G, "prepend", SEP) is None
+    assert client_indices(body(user(), sys("late")), G, "append", SEP) is None
+
+
+def test_a_prompt_put_first_moves_every_client_message_one_down():
+    assert client_indices(body(user(), user()), G, "prepend", SEP) == (None, 0, 1)
+
+
+def test_replace_keeps_the_client_messages_that_are_not_system_ones_in_order():
+    assert client_indices(body(sys("a"), user(), sys("b"), user()), G, "replace", SEP) == (None, 1, 3)
+
+
+def test_renumber_writes_each_message_path_as_the_client_sent_it():
+    moved = (None, 0, 1)
+    assert renumber("Invalid type for 'messages[1].content[0].text'", moved) == \
+        "Invalid type for 'messages[0].content[0].text'"
+    assert renumber("messages[2] and messages[0] and messages[9]", moved) == "messages[1] and messages[0] and " \
+                                                                            "messages[9]"
+    assert renumber("my_messages[1] is not a path of ours", moved) == "my_messages[1] is not a path of ours"

@@ -196,6 +196,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
         load_access.check_alias_reach(api_keys, backends, models.aliases, problems)
+        load_access.check_catch_all(backends, models.aliases, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
         load_params.check_anthropic_sampling(request_params, backends, problems)
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)

@@ -10,7 +10,7 @@ is left out.
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from switchyard.config import rules
 from switchyard.config.access import Access, ApiKey
@@ -108,3 +108,36 @@ def check_alias_reach(access: Access, backends: Iterable[BackendConfig], catalog
                           f"key {key.id!r}: {globs} matches the alias {alias!r}, which is routed as {model!r}, "
                           f"a model the list does not match: this key can reach {model!r} through the alias; "
                           f"narrow the glob, or list {model!r} to make it explicit")
+
+
+MATCH_EVERYTHING = ("*", "models/*")   # entries that match every model name (actors/routing/aliases.py)
+
+
+def check_catch_all(backends: Sequence[BackendConfig], catalogue: Mapping[str, str],
+                    problems: rules.Problems) -> None:
+    """Warn about a discovery-off backend's ``models`` entry that matches every name (``*``, ``models/*``)
+    while other backends serve the canonical ids of aliases (the spec asks ``config validate`` to say so).
+
+    Such an entry keeps no name on its backend (alias dispatch does not count it), so a request for a
+    metadata alias is routed as its canonical id; and the backend, serving every name, is then a candidate
+    for that id beside the backends that really serve it: it takes a share of the alias's calls from them,
+    and does not keep the alias's calls a client meant for it either. (With discovery on, the entry serves
+    what the backend lists, like any list.)"""
+    public = [b for b in backends if b.enabled and not b.internal]
+    aliases = dispatch_aliases(backends, catalogue)
+    for i, b in enumerate(backends):
+        if b not in public or b.discovery:
+            continue
+        for j, entry in enumerate(b.models):
+            if entry not in MATCH_EVERYTHING:
+                continue
+            served = [(alias, model, o.name) for alias, model in sorted(aliases.items()) for o in public
+                      if o is not b and model in o.exact_models]
+            if not served:
+                continue
+            alias, model, other = served[0]
+            problems.warn(f"backends[{i}].models[{j}]",
+                          f"{entry!r} matches every model name: a request for an alias such as {alias!r} is routed "
+                          f"as its canonical id {model!r}, to this backend as much as to {other!r}, which serves "
+                          f"it ({len({a for a, _, _ in served})} alias(es) so routed); list the models this "
+                          f"backend serves, or a narrower glob, to keep each name where it belongs")

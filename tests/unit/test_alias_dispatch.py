@@ -163,3 +163,29 @@ def test_rename_restores_only_a_top_level_upstream_model():
     assert json.loads(r.payload(json.loads(body), body))["model"] == "pub"
     same = b'{"model":"pub"}'
     assert r.payload(json.loads(same), same) is same         # not re-serialized when unchanged
+
+
+CATCH_ALL = """backends:
+  - {name: local, type: openai, url: "http://127.0.0.1:9/v1", discovery: DISCOVERY, models: ["ENTRY"]}
+  - {name: claude, type: openai, url: "http://127.0.0.1:9/v1", discovery: false, models: [CANONICAL],
+     model_configs: [{id: claude-sonnet-4, aliases: [sonnet]}]}
+"""
+
+
+def catch_all_warnings(entry: str = "*", discovery: str = "false", canonical: str = "claude-sonnet-4") -> list[str]:
+    text = CATCH_ALL.replace("ENTRY", entry).replace("DISCOVERY", discovery).replace("CANONICAL", canonical)
+    return [w for w in load_text(text, env={}).warnings if w.startswith("backends[0].models[0]")]
+
+
+@pytest.mark.parametrize("entry", ["*", "models/*"])
+def test_validate_warns_that_a_catch_all_backend_takes_a_share_of_an_aliases_canonical_calls(entry):
+    [warning] = catch_all_warnings(entry)
+    assert f"{entry!r} matches every model name" in warning
+    assert "'sonnet' is routed as its canonical id 'claude-sonnet-4', to this backend as much as to 'claude'" \
+        in warning
+
+
+def test_no_catch_all_warning_with_discovery_on_or_no_other_backend_serving_the_canonical_id():
+    assert catch_all_warnings(discovery="true") == []        # it serves what it lists, like any list
+    assert catch_all_warnings(canonical="other-model") == []   # nobody else serves the alias's id
+    assert catch_all_warnings(entry="claude-*") == []          # a narrower glob keeps what it names

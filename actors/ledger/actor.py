@@ -85,7 +85,7 @@ class LedgerActor:
         self._spill_warned = False    # the spill file passed SPILL_WARN_AT (warned once until it is replayed)
         # counters, for the metrics
         self.spilled = 0              # records appended to the spill file
-        self.write_failures = 0       # times the store was found down (a write failed and so did a ping)
+        self.write_failures = 0       # writes (and outage probes) that failed for the store's own reasons
         self.spill_dropped = 0        # records lost: the spill file was full
         self.expired = 0              # spilled records older than usage.spill_max_age, never written
         self.spill_bytes = 0          # the spill file's size, as last seen
@@ -256,9 +256,11 @@ class LedgerActor:
         self._spill_dirty = self._spill_dirty or done.appended > 0 or done.size > 0
         self._expired(done.expired, "to make room in")
         if done.refused:
+            before = self.spill_dropped
             self.spill_dropped += done.refused
-            log.error("usage ledger: the spill file %s is full (usage.spill_max_bytes: %d bytes); %d record(s) "
-                      "dropped", self.spill.path, self.spill.max_bytes, done.refused)
+            if before == 0 or before.bit_length() != self.spill_dropped.bit_length():   # at 1, 2, 4, 8 ... drops
+                log.error("usage ledger: the spill file %s is full (usage.spill_max_bytes: %d bytes); %d record(s) "
+                          "dropped so far", self.spill.path, self.spill.max_bytes, self.spill_dropped)
         self._spill_size(done.size)
         return True
 
@@ -350,7 +352,7 @@ class LedgerActor:
         replayed = self.replayed
         self.store_up = True   # tentatively: the first failed write takes it back
         if not self._pending and not self._spill_dirty:
-            failure = await self.writer.down(StoreUnavailable("no answer"))
+            failure = await self.writer.down()
             if failure is not None:
                 self._failed(failure)
         await self._write_pending()

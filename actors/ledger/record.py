@@ -97,10 +97,23 @@ class LedgerRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LedgerRecord":
+        """The record of a dict of its fields (a spill-file line); TypeError for a field of the wrong type."""
+        for name, kinds in _KINDS.items():
+            value = data.get(name)
+            if name in data and not (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
+                raise TypeError(f"{name} must be {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}")
         return cls(**{name: data[name] for name in FIELDS if name in data})
 
 
 FIELDS = tuple(a.name for a in LedgerRecord.__attrs_attrs__)   # the store's columns, in order
+# What each field may hold when a record is read back from outside (a spill-file line).
+_KINDS: dict[str, tuple[type, ...]] = {
+    a.name: (str, type(None)) if a.type in ("str", "str | None") else
+    (int,) if a.type == "int" else
+    (bool,) if a.type == "bool" else
+    (int, float) if a.type == "float" else
+    (int, float, type(None))
+    for a in LedgerRecord.__attrs_attrs__}
 
 
 @frozen
@@ -120,3 +133,8 @@ class UsageQuery:
 
 class StoreUnavailable(Exception):
     """The store cannot be reached or used (its message says which and why; never a password)."""
+
+
+class RecordRefused(Exception):
+    """The store answers, but refuses a value of the records it was given (a number past its column, text it
+    cannot encode): a fault of the records, not of the store. Raised only by ``write``."""

@@ -74,7 +74,7 @@ class SpillFile:
         lines = [_line(rec) for rec in records]
         size = self.size()
         expired, compacted = 0, False
-        if size + sum(map(len, lines)) > self.max_bytes and size:
+        if size + sum(map(len, lines)) > self.max_bytes and self._can_free(keep_from, oldest):
             expired, size = self._compact(keep_from, oldest)
             compacted = True
         fit: list[bytes] = []
@@ -103,6 +103,18 @@ class SpillFile:
         if created:
             fsync_dir(self.path.parent)   # the file's name is durable too, not only its bytes
         return size
+
+    def _can_free(self, keep_from: int, oldest: float | None) -> bool:
+        """Whether a rewrite frees anything: lines already replayed, or a first record past the age (records
+        are appended about in time order; a full file that can free nothing is not rewritten for nothing)."""
+        if keep_from > 0:
+            return True
+        if oldest is None:
+            return False
+        with open(self.path, "rb") as f:
+            first = next(_lines(f, 0), None)
+        rec = _parse(first) if first is not None else None
+        return rec is not None and rec.time < oldest
 
     def _compact(self, keep_from: int, oldest: float | None) -> tuple[int, int]:
         """Rewrite the file with its lines from ``keep_from`` on, less the records older than ``oldest``

@@ -26,12 +26,13 @@ class UsageStore(Protocol):
         ...
 
     def write(self, records: Sequence[LedgerRecord]) -> None:
-        """All of ``records`` or none; a record whose record_id is already there is skipped."""
+        """All of ``records`` or none; a record whose record_id is already there is skipped. A value the
+        store refuses (not the store's own trouble) raises ``RecordRefused``."""
         ...
 
     def ping(self) -> None:
-        """Raise unless a write would succeed now: a probe record written in a transaction rolled back. The
-        ledger asks after a failed write, to tell a store that is down from a record it refuses."""
+        """Raise unless a write would succeed now: a probe record written in a transaction rolled back (the
+        ledger's probe of an outage when it has nothing to write)."""
         ...
 
     def summary(self, query: UsageQuery) -> list[dict[str, Any]]: ...

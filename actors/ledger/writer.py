@@ -1,12 +1,13 @@
 """Records into the store so that one record never holds back the others.
 
-A batch the store fails is not yet an outage: the store is asked whether it
-takes a write at all (``UsageStore.ping``: a probe record, rolled back). If it
-does, a record of the batch is the trouble, so the batch is written one
-record at a time, and a record the store refuses twice while it answers goes
-to the quarantine file (``quarantine.py``) with its reason, a count and one
-log line. If it does not, the store is down and the LedgerActor spills; the
-same holds for the spill file's replay, line by line.
+A store says whether a failed write is the records' fault (``RecordRefused``:
+a number past its column, text it cannot encode, a type it cannot bind) or
+its own (anything else: unreachable, locked, full, read-only). A batch it
+refuses for a record is written one record at a time, and a record it refuses
+(twice: a failure of the moment is not the record's) goes to the quarantine
+file (``quarantine.py``) with its reason, a count and one log line. Any other
+failure means the store is down and the LedgerActor spills, as before. The
+spill file's replay goes the same way, line by line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from typing import Any, Awaitable, Callable, Sequence
 
 from switchyard.actors.ledger.quarantine import QuarantineFile, line_entry, record_entry
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
+from switchyard.actors.ledger.record import LedgerRecord, RecordRefused
 from switchyard.actors.ledger.store import UsageStore
 
 log = logging.getLogger("switchyard.ledger")
@@ -43,26 +44,26 @@ class StoreWriter:
         quarantined), and None; or fewer, with the failure that says the store is down."""
         try:
             await self._run_store(self.store.write, batch)
+        except RecordRefused:
+            pass   # a record of the batch: one at a time, so the others go in
         except Exception as exc:
-            failure = await self.down(exc)
-            if failure is not None:
-                return 0, failure
+            return 0, exc
         else:
             self._count(len(batch), replay)
             return len(batch), None
-        for i, rec in enumerate(batch):   # the store answers: one at a time, so the others go in
+        for i, rec in enumerate(batch):
             failure = await self._write_one(rec, replay)
             if failure is not None:
                 return i, failure
         return len(batch), None
 
-    async def down(self, exc: Exception) -> Exception | None:
-        """After a failed write (``exc``): None when the store still takes a write (the records were the
-        trouble), else the failure that says it is down."""
+    async def down(self) -> Exception | None:
+        """None when the store takes a write now (``UsageStore.ping``), else its failure: the probe of an
+        outage with nothing to write."""
         try:
             await self._run_store(self.store.ping)
-        except Exception as ping_failed:
-            return exc if isinstance(exc, StoreUnavailable) else ping_failed
+        except Exception as exc:
+            return exc
         return None
 
     async def quarantine_line(self, line: bytes, where: str) -> None:
@@ -81,17 +82,16 @@ class StoreWriter:
         for _ in range(2):   # a second try: a failure of the moment is not the record's
             try:
                 await self._run_store(self.store.write, (rec,))
+            except RecordRefused as exc:
+                reason = str(exc)
             except Exception as exc:
-                failure = await self.down(exc)
-                if failure is not None:
-                    return failure
-                reason = _reason(exc)
+                return exc   # the store is down: this record waits with the rest
             else:
                 self._count(1, replay)
                 return None
         if replay:
             self._replay_quarantined.add(rec.record_id)
-        reason = f"the {self.store.name} store refused it twice while it took writes: {reason}"
+        reason = f"the {self.store.name} store refused it: {reason}"
         await self._quarantine(record_entry(rec, reason, self._clock()),
                                f"record {rec.record_id} of request {rec.request_id}", reason)
         return None

@@ -22,7 +22,7 @@ LEDGER: Table = (
      "Ledger records written to the local spill file because the store was away or the queue full"),
     ("replayed", "usage_ledger_replayed", "counter", "Spilled ledger records written to the store once it answered"),
     ("write_failures", "usage_ledger_write_failures", "counter",
-     "Times the ledger's store was found down (a write failed and so did a probe write)"),
+     "Ledger store writes (and probes of an outage) that failed for the store's own reasons, not a record's"),
     ("quarantined", "usage_ledger_quarantined", "counter",
      "Ledger records the store refused while it took others, and spill-file lines that were not whole records, "
      "moved to usage-quarantine.jsonl"),

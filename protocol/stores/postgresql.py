@@ -19,7 +19,7 @@ import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
+from switchyard.actors.ledger.record import LedgerRecord, RecordRefused, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 LOCK_KEY = 0x5377_7964_4C65_6467   # "SwydLedg": the advisory lock instances take to migrate one at a time
@@ -86,7 +86,7 @@ class PostgresStore(sql.Reads):
         if not records:
             return
         rows = [sql.row_of(r) for r in records]
-        with self._errors():
+        with self._errors(), _refused():
             for attempt in range(1, DEADLOCK_TRIES + 1):
                 try:
                     with self._pool.connection() as conn, _transaction(conn) as cur:
@@ -131,6 +131,22 @@ class PostgresStore(sql.Reads):
         for secret in _passwords(self._url):
             reason = reason.replace(secret, "***")
         return StoreUnavailable(f"usage ledger {self.where}: {reason}")
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """What the server (or psycopg, adapting a value) says of a value, not of the store: a number out of its
+    column's range, text it cannot take (NUL, an encoding), a constraint, a row past its limits. Everything
+    else (connection, pool, timeouts, a read-only or full server) is the store's."""
+    try:
+        yield
+    except (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError,
+            ValueError, TypeError, OverflowError) as exc:
+        raise RecordRefused(f"{type(exc).__name__}: {exc}") from exc
+    except psycopg.ProgrammingError as exc:   # a value of a type it cannot adapt; not a statement of ours
+        if not str(exc).startswith("cannot adapt type"):
+            raise
+        raise RecordRefused(f"{type(exc).__name__}: {exc}") from exc
 
 
 @contextmanager

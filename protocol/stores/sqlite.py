@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
+from switchyard.actors.ledger.record import LedgerRecord, RecordRefused, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 DIALECT = sql.Dialect(
@@ -104,7 +104,7 @@ class SqliteStore(sql.Reads):
             return
         # Many rows a statement, not executemany's one: each step lets go of the GIL, and a batch
         # stepped row by row waits for the event loop's thread hundreds of times.
-        with self._lock, self._errors(), self._transaction() as cur:
+        with self._lock, self._errors(), _refused(), self._transaction() as cur:
             for count, values in sql.chunks(records, ROWS_PER_INSERT):
                 cur.execute(self._insert(count), values)
 
@@ -172,3 +172,18 @@ class SqliteStore(sql.Reads):
 
     def _fail(self, exc: BaseException) -> NoReturn:
         raise StoreUnavailable(f"usage ledger {self.path}: {exc}") from exc
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """What SQLite says of a value, not of the file: an integer past 64 bits, text it cannot encode, a type
+    it cannot bind, a constraint. Everything else (locked, full, read-only, corrupt) is the store's."""
+    try:
+        yield
+    except (OverflowError, UnicodeEncodeError, ValueError, TypeError, sqlite3.DataError, sqlite3.IntegrityError,
+            sqlite3.InterfaceError) as exc:
+        raise RecordRefused(f"{type(exc).__name__}: {exc}") from exc
+    except sqlite3.ProgrammingError as exc:   # a value of a type it cannot bind; not a closed database
+        if not str(exc).startswith("Error binding parameter"):
+            raise
+        raise RecordRefused(f"{type(exc).__name__}: {exc}") from exc

@@ -21,7 +21,7 @@ import attrs
 import psycopg
 import pytest
 
-from switchyard.actors.ledger.record import FIELDS, LedgerRecord, StoreUnavailable, UsageQuery
+from switchyard.actors.ledger.record import FIELDS, LedgerRecord, RecordRefused, StoreUnavailable, UsageQuery
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import migrations, open_store, postgresql, sql
 from switchyard.protocol.stores.memory import MemoryStore
@@ -278,9 +278,17 @@ def test_a_ledger_newer_than_the_code_is_store_unavailable(ledger):
 
 
 def test_a_batch_is_written_whole_or_not_at_all(sql_store):
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(RecordRefused):   # the records' fault, not the store's (the ledger quarantines it)
         sql_store.write([rec(0), rec(1, request_id=None)])   # the second breaks NOT NULL
     assert sql_store.records(UsageQuery(), 10) == []
+
+
+@pytest.mark.parametrize("field, value", [("input_tokens", 2 ** 70), ("cost", {"a": 1})])
+def test_a_value_the_store_cannot_take_is_a_record_refused_never_store_unavailable(sql_store, field, value):
+    with pytest.raises(RecordRefused):
+        sql_store.write([rec(0, **{field: value})])
+    sql_store.write([rec(1)])   # the store is fine
+    assert len(sql_store.records(UsageQuery(), 10)) == 1
 
 
 def test_an_unknown_group_by_is_refused_naming_it(sql_store):

@@ -5,13 +5,14 @@ the writer task takes everything queued in one turn and applies it in one
 transaction (``OwnerStore.apply``); the request path does not wait. Until an
 op is in the store, ``pending`` answers for it, so the worker that queued it
 never contradicts itself. A store that fails is logged once and marked away;
-the writer tries the same ops again after 0.5 s, 1 s, 2 s ... 30 s while new
-ones queue, and logs its return. A batch the store refuses while it still
-takes an empty transaction (one op it cannot take) is applied one op at a time, and an op it still
-refuses is dropped with one log line: it never holds back the rest. The
-queue is bounded by the map's own bound (``stored_responses.max_entries``):
-past it a new op is dropped and counted (its id stays in this worker's
-memory).
+the writer tries the same ops again after 0.5 s, 1 s, 2 s ... 30 s (at once
+after a failed lookup) while new ones queue, and logs its return. A batch the
+store refuses while it still takes an empty transaction (an op it cannot
+take) is applied one op at a time, and an op it refuses twice is dropped with
+one log line: it never holds back the rest. The queue is bounded by the
+map's own bound (``stored_responses.max_entries``): past it a new op is
+dropped and counted (its id stays in this worker's memory). Rows still
+queued when the worker stops with the store away are counted and said.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class OwnerWrites:
         self.store_up = True         # until a call fails
         self._down_since: float | None = None
         self._retry = trio.Event()   # a failed call asks the writer to try the store again (after its backoff)
+        self._probe_now = False      # ... at once, without the backoff
         # counters, for the metrics
         self.failures = 0            # store calls that failed (writes, lookups, prunes)
         self.written = 0             # ops the store took
@@ -81,8 +83,11 @@ class OwnerWrites:
             await self._take_turn()
 
     def failed(self, exc: BaseException, what: str) -> None:
-        """A store call failed: the store is away until the writer's next try succeeds."""
+        """A store call failed: the store is away until the writer's next try succeeds (at once when a lookup
+        or a prune failed: one failure of the moment must not hold this worker's rows back for 30 s)."""
         self.failures += 1
+        if what != "write":
+            self._probe_now = True
         if self.store_up:
             log.warning("stored responses: the %s store failed (%s: %s); this worker's memory answers and "
                         "lookups it cannot answer are refused until it is back", self.store.name, what,
@@ -108,8 +113,11 @@ class OwnerWrites:
                 await self._wake.wait()
                 continue
             if not self.store_up:
-                await trio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY)
+                if self._probe_now:   # a lookup failed: know at once whether the store is really away
+                    self._probe_now = False
+                else:
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, MAX_RETRY)
             if await self._take_turn():
                 delay = FIRST_RETRY
 
@@ -121,11 +129,12 @@ class OwnerWrites:
             try:
                 await self._call(self.store.apply, batch)
             except Exception as exc:
-                if len(batch) > 1 and await self._answers() and await self._one_by_one(batch):
+                if batch and await self._answers():   # the store is fine: an op of the batch is the trouble
+                    await self._one_by_one(batch)
                     return True
                 self.failed(exc, "write")
                 return False
-            self._settled(batch)
+            self._settled(batch, len(batch))
             return True
 
     async def _answers(self) -> bool:
@@ -137,34 +146,33 @@ class OwnerWrites:
             return False
         return True
 
-    async def _one_by_one(self, batch: list[Op]) -> bool:
-        """The batch failed: each op alone. True when the store took some (the ones it refused are
-        dropped, logged); False when it took none (it is away, and the batch waits)."""
-        taken, refused = [], []
+    async def _one_by_one(self, batch: list[Op]) -> None:
+        """The batch failed while the store takes writes: each op alone, twice if need be; an op it still
+        refuses is dropped with one log line, never holding back the others."""
+        taken = 0
         for op in batch:
-            try:
-                await self._call(self.store.apply, [op])
-            except Exception as exc:
-                refused.append((op, exc))
-            else:
-                taken.append(op)
-        if not taken:
-            return False
-        for op, exc in refused:
-            self.dropped += 1
-            log.error("stored responses: the %s store refused the owner row of %s while it took others (%s); "
-                      "dropped", self.store.name, op.response_id, _reason(exc))
-        self._settled(batch)
-        return True
+            for attempt in (1, 2):
+                try:
+                    await self._call(self.store.apply, [op])
+                except Exception as exc:
+                    if attempt == 2:
+                        self.dropped += 1
+                        log.error("stored responses: the %s store refused the owner row of %s while it took "
+                                  "writes (%s); dropped", self.store.name, op.response_id, _reason(exc))
+                else:
+                    taken += 1
+                    break
+        self._settled(batch, taken)
 
-    def _settled(self, batch: list[Op]) -> None:
-        """``batch`` (the queue's first ops, in order: only appends happened meanwhile) is done."""
+    def _settled(self, batch: list[Op], taken: int) -> None:
+        """``batch`` (the queue's first ops, in order: only appends happened meanwhile) is done; ``taken`` of
+        them are in the store."""
         for op in batch:
             self._queue.popleft()
             key = (op.owner, op.response_id)
             if self._latest.get(key) is op:
                 del self._latest[key]
-        self.written += len(batch)
+        self.written += taken
         self._retry = trio.Event()
         if not self.store_up:
             log.info("stored responses: the %s store is back after %.1fs", self.store.name,
@@ -173,9 +181,17 @@ class OwnerWrites:
             self._down_since = None
 
     async def flush(self) -> None:
-        """Everything queued written, while the store answers (the Runtime is closing)."""
+        """Everything queued written, while the store answers (the Runtime is closing); what the store cannot
+        take now is lost with this worker's memory: counted and said."""
         if self._queue and self.store_up:
             await self._take_turn()
+        if self._queue:
+            self.dropped += len(self._queue)
+            log.warning("stored responses: %d owner row(s) not written: the %s store is away as this worker "
+                        "stops; the ids they name are unknown to the other workers", len(self._queue),
+                        self.store.name)
+            self._queue.clear()
+            self._latest.clear()
 
 
 def _reason(exc: BaseException) -> str:

@@ -57,7 +57,7 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
         remember = stored_responses.Remember(runtime, call, backend.name)
         if response.extensions.get(RESPONSES_OVER_CHAT):
             remember.stored = False   # a chat backend's answer, translated: it keeps nothing to retrieve
-        # the owner is noted before the answer naming the id leaves (another worker may be asked next)
+        # the owner is noted (and told to the shared store) before the answer naming the id leaves
         stored = await relay_responses(relay, backend.name, response, attempt, headers, call.stream, remember)
         await remember(stored)
     elif call.endpoint in IMAGE_ENDPOINTS:

@@ -298,7 +298,7 @@ async def test_a_postgresql_that_is_away_holds_no_responses_call_and_its_rows_fo
                 while (got := await http.get(f"/v1/responses/{made[-1]}")).status_code != 200:
                     await trio.sleep(0.2)
     # the old code waited 2 s on every create: now none waits for its row
-    assert max(took) < 1.0, took
+    assert max(took) < 1.5, took
     assert [r[:2] for r in refused] == [(503, "stored_responses_unavailable")] * 2
-    assert refused[0][2] < 3.5 and refused[1][2] < 1.0, refused
+    assert refused[0][2] < 3.5 and refused[1][2] < 1.5, refused
     assert mine.status_code == 200 and got.json()["id"] == made[-1]

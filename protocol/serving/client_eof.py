@@ -22,9 +22,10 @@ connection stays open and the peer is probed with an interim
 ``100 Continue`` (every HTTP/1.1 client skips one it did not ask for): a
 peer that closed its socket answers the write with a reset, the next probe
 fails, and the app is told ``http.disconnect`` (which cancels the upstream
-call). Probes go out at growing intervals, five at most; once the answer
-has started, its own writes tell the same way. A half-closed client gets
-its whole answer, and the connection then closes.
+call). Probes go out at growing intervals, five at most; an answer that
+starts meanwhile tells the same way by its own writes. A half-closed client
+gets its whole answer, and the connection then closes. A FIN that comes once
+the answer is under way is a client that left, as hypercorn takes it.
 """
 
 from __future__ import annotations
@@ -88,14 +89,16 @@ class ReleasingTCPServer(TCPServer):
         await super().protocol_send(event)
 
     def _answer_owed(self) -> bool:
-        """An HTTP/1.1 request read whole (the client's side ended after it) whose answer is not done."""
+        """An HTTP/1.1 request read whole (the client's side ended after it) whose answer has not started. A FIN
+        once the answer is under way is a client that left: a half-closing client ends its side right after
+        its request, and a stream's writes could be far apart (the upstream would go on, and cost, till then)."""
         protocol = self.protocol.protocol
         if not isinstance(protocol, H11Protocol) or not isinstance(protocol.stream, HTTPStream):
             return False   # HTTP/2, a websocket, or no request: the end of stream ends the connection
         connection = protocol.connection
         return (isinstance(connection, h11.Connection) and connection.their_http_version == b"1.1"
                 and connection.their_state is h11.CLOSED
-                and connection.our_state in (h11.SEND_RESPONSE, h11.SEND_BODY) and not self._over.is_set())
+                and connection.our_state is h11.SEND_RESPONSE and not self._over.is_set())
 
     async def _probe_until_over(self) -> None:
         began = trio.current_time()

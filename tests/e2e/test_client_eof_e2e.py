@@ -177,3 +177,20 @@ async def test_a_client_that_closes_before_its_answer_starts_cancels_the_upstrea
     await client.aclose()   # gone: the FIN looks like a half-close until the server's next write is refused
     assert await wait_until(lambda: sim.count("cancelled") == 1, within=1), sim.events
     assert sim.count("completed") == 0
+
+
+async def test_a_client_that_closes_once_its_stream_started_cancels_the_upstream_at_once(start_gateway):
+    """A FIN once the answer is under way is a client that left: its stream is not kept going until the next
+    event's write is refused (here 3 s away), which would keep the upstream generating, and billing."""
+    gw = await start_gateway(config(backend("sim-a", latency="10ms", chunks=4, tokens_per_second=1)))
+    sim = gw.sim("sim-a")
+    client = await connect(gw.url)
+    await client.send_all(request(h11.Connection(h11.CLIENT), "POST", "/v1/chat/completions",
+                                  {**CHAT, "stream": True}))
+    with trio.fail_after(5):
+        while b"data: " not in await client.receive_some(65536):   # the first event: the answer started
+            pass
+    await client.send_eof()
+    assert await wait_until(lambda: sim.count("cancelled") == 1, within=1), sim.events
+    assert sim.count("completed") == 0
+    await client.aclose()

@@ -28,11 +28,28 @@ Fields = Callable[[logging.LogRecord], dict[str, Any]]
 
 @attrs.define
 class _Window:
-    first: logging.LogRecord
+    first: "_First"
     fields: dict[str, Any]
     began: float
     count: int = 0
     last: float = 0.0
+
+
+@attrs.frozen
+class _First:
+    """What the count line needs of the first record: never the record itself, whose traceback holds
+    every frame (and their locals) alive for the window."""
+
+    name: str
+    levelno: int
+    pathname: str
+    lineno: int
+    func: str | None
+    message: str
+
+    @classmethod
+    def of(cls, record: logging.LogRecord) -> "_First":
+        return cls(record.name, record.levelno, record.pathname, record.lineno, record.funcName, record.getMessage())
 
 
 class RepeatFilter(logging.Filter):
@@ -48,6 +65,8 @@ class RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if hasattr(record, FIELDS_ATTR):
             return True   # a count of ours, or a record whose fields were fixed on purpose
+        if record.levelno < logging.WARNING and not self._open:
+            return True   # the usual line: nothing to count, no count owed
         now = self._clock()
         passes = True
         with self._lock:
@@ -58,7 +77,7 @@ class RepeatFilter(logging.Filter):
                 key = (record.name, record.levelno, record.getMessage(), exc, tuple(sorted(fields.items())))
                 window = self._open.get(key)
                 if window is None:
-                    self._open[key] = _Window(record, fields, now)
+                    self._open[key] = _Window(_First.of(record), fields, now)
                 else:
                     window.count += 1
                     window.last = now
@@ -92,6 +111,6 @@ def _count_line(window: _Window) -> logging.LogRecord:
     first = window.first
     record = logging.LogRecord(first.name, first.levelno, first.pathname, first.lineno,
                                "%s (and %d more time(s) in %.1fs, counted, not logged one by one)",
-                               (first.getMessage(), window.count, window.last - window.began), None, first.funcName)
+                               (first.message, window.count, window.last - window.began), None, first.func)
     setattr(record, FIELDS_ATTR, window.fields)
     return record

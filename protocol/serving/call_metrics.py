@@ -126,6 +126,7 @@ class GatewayMetrics:
             getattr(getattr(runtime, "response_owners", None), "writes", None), STORED)))
         self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
+        self.clean_labels = False   # a label value UTF-8 cannot encode was met: every scrape cleans (metrics.py)
         self._listed: tuple[Any, Any, frozenset[str]] | None = None   # (snapshot, discovery view, ids)
         self._full_logged = False
 

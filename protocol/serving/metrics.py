@@ -185,12 +185,16 @@ def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
 def exposition(runtime: "Runtime") -> bytes:
     """The text exposition. A label value UTF-8 cannot encode (a lone surrogate a source let through) once
     made every scrape fail until a restart; such values are written with U+FFFD instead, and logged."""
-    registry = runtime.metrics.registry
+    metrics = runtime.metrics
+    if metrics.clean_labels:   # once it happened, every scrape cleans (one rendering, no second log line)
+        return generate_latest(CleanLabels(metrics.registry))
     try:
-        return generate_latest(registry)
+        return generate_latest(metrics.registry)
     except UnicodeEncodeError as exc:
-        log.error("metrics: a label value UTF-8 cannot encode (%s); exported with U+FFFD in its place", exc)
-        return generate_latest(CleanLabels(registry))
+        metrics.clean_labels = True
+        log.error("metrics: a label value UTF-8 cannot encode (%s); exported with U+FFFD in its place from now "
+                  "on", exc)
+        return generate_latest(CleanLabels(metrics.registry))
 
 
 class CleanLabels:

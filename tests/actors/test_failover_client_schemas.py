@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from switchyard.actors.ledger.record import UsageQuery
+from tests.actors.test_fuzz_bodies import ErrorTracebacks
 from tests.harness import Reply, gateway, request
 from tests.json_schemas import chat_body, client_schemas, fixture_body, messages_body, responses_body
 
@@ -53,21 +54,9 @@ PROPERTY = settings(max_examples=30, derandomize=True, database=None, deadline=N
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-class Tracebacks(logging.Handler):
-    """Every record at error level or above that carries a traceback."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info:
-            self.records.append(record)
-
-
 @pytest.fixture
 def tracebacks():
-    handler = Tracebacks()
+    handler = ErrorTracebacks()
     logging.getLogger().addHandler(handler)
     try:
         yield handler
@@ -76,7 +65,7 @@ def tracebacks():
 
 
 async def serve(door: Door, body: dict[str, Any], failure: str, mid_stream: bool = True,
-                tracebacks: Tracebacks | None = None) -> tuple[Reply, Any]:
+                tracebacks: ErrorTracebacks | None = None) -> tuple[Reply, Any]:
     """``body`` on ``door`` of a fresh gateway whose first backend fails as ``failure`` says; the reply and
     the call's ledger record."""
     config = CONFIG.replace("FAILURE", failure).replace("MID", "true" if mid_stream else "false") \

@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from tests.e2e.support import Gateway, backend, gateway_config, switchyard_serve
+from tests.e2e.test_slow_clients_e2e import open_raw as connect, read_until_closed
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
@@ -28,11 +29,6 @@ def config(*backends: dict, **server: str) -> dict:
     out = gateway_config(*(backends or [backend("sim-a")]))
     out["server"] = {"keep_alive_timeout": KEEP_ALIVE, **server}
     return out
-
-
-async def connect(url: str) -> trio.SocketStream:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return await trio.open_tcp_stream(host, int(port))
 
 
 def request(client: h11.Connection, method: str, path: str, body: dict | None = None) -> bytes:
@@ -55,15 +51,6 @@ async def exchange(stream: trio.SocketStream, method: str, path: str, body: dict
             elif isinstance(event, h11.Response):
                 status = event.status_code
     return status
-
-
-async def read_until_closed(stream: trio.SocketStream, within: float) -> bytes:
-    """Everything the server sends until it closes the connection (fails if it is still open after ``within``)."""
-    data = b""
-    with trio.fail_after(within):
-        while chunk := await stream.receive_some(65536):
-            data += chunk
-    return data
 
 
 def parsed(raw: bytes) -> tuple[int, bytes]:

@@ -238,13 +238,20 @@ async def test_a_stored_response_survives_a_restart(tmp_path, start_gateway):
     assert theirs.status_code == 404
 
 
-async def test_two_instances_on_one_postgresql_share_their_stored_responses(tmp_path, start_gateway, pg_url):
+@asynccontextmanager
+async def two_instances(tmp_path: Path, start_gateway: Any, pg_url: str) -> AsyncIterator[tuple[str, str]]:
+    """Two gateways on one PostgreSQL ledger, in front of one simulated backend: their two URLs."""
     upstream = await start_gateway(gateway_config(backend("sim-a")))
     one, two = (outer(upstream.url, tmp_path / name / "data", ledger=pg_url) for name in ("one", "two"))
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     async with switchyard_serve(tmp_path / "one", one) as (_, url_one), \
             switchyard_serve(tmp_path / "two", two) as (_, url_two):
+        yield url_one, url_two
+
+
+async def test_two_instances_on_one_postgresql_share_their_stored_responses(tmp_path, start_gateway, pg_url):
+    async with two_instances(tmp_path, start_gateway, pg_url) as (url_one, url_two):
         rid, _made = await created(url_one)
         background, _made_bg = await created(url_one, background=True)
         async with client(url_two) as http:
@@ -269,12 +276,7 @@ async def test_a_postgresql_that_is_away_holds_no_responses_call_and_its_rows_fo
     waited 2 s each); a lookup this instance cannot answer from memory is a clear 503, within the store's own
     deadline once and at once after; once the server is back the queued rows are written and another
     instance finds them."""
-    upstream = await start_gateway(gateway_config(backend("sim-a")))
-    one, two = (outer(upstream.url, tmp_path / name / "data", ledger=pg_url) for name in ("one", "two"))
-    (tmp_path / "one").mkdir()
-    (tmp_path / "two").mkdir()
-    async with switchyard_serve(tmp_path / "one", one) as (_, url_one), \
-            switchyard_serve(tmp_path / "two", two) as (_, url_two):
+    async with two_instances(tmp_path, start_gateway, pg_url) as (url_one, url_two):
         await created(url_one)   # the store up
         await trio.to_thread.run_sync(pg_server.stop)
         made, took = [], []

@@ -5,13 +5,16 @@ timeout; 2xx is up, 503 is warming, anything else or no answer is a
 failure), except a type whose every route needs a signed model call
 (``PASSIVE_HEALTH_TYPES``: bedrock), which its calls alone judge. Real
 calls feed per-(backend, model) circuits: failures that make up enough of
-a window's calls, from more than one caller, take that pair out of
-rotation at once, and a half-open probe brings it back. Requests report
+a window's calls, even without its worst callers' failures, take that pair
+out of rotation at once, and a half-open probe brings it back. Requests report
 synchronously (Trio runs one task at a time, so a report is applied before
 anyone can read a stale view, and a half-open circuit admits only the
 probes it has room for). The pure state machines in
 ``actors.routing.health`` and ``actors.routing.circuit`` decide; this actor
-does the I/O and replaces ``view`` wholesale on every change.
+does the I/O and replaces ``view`` wholesale whenever what it shows
+changes. The windows of closed circuits (their calls, their failures by
+caller) are the actor's own and never published, so the successes on a
+route where a looping caller keeps a window open replace no view.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from switchyard.actors.routing.circuit import (
     Circuit,
     CircuitState,
     Policy,
+    Window,
     on_failure,
     on_probe,
     on_probe_abandoned,
     on_success,
+    proves_nothing,
 )
 from switchyard.actors.routing.health import (
     BackendHealth,
@@ -99,6 +104,8 @@ class BackendHealthActor:
         self.view = HealthView({b.name: BackendHealth() for b in snapshot.backends if b.enabled},
                                checks_enabled=cfg.enabled, max_probes=self.policy.half_open_max_requests)
         self._adapter_faults: set[tuple[str, type]] = set()   # (backend, exception type) logged with a traceback
+        self._windows: dict[tuple[str, str], Window] = {}     # the closed circuits' windows, never published
+        self._hushed: set[tuple[str, str]] = set()   # routes whose last probe failed for a suspect (debug logs)
 
     # --- passive: called by requests -------------------------------------
 
@@ -115,8 +122,13 @@ class BackendHealthActor:
         """A call of ``caller`` failed on (name, model) (``actors/call/verdicts.py``'s ``failing_caller``)."""
         if not self.snapshot.circuit_breaker.enabled:
             return
+        key = (name, model)
         c = self.view.circuit(name, model)
-        self._set_circuit(name, model, on_failure(c, trio.current_time(), self.policy, caller), error)
+        hushed = proves_nothing(c, caller)
+        after, window = on_failure(c, self._windows.get(key), trio.current_time(), self.policy, caller)
+        self._keep_window(key, window)
+        self._set_circuit(name, model, after, f"probe failed for suspect {caller}: {error}" if hushed else error,
+                          hushed)
 
     def probe_abandoned(self, name: str, model: str) -> None:
         """A probe that never finished proves nothing: let the next call probe instead."""
@@ -125,21 +137,45 @@ class BackendHealthActor:
             self._set_circuit(name, model, on_probe_abandoned(c), "probe abandoned")
 
     def call_succeeded(self, name: str, model: str) -> None:
-        c = self.view.circuits.get((name, model))
-        if c is not None:  # the common case, a route with no failure in its window, costs one lookup
-            self._set_circuit(name, model, on_success(c, trio.current_time(), self.policy), "ok")
+        key = (name, model)
+        c = self.view.circuits.get(key)
+        if c is None:  # the common case, a route with no failure in its window, costs one lookup
+            return
+        after, window = on_success(c, self._windows.get(key), trio.current_time(), self.policy)
+        self._keep_window(key, window)
+        if after is not c:   # else a success inside a window: counted, nothing to publish
+            self._set_circuit(name, model, after, "ok")
 
-    def _set_circuit(self, name: str, model: str, after: Circuit, why: str) -> None:
+    def window(self, name: str, model: str) -> Window | None:
+        """The window of (name, model)'s closed circuit, if one is open (for inspection: it is not published)."""
+        return self._windows.get((name, model))
+
+    def _keep_window(self, key: tuple[str, str], window: Window | None) -> None:
+        if window is None:
+            self._windows.pop(key, None)
+        else:
+            self._windows[key] = window
+
+    def _set_circuit(self, name: str, model: str, after: Circuit, why: str, hushed: bool = False) -> None:
+        """Publish ``after`` as (name, model)'s circuit. ``hushed``: a suspect's failed probe, logged at debug
+        level, as is the next probe going out."""
+        key = (name, model)
         before = self.view.circuit(name, model)
         if after.state is not before.state:
-            level = logging.INFO if after.state is not CircuitState.OPEN else logging.WARNING
+            quiet = hushed or (key in self._hushed and after.state is CircuitState.HALF_OPEN)
+            level = logging.DEBUG if quiet else logging.INFO if after.state is not CircuitState.OPEN \
+                else logging.WARNING
             log.log(level, "backend %s model %s: circuit %s -> %s (%s)", name, model, before.state.value,
                     after.state.value, why)
+            if hushed:
+                self._hushed.add(key)
+            elif not quiet:
+                self._hushed.discard(key)
         circuits = dict(self.view.circuits)
         if after.state is CircuitState.CLOSED and after.failures == 0:   # no window open: nothing to keep
-            circuits.pop((name, model), None)
+            circuits.pop(key, None)
         else:
-            circuits[(name, model)] = after
+            circuits[key] = after
         self.view = attrs.evolve(self.view, circuits=circuits)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -170,6 +206,8 @@ class BackendHealthActor:
                     for n in new}
         circuits = {k: c for k, c in self.view.circuits.items()
                     if k[0] in new and k[0] not in changed and snapshot.circuit_breaker.enabled}
+        self._windows = {k: w for k, w in self._windows.items() if k in circuits}
+        self._hushed &= circuits.keys()
         self.view = HealthView(backends, checks_enabled=cfg.enabled, circuits=circuits,
                                max_probes=self.policy.half_open_max_requests)
         self._sync_loops(restart=changed)

@@ -150,7 +150,8 @@ class CircuitBreaker:
     failure_rate: float = field(0.5, _failure_rate)
     # ... out of at least this many calls in the window; None: the failure threshold
     minimum_calls: int | None = field(None, rules.integer(1, 100_000))
-    # ... coming from at least this many callers (API keys, else client addresses); 1: any caller
+    # ... all three without the failures of the min_callers - 1 callers (API keys, else client addresses)
+    # with the most; 1: nobody is left out
     min_callers: int = field(2, rules.integer(1, 100))
     timeout: float = field(2.0, rules.duration(minimum=0.01, maximum=3600))        # open before the first probe
     max_timeout: float = field(16.0, rules.duration(minimum=0.01, maximum=86_400))  # cap of the doubling

@@ -76,7 +76,7 @@ async def test_admin_backends_shows_health_circuits_and_load(autojump_clock, mon
             await trio.sleep_until(t0 + 0.5)
             busy = (await request(app, "GET", "/admin/backends", headers=AUTH)).json()
         assert [x["in_flight"] for x in busy["backends"]] == [1, 0, 0]
-        for i in range(3):   # three failures of three clients open the circuit
+        for i in range(4):   # failures of four clients: three without the first one's open the circuit
             app.runtime.health.call_failed("a", "demo", "HTTP 500", f"ip 10.0.0.{i}")
         reply = await request(app, "GET", "/admin/backends", headers=AUTH)
         body = reply.json()
@@ -85,7 +85,7 @@ async def test_admin_backends_shows_health_circuits_and_load(autojump_clock, mon
             ("a", "simulated", "http://a.simulated", ["demo"], True, False, 3)
         assert a["health"] == {"state": "healthy", "since": t0, "failures": 0, "successes": 1,
                                "last_error": None, "last_check": t0}
-        assert a["circuits"] == {"demo": {"state": "open", "failures": 3, "cooldown": 2.0,
+        assert a["circuits"] == {"demo": {"state": "open", "failures": 4, "cooldown": 2.0,
                                           "opened_at": body["now"]}}
         assert a["in_flight"] == 0 and a["latency_avg"] > 0
         assert a["discovered_models"] == ["demo"]

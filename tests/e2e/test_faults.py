@@ -27,7 +27,6 @@ import openai
 import pytest
 import trio
 
-import switchyard.actors.routing.circuit as circuit_module
 from switchyard.config.schema import SimulatedFailure, Simulation
 from tests.e2e.support import Gateway, backend, gateway_config, in_thread
 
@@ -377,11 +376,11 @@ async def test_content_filter_400_is_bad_request_with_provider_code_and_not_retr
 
 # --- 15: the circuit -----------------------------------------------------------------------
 
-def circuit_config() -> dict[str, Any]:
+def circuit_config(**breaker: Any) -> dict[str, Any]:
     # One SDK client (one address) takes the primary down: its failures alone open the circuit.
     return faults_config(sim("a", "big", failure={"status": 503}), sim("b", "small"),
                          health_checks={"interval": "1h", "unhealthy_threshold": 2},
-                         circuit_breaker={"min_callers": 1})
+                         circuit_breaker={"min_callers": 1, **breaker})
 
 
 async def take_primary_down(gw: Gateway, client: openai.OpenAI) -> Any:
@@ -418,9 +417,8 @@ async def test_primary_down_then_back_is_served_again_after_circuit_cooldown(sta
     assert a.count("completed") == 1 and b.count("request") == 2
 
 
-async def test_successful_probe_closes_the_circuit_for_later_calls(start_gateway, monkeypatch):
-    monkeypatch.setattr(circuit_module, "BASE_COOLDOWN", 0.3)  # this test is about the close, not the wait
-    gw = await start_gateway(circuit_config())
+async def test_successful_probe_closes_the_circuit_for_later_calls(start_gateway):
+    gw = await start_gateway(circuit_config(timeout="300ms"))  # this test is about the close, not the wait
     a = gw.sim("a")
     with sdk(gw) as client:
         circuit = await take_primary_down(gw, client)

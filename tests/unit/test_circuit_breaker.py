@@ -1,9 +1,11 @@
 """One test per rule of ``circuit_breaker``: its config, the circuits it drives, and a live reload.
 
-The circuits themselves are pure (``actors/routing/circuit.py``); the reload
+The circuits themselves are pure (``actors/routing/circuit.py``); the actor
 tests drive a BackendHealthActor that is not running (no check loops), so
 only the passive reports and ``reconfigure`` are at work.
 """
+
+import logging
 
 import pytest
 import trio
@@ -16,6 +18,7 @@ from switchyard.actors.routing.circuit import (
     Circuit,
     CircuitState,
     Policy,
+    Window,
     on_failure,
     on_probe,
     on_probe_abandoned,
@@ -156,125 +159,177 @@ def test_minimum_calls_unset_follows_the_failure_threshold():
 # --- the circuits (pure) -----------------------------------------------------------
 
 ANY = dict(min_callers=1)   # the mechanics below: one caller's failures open a circuit
+NEW = (CLEAN, None)         # a route with no window open: (its circuit, its window)
+Route = tuple[Circuit, Window | None]
 
 
-def fail(c: Circuit, times: int, now: float, policy: Policy, caller: str = ANONYMOUS) -> Circuit:
+def fail(route: Route, times: int, now: float, policy: Policy, caller: str = ANONYMOUS) -> Route:
     for _ in range(times):
-        c = on_failure(c, now, policy, caller)
-    return c
+        route = on_failure(*route, now, policy, caller)
+    return route
 
 
-def succeed(c: Circuit, times: int, now: float, policy: Policy) -> Circuit:
+def succeed(route: Route, times: int, now: float, policy: Policy) -> Route:
     for _ in range(times):
-        c = on_success(c, now, policy)
-    return c
+        route = on_success(*route, now, policy)
+    return route
+
+
+def opened(policy: Policy) -> Circuit:
+    """A circuit the first failure of a one-failure policy opened at 0."""
+    return on_failure(CLEAN, None, 0.0, policy)[0]
 
 
 def test_failure_threshold_failures_in_the_window_open_the_circuit():
     policy = Policy(failure_threshold=4, **ANY)
-    assert fail(Circuit(), 3, 0.0, policy).state is CLOSED
-    c = fail(Circuit(), 4, 0.0, policy)
-    assert c.state is OPEN and c.cooldown == 2.0
+    assert fail(NEW, 3, 0.0, policy)[0].state is CLOSED
+    c, w = fail(NEW, 4, 0.0, policy)
+    assert c.state is OPEN and c.cooldown == 2.0 and w is None
 
 
 def test_failure_rate_a_window_whose_calls_mostly_succeed_stays_closed():
     policy = Policy(failure_threshold=3, failure_rate=0.5, **ANY)
-    c = Circuit()
+    route = NEW
     for t in range(3):   # failure, success, success: three times
-        c = succeed(on_failure(c, float(t), policy), 2, float(t), policy)
-    c = on_failure(c, 3.0, policy)
-    assert (c.state, c.failures, c.calls) == (CLOSED, 4, 10)    # 40 % failed
-    c = on_failure(on_failure(c, 3.0, policy), 3.0, policy)
-    assert (c.state, c.failures, c.calls) == (OPEN, 6, 12)      # 50 %: the rate is reached
+        route = succeed(on_failure(*route, float(t), policy), 2, float(t), policy)
+    c, w = on_failure(*route, 3.0, policy)
+    assert (c.state, c.failures, w.calls) == (CLOSED, 4, 10)    # 40 % failed
+    c, w = fail((c, w), 2, 3.0, policy)
+    assert (c.state, c.failures) == (OPEN, 6)                   # 6 of 12, 50 %: the rate is reached
 
 
 def test_failure_rate_a_success_no_longer_starts_the_count_over():
     policy = Policy(failure_threshold=3, **ANY)
-    c = on_failure(succeed(fail(Circuit(), 2, 0.0, policy), 1, 0.0, policy), 0.0, policy)
-    assert (c.state, c.failures, c.calls) == (OPEN, 3, 4)
+    c, _ = on_failure(*succeed(fail(NEW, 2, 0.0, policy), 1, 0.0, policy), 0.0, policy)
+    assert (c.state, c.failures) == (OPEN, 3)                   # 3 of 4 calls
 
 
 def test_minimum_calls_no_judgement_before_the_window_has_that_many_calls():
     policy = Policy(failure_threshold=2, minimum_calls=5, **ANY)
-    c = fail(Circuit(), 4, 0.0, policy)
-    assert (c.state, c.calls) == (CLOSED, 4)
-    assert on_failure(c, 0.0, policy).state is OPEN
-    c = on_failure(succeed(fail(Circuit(), 2, 0.0, policy), 2, 0.0, policy), 0.0, policy)
-    assert (c.state, c.failures, c.calls) == (OPEN, 3, 5)       # successes are calls too
+    c, w = fail(NEW, 4, 0.0, policy)
+    assert (c.state, w.calls) == (CLOSED, 4)
+    assert on_failure(c, w, 0.0, policy)[0].state is OPEN
+    c, _ = on_failure(*succeed(fail(NEW, 2, 0.0, policy), 2, 0.0, policy), 0.0, policy)
+    assert (c.state, c.failures) == (OPEN, 3)                   # 5 calls: successes are calls too
 
 
 def test_min_callers_one_callers_failures_never_open_the_circuit():
     policy = Policy(failure_threshold=3, min_callers=2)
-    c = fail(Circuit(), 50, 0.0, policy, "key a")
-    assert (c.state, c.failures, c.calls, c.callers) == (CLOSED, 50, 50, frozenset({"key a"}))
-    c = on_failure(c, 0.0, policy, "key b")                      # a second caller fails too
-    assert (c.state, c.callers) == (OPEN, frozenset({"key a", "key b"}))
+    c, w = fail(NEW, 50, 0.0, policy, "key a")
+    assert (c.state, c.failures, w.calls, w.tally) == (CLOSED, 50, 50, (("key a", 50),))
 
 
-def test_min_callers_counts_distinct_callers_and_remembers_no_more_than_it_needs():
+def test_min_callers_a_stray_failure_of_a_second_caller_opens_nothing():
+    policy = Policy(failure_threshold=3, min_callers=2)
+    c, w = on_failure(*fail(NEW, 50, 0.0, policy, "key a"), 0.0, policy, "key b")
+    assert (c.state, c.failures) == (CLOSED, 51)                # without key a: one failure
+    c, w = fail((c, w), 2, 0.0, policy, "key b")
+    assert (c.state, c.suspects) == (OPEN, {"key a"})          # without key a: 3 failures of 3 calls
+
+
+def test_min_callers_the_worst_callers_are_left_out_of_the_failures_and_of_the_calls():
+    policy = Policy(failure_threshold=3, min_callers=2)
+    route = fail(NEW, 30, 0.0, policy, "key a")
+    c, w = fail(succeed(route, 4, 0.0, policy), 3, 0.0, policy, "key b")
+    assert (c.state, w.calls) == (CLOSED, 37)                   # without key a: 3 failures of 7 calls
+    c, w = fail(succeed(route, 3, 0.0, policy), 3, 0.0, policy, "key b")
+    assert (c.state, c.suspects) == (OPEN, {"key a"})          # 3 of 6: the rate is reached
+
+
+def test_min_callers_three_leaves_out_the_two_worst():
     policy = Policy(failure_threshold=3, min_callers=3)
-    c = fail(fail(Circuit(), 5, 0.0, policy, "ip 10.0.0.1"), 5, 0.0, policy, "ip 10.0.0.2")
-    assert c.state is CLOSED
-    c = on_failure(c, 0.0, policy, "ip 10.0.0.3")
-    assert c.state is OPEN and len(c.callers) == 3
-    c = fail(Circuit(), 1, 0.0, Policy(failure_threshold=9, min_callers=2), "a")
-    for caller in "bcdefg":
-        c = on_failure(c, 0.0, Policy(failure_threshold=9, min_callers=2), caller)
-    assert c.callers == frozenset({"a", "b"}) and c.failures == 7
+    route = on_failure(*fail(fail(NEW, 5, 0.0, policy, "ip 10.0.0.1"), 6, 0.0, policy, "ip 10.0.0.2"), 0.0,
+                       policy, "ip 10.0.0.3")
+    assert route[0].state is CLOSED
+    c, _ = fail(route, 2, 0.0, policy, "ip 10.0.0.3")
+    assert (c.state, c.suspects) == (OPEN, {"ip 10.0.0.1", "ip 10.0.0.2"})
+    c, _ = fail(NEW, 3, 0.0, Policy(failure_threshold=3, min_callers=1), "ip 10.0.0.1")
+    assert (c.state, c.suspects) == (OPEN, frozenset())         # 1: nobody is left out
+
+
+def test_a_window_counts_the_failures_of_at_most_16_callers_one_by_one():
+    policy = Policy(failure_threshold=1000, min_callers=2)
+    route = NEW
+    for i in range(16):
+        route = on_failure(*route, 0.0, policy, f"key {i}")
+    c, w = fail(route, 10, 0.0, policy, "key a")   # the first caller with the fewest failures makes room
+    assert (w.tally[-1], len(w.tally), w.others, c.failures) == (("key a", 10), 16, 1, 26)
+    assert "key 0" not in dict(w.tally)
+    c, w = fail((c, w), 2, 0.0, policy, EVERY_CALLER)
+    assert (len(w.tally), w.others) == (16, 3)
 
 
 def test_a_connection_that_could_not_be_opened_counts_as_every_callers():
     policy = Policy(failure_threshold=3, min_callers=2)
-    assert fail(Circuit(), 3, 0.0, policy, EVERY_CALLER).state is OPEN
-    c = on_failure(fail(Circuit(), 2, 0.0, policy, "key a"), 0.0, policy, EVERY_CALLER)
-    assert c.state is OPEN                                       # one caller's two and a refused connect
-    assert fail(Circuit(), 2, 0.0, policy, EVERY_CALLER).state is CLOSED   # the threshold still holds
+    c, _ = fail(NEW, 3, 0.0, policy, EVERY_CALLER)
+    assert (c.state, c.suspects) == (OPEN, frozenset())
+    route = on_failure(*fail(NEW, 2, 0.0, policy, "key a"), 0.0, policy, EVERY_CALLER)
+    assert route[0].state is CLOSED                             # key a's two are left out, never every caller's
+    c, _ = fail(route, 2, 0.0, policy, EVERY_CALLER)
+    assert (c.state, c.suspects) == (OPEN, {"key a"})
+    assert fail(NEW, 2, 0.0, policy, EVERY_CALLER)[0].state is CLOSED   # the threshold still holds
 
 
 def test_window_failures_past_it_start_a_new_window():
     policy = Policy(failure_threshold=2, window=10.0, **ANY)
-    c = on_failure(Circuit(), 0.0, policy)
-    c = on_failure(c, 10.5, policy)           # the first is out of the window
-    assert (c.state, c.failures, c.calls, c.first_failure_at) == (CLOSED, 1, 1, 10.5)
-    assert on_failure(c, 20.0, policy).state is OPEN   # within 10 s of the window's first failure
+    c, w = on_failure(*on_failure(CLEAN, None, 0.0, policy), 10.5, policy)   # the first is out of the window
+    assert (c.state, c.failures, w.calls, w.began) == (CLOSED, 1, 1, 10.5)
+    assert on_failure(c, w, 20.0, policy)[0].state is OPEN   # within 10 s of the window's first failure
 
 
 def test_window_counts_until_it_expires_then_a_success_forgets_it():
     policy = Policy(failure_threshold=3, window=10.0, **ANY)
-    c = on_success(on_failure(Circuit(), 0.0, policy), 10.0, policy)   # at the window's last instant
-    assert (c.failures, c.calls) == (1, 2)
-    assert on_success(c, 10.5, policy) is CLEAN
+    c, w = on_success(*on_failure(CLEAN, None, 0.0, policy), 10.0, policy)   # at the window's last instant
+    assert (c.failures, w.calls) == (1, 2)
+    c, w = on_success(c, w, 10.5, policy)
+    assert c is CLEAN and w is None
 
 
 def test_window_default_is_finite_failures_far_apart_never_add_up():
-    c = fail(Circuit(), 2, 0.0, Policy(**ANY))
-    assert on_failure(c, 1e6, Policy(**ANY)).state is CLOSED
+    route = fail(NEW, 2, 0.0, Policy(**ANY))
+    assert on_failure(*route, 1e6, Policy(**ANY))[0].state is CLOSED
 
 
 def test_a_success_on_a_clean_route_is_the_clean_circuit_itself():
-    assert on_success(CLEAN, 5.0, Policy()) is CLEAN
+    c, w = on_success(CLEAN, None, 5.0, Policy())
+    assert c is CLEAN and w is None
+
+
+def test_a_success_inside_a_window_counts_in_the_window_alone():
+    c, w = on_failure(CLEAN, None, 0.0, Policy(), "key a")
+    after, counted = on_success(c, w, 1.0, Policy())
+    assert after is c and (counted.calls, counted.tally) == (2, (("key a", 1),))
 
 
 def test_timeout_is_the_first_cooldown_and_max_timeout_caps_the_doubling():
     policy = Policy(failure_threshold=1, timeout=3.0, max_timeout=10.0, **ANY)
-    c = on_failure(Circuit(), 0.0, policy)
+    c = opened(policy)
     assert c.cooldown == 3.0 and not c.admits(2.9) and c.admits(3.0)
     cooldowns = []
     for _ in range(3):
-        c = on_failure(on_probe(c), 0.0, policy)
+        c, _ = on_failure(on_probe(c), None, 0.0, policy)
         cooldowns.append(c.cooldown)
     assert cooldowns == [6.0, 10.0, 10.0]
 
 
-def test_a_failed_probe_reopens_whoever_made_it():
-    policy = Policy(failure_threshold=1, **ANY)
-    c = on_failure(on_probe(on_failure(Circuit(), 0.0, policy)), 2.0, Policy(min_callers=2), "key a")
+def test_a_failed_probe_of_a_caller_that_is_no_suspect_reopens():
+    c = opened(Policy(failure_threshold=1, **ANY))
+    c, _ = on_failure(on_probe(c), None, 2.0, Policy(min_callers=2), "key a")
     assert c.state is OPEN and c.cooldown == 4.0
 
 
+def test_a_failed_probe_of_a_suspect_proves_nothing_the_next_call_probes():
+    policy = Policy(failure_threshold=3, min_callers=2)
+    c, _ = fail(fail(NEW, 10, 0.0, policy, "key a"), 3, 1.0, policy, "key b")
+    assert (c.state, c.opened_at, c.suspects) == (OPEN, 1.0, {"key a"})
+    c, _ = on_failure(on_probe(c), None, 3.0, policy, "key a")
+    assert (c.state, c.cooldown, c.opened_at) == (OPEN, 2.0, 1.0) and c.admits(3.0)   # no doubling
+    c, _ = on_failure(on_probe(c), None, 3.5, policy, "key b")
+    assert (c.state, c.cooldown, c.suspects) == (OPEN, 4.0, {"key a"})   # anyone else's reopens it
+
+
 def test_half_open_max_requests_probes_go_at_once():
-    policy = Policy(failure_threshold=1, half_open_max_requests=2, **ANY)
-    c = on_probe(on_failure(Circuit(), 0.0, policy))
+    c = on_probe(opened(Policy(failure_threshold=1, half_open_max_requests=2, **ANY)))
     assert c.state is HALF_OPEN and c.admits(5.0, max_probes=2)
     c = on_probe(c)
     assert c.probes == 2 and not c.admits(5.0, max_probes=2)
@@ -282,26 +337,58 @@ def test_half_open_max_requests_probes_go_at_once():
 
 def test_half_open_success_threshold_successes_close_the_circuit():
     policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2, **ANY)
-    c = on_probe(on_probe(on_failure(Circuit(), 0.0, policy)))
-    c = on_success(c, 2.0, policy)
+    c, w = on_success(on_probe(on_probe(opened(policy))), None, 2.0, policy)
     assert c.state is HALF_OPEN and c.successes == 1 and c.probes == 1
-    assert on_success(c, 2.0, policy) == Circuit()
+    assert on_success(c, w, 2.0, policy) == (Circuit(), None)
 
 
 def test_a_failed_probe_reopens_whatever_succeeded_before():
     policy = Policy(failure_threshold=1, half_open_max_requests=2, half_open_success_threshold=2, **ANY)
-    c = on_success(on_probe(on_probe(on_failure(Circuit(), 0.0, policy))), 2.0, policy)
-    c = on_failure(c, 1.0, policy)
+    c, _ = on_success(on_probe(on_probe(opened(policy))), None, 2.0, policy)
+    c, _ = on_failure(c, None, 1.0, policy)
     assert c.state is OPEN and c.cooldown == 4.0 and c.successes == 0
 
 
 def test_an_abandoned_last_probe_with_nothing_proven_reopens():
-    c = on_probe(on_failure(Circuit(), 0.0, Policy(failure_threshold=1, **ANY)))
-    after = on_probe_abandoned(c)
+    after = on_probe_abandoned(on_probe(opened(Policy(failure_threshold=1, **ANY))))
     assert after.state is OPEN and after.admits(2.0)
 
 
-# --- the actor: enabled, and live on reload ---------------------------------------------
+# --- the actor: what it publishes and logs, enabled, and live on reload -------------------
+
+async def test_a_success_inside_a_window_replaces_no_view(autojump_clock):
+    actor = BackendHealthActor(snapshot(), None)
+    actor.call_failed("sim", "demo", "HTTP 500", "key a")
+    view = actor.view
+    for _ in range(5):
+        actor.call_succeeded("sim", "demo")
+    assert actor.view is view and actor.view.circuit("sim", "demo").failures == 1
+    assert actor.window("sim", "demo").calls == 6                # counted all the same
+    await trio.sleep(31)
+    actor.call_succeeded("sim", "demo")                          # past the window: forgotten, and published
+    assert actor.view.circuits == {} and actor.window("sim", "demo") is None
+
+
+async def test_a_suspects_failed_probes_are_logged_at_debug_and_the_next_call_probes(autojump_clock, caplog):
+    actor = BackendHealthActor(snapshot(), None)   # failure_threshold 3, min_callers 2
+    for caller in ["key a"] * 6 + ["key b"] * 3:
+        actor.call_failed("sim", "demo", "HTTP 500", caller)
+    assert actor.view.circuit("sim", "demo").suspects == {"key a"}
+    await trio.sleep(2)
+    caplog.set_level(logging.DEBUG, logger="switchyard.health")
+    caplog.clear()
+    for _ in range(3):                                           # key a wins the probe, and fails, again and again
+        assert actor.dispatching("sim", "demo", trio.current_time())
+        actor.call_failed("sim", "demo", "HTTP 500", "key a")
+    assert (actor.view.circuit("sim", "demo").state, actor.view.circuit("sim", "demo").cooldown) == (OPEN, 2.0)
+    assert actor.dispatching("sim", "demo", trio.current_time())   # key b's call probes
+    actor.call_succeeded("sim", "demo")
+    assert actor.view.circuits == {}
+    # the first probe going out and the close are news; key a's failed probes and the probes after them are not
+    assert [r.levelname for r in caplog.records] == ["INFO"] + ["DEBUG"] * 6 + ["INFO"]
+
+
+
 
 async def test_disabled_real_failures_never_open_a_circuit():
     actor = BackendHealthActor(snapshot(MINIMAL + "circuit_breaker: {enabled: false}\n"), None)

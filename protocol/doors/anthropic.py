@@ -154,6 +154,8 @@ def _ingress(headers: list[tuple[bytes, bytes]], translated: Translated, raw: by
         out["thinking"] = translated.thinking
     if translated.derived:
         out["derived"] = translated.derived
+    if translated.context_management is not None:
+        out["context_management"] = translated.context_management
     return out
 
 

@@ -14,8 +14,9 @@ chat backend (``cache_control`` hints, earlier turns' thinking blocks,
 ``service_tier``) is listed in docs/anthropic.md; a native Anthropic backend
 gets the client's own body (``protocol/wires/anthropic.py``), so it keeps them.
 What chat cannot hold at all (``document`` blocks, images in a
-``tool_result``) is accepted and listed in ``Translated.uncarried``: only the
-native passthrough carries it, and every chat translation refuses it.
+``tool_result``, a ``context_management`` edit other than a thinking one) is
+accepted and listed in ``Translated.uncarried``: only a native backend
+carries it, and every chat translation refuses it, naming it.
 
 Pure: no I/O, no clock, no trio.
 """
@@ -35,9 +36,12 @@ from switchyard.protocol.wires.anthropic_messages import NOT_CARRIED
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 TOP_LEVEL = frozenset({"model", "max_tokens", "messages", "system", "stop_sequences", "temperature", "top_p",
                        "top_k", "metadata", "stream", "tools", "tool_choice", "thinking", "output_config",
-                       "cache_control", "service_tier"})
+                       "cache_control", "service_tier", "context_management"})
 COUNT_TOKENS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config",
-                          "cache_control"})
+                          "cache_control", "context_management"})
+# context_management edits a chat backend honours as they are: it never gets earlier turns' thinking (the
+# translation leaves thinking blocks out), so whatever a thinking edit keeps or clears holds there.
+THINKING_EDITS = frozenset({"clear_thinking_20251015"})
 
 
 @frozen
@@ -52,6 +56,8 @@ class Translated:
     derived: tuple[str, ...] = ()
     # (path, what) of content the chat payload leaves out: only the native passthrough may carry the call.
     uncarried: tuple[tuple[str, str], ...] = ()
+    # The client's context_management, for native backends (a chat translation honours only thinking edits).
+    context_management: dict[str, Any] | None = None
 
 
 def _fail(path: str, rule: str) -> NoReturn:
@@ -173,7 +179,27 @@ def to_chat(body: dict[str, Any], *, count_only: bool = False) -> Translated:
     _output_config(body.get("output_config"), out)
     own_effort = isinstance(body.get("output_config"), dict) and body["output_config"].get("effort") is not None
     derived = ("reasoning_effort",) if "reasoning_effort" in out and not own_effort else ()
-    return Translated(out, stops, show, thinking, derived, tuple(uncarried))
+    context = _context_management(body.get("context_management"), uncarried)
+    return Translated(out, stops, show, thinking, derived, tuple(uncarried), context)
+
+
+def _context_management(value: Any, uncarried: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The client's ``context_management`` (Anthropic's context editing), checked for its shape: a native
+    backend gets it as sent. A thinking edit asks a chat backend for nothing it does not already do; any other
+    edit (clearing old tool results) only Anthropic's API performs, so it is listed as uncarried."""
+    if value is None:
+        return None
+    config = _obj(value, "context_management")
+    _only(config, {"edits"}, "context_management")
+    edits = config.get("edits", [])
+    if not isinstance(edits, list):
+        _fail("context_management.edits", f"must be an array, got {_kind(edits)}")
+    for i, edit in enumerate(edits):
+        at = f"context_management.edits.{i}"
+        kind = _type(_obj(edit, at), at)
+        if kind not in THINKING_EDITS:
+            uncarried.append((at, f"a '{kind}' context edit (performed by Anthropic's API on the conversation)"))
+    return dict(config)
 
 
 def _text_of(value: Any, path: str) -> str:

@@ -219,6 +219,8 @@ def messages_request(payload: dict[str, Any], backend: BackendConfig, call: Call
         out["output_config"] = config
     if call.ingress.get("thinking") is not None and "thinking" not in payload:
         out["thinking"] = call.ingress["thinking"]
+    if call.ingress.get("context_management") is not None and "context_management" not in payload:
+        out["context_management"] = call.ingress["context_management"]   # a Messages client's, as it sent it
     if payload.get("stream") is True:
         out["stream"] = True
     for key, value in payload.items():   # Anthropic's own fields (thinking, service_tier, ...)

@@ -18,7 +18,7 @@ from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 # Messages API fields that exist but that no chat backend can be asked for: refused by name, here and by the
 # chat -> anthropic wire (protocol/wires/anthropic.py), so no client turns them on with the operator's key.
 NOT_CARRIED = frozenset({"container", "diagnostics", "inference_geo", "speed", "user_profile_id", "workspace_id",
-                         "mcp_servers", "context_management"})
+                         "mcp_servers"})
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)

@@ -57,10 +57,14 @@ NEUTRAL: dict[str, Any] = {"n": 1, "logprobs": False, "top_logprobs": 0, "presen
                            "frequency_penalty": 0, "logit_bias": {}, "store": False, "min_p": 0,
                            "modalities": ["text"]}
 UNCARRIED = ("seed", "audio", "prediction", "functions", "function_call", "web_search_options")
+# OpenAI's hints that change no answer: a prefix-cache routing key (Anthropic caches by cache_control) and an
+# end user's id for abuse monitoring (Anthropic's is metadata.user_id: it goes there when the body has none).
+HINTS = ("prompt_cache_key", "safety_identifier")
 # Read (and translated) here; any other field passes into the Messages body as it is.
 CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
                       "stop", "user", "metadata", "tools", "tool_choice", "parallel_tool_calls",
-                      "response_format", "reasoning_effort", "output_config", *SAMPLING, *NEUTRAL, *UNCARRIED})
+                      "response_format", "reasoning_effort", "output_config", *SAMPLING, *NEUTRAL, *UNCARRIED,
+                      *HINTS})
 
 
 def _ingress(call: Call, name: str) -> str | None:
@@ -267,6 +271,9 @@ def _metadata(payload: dict[str, Any]) -> dict[str, Any]:
         if out.get("user_id") not in (None, user):
             raise _invalid("user", "and 'metadata.user_id' disagree; send one")
         out["user_id"] = user
+    safety = payload.get("safety_identifier")
+    if isinstance(safety, str) and safety and "user_id" not in out:
+        out["user_id"] = safety
     return out
 
 

@@ -27,9 +27,12 @@ _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 # Converse's own request fields: a client (or request_extensions) may set them, they pass as they are.
 OWN = ("guardrailConfig", "additionalModelRequestFields", "additionalModelResponseFieldPaths",
        "performanceConfig", "promptVariables", "requestMetadata")
+# OpenAI's hints that change no answer (a prefix-cache routing key, an end user's id for abuse monitoring):
+# Converse has neither, so they are left out.
+HINTS = ("prompt_cache_key", "safety_identifier")
 CONSUMED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
                       "temperature", "top_p", "top_k", "stop", "tools", "tool_choice", "parallel_tool_calls", "user",
-                      "metadata", "response_format", *OWN})
+                      "metadata", "response_format", *OWN, *HINTS})
 
 
 def unsupported(field: str, why: str) -> UnsupportedRequestParameter:

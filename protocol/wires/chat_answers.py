@@ -23,6 +23,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, Mapping
 
+from switchyard.protocol.wires.tool_namespaces import names_of, restore
+
 JSONObject = dict[str, Any]
 
 
@@ -142,11 +144,12 @@ def chat_to_response(answer: Any, request: Mapping[str, Any]) -> JSONObject:
         parts.append({"type": "refusal", "refusal": refusal})
     if parts:
         output.append(message_item(new_id("msg"), parts, item_status))
+    names = names_of(request)   # a namespace's functions, offered flattened
     for call in message.get("tool_calls") or ():
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict):
             return protocol_error("The chat backend answered a tool call without a function")
-        output.append(call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name"),
-                                fn.get("arguments") or "", "completed"))
+        output.append(restore(call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name"),
+                                        fn.get("arguments") or "", "completed"), names))
     return response_object(new_id("resp"), request, answer.get("model"), answer.get("created"), status, output,
                            responses_usage(answer.get("usage")), incomplete)

@@ -7,9 +7,15 @@ body. It is the forward bridge (``responses_bridge.py``) read backwards, with
 its checks and value tables. What a chat backend cannot carry is refused by
 name (``UnsupportedRequestParameter``): hosted tools, ``background``,
 ``previous_response_id`` and ``conversation`` (a chat backend keeps no
-server state), ``include``, prompt templates. Reasoning input items (the
-model's own opaque earlier reasoning) are left out, with a log line: chat
-has no place for them, and a chat model answers without them.
+server state), what ``include`` asks that a chat answer cannot hold, prompt
+templates. Some things are left out on purpose, each with its reason in
+docs/responses.md: reasoning input items (the model's own opaque earlier
+reasoning: chat has no place for them), ``include: ["reasoning.encrypted_content"]``
+(a chat backend has no encrypted reasoning to give; its reasoning comes back
+as text), ``client_metadata`` (the client's own labels, which change no
+answer), and a web search tool merely offered (a chat backend cannot run it;
+the model answers without it; one the tool choice names is refused).
+``namespace`` tools are flattened (``tool_namespaces.py``).
 
 Pure but for that log line: no I/O, no clock, no trio.
 """
@@ -20,6 +26,7 @@ import logging
 from typing import Any, Mapping
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.protocol.wires.tool_namespaces import chat_name
 from switchyard.protocol.wires.responses_bridge import (EFFORTS, SUMMARIES, TOOL_CHOICES, VERBOSITIES, expect,
                                                         function_fields, one_of, same_value, string_map,
                                                         text_format)
@@ -32,9 +39,16 @@ SAME: dict[str, str] = {"temperature": "number", "top_p": "number", "parallel_to
                         "service_tier": "string"}
 # Responses fields with nothing to say to a chat backend, and the values that ask for nothing.
 NO_OP: dict[str, tuple[Any, ...]] = {"background": (None, False), "previous_response_id": (None,),
-                                     "conversation": (None,), "include": (None, []), "prompt": (None,),
+                                     "conversation": (None,), "prompt": (None,),
                                      "truncation": (None, "disabled"), "max_tool_calls": (None,),
                                      "top_logprobs": (None, 0), "prompt_cache_retention": (None,)}
+# `include` values a chat answer honours as it is: a chat backend has no encrypted reasoning (its reasoning
+# comes back as text), so a Response without it is all there is to give.
+INCLUDE_HONOURED = frozenset({"reasoning.encrypted_content"})
+# Hosted tools a client may offer on a chat backend (left out: the model answers without them), unless the
+# tool choice names one. Codex CLI offers web search on every call.
+OFFERED_HOSTED = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26",
+                            "web_search_preview_2025_03_11"})
 WHY = {"background": "a chat backend answers while the call is open; it runs nothing in the background",
        "previous_response_id": "a chat backend keeps no responses to continue; send the whole conversation in "
                                "'input'",
@@ -93,9 +107,15 @@ class ResponsesToChat:
             elif key == "text":
                 self._text(value, out)
             elif key == "tools":
-                out["tools"] = [self._tool(t, f"tools[{i}]") for i, t in enumerate(expect(value, "array", key))]
+                tools = self._tools(expect(value, "array", key), payload.get("tool_choice"))
+                if tools:
+                    out["tools"] = tools
             elif key == "tool_choice":
                 out["tool_choice"] = self._tool_choice(value)
+            elif key == "include":
+                self._include(expect(value, "array", key))
+            elif key == "client_metadata":
+                expect(value, "object", key)   # the client's own labels: they change no answer (not sent)
             elif key in self.own:
                 out[key] = value
             else:
@@ -127,6 +147,43 @@ class ResponsesToChat:
                 out["response_format"] = _response_format(item)
             else:
                 raise self.cannot(f"text.{key}", "the bridge knows no Chat Completions counterpart for it")
+
+    def _include(self, values: list[Any]) -> None:
+        for i, value in enumerate(values):
+            if value not in INCLUDE_HONOURED:
+                raise self.cannot(f"include[{i}]", f"a chat answer holds no {value!r}")
+
+    def _tools(self, tools: list[Any], choice: Any) -> list[dict[str, Any]]:
+        """Function tools as chat's; a namespace's functions flattened; an offered web search left out."""
+        named = choice.get("type") if isinstance(choice, dict) else None
+        out: list[dict[str, Any]] = []
+        for i, tool in enumerate(tools):
+            path = f"tools[{i}]"
+            kind = expect(tool, "object", path).get("type")
+            if isinstance(kind, str) and kind in OFFERED_HOSTED and named != kind:
+                log.debug("a %r tool offered on %s is not sent to backend %r, which cannot run it", kind, path,
+                          self.backend)
+            elif kind == "namespace":
+                out += self._namespace(tool, path)
+            else:
+                out.append(self._tool(tool, path))
+        names = [t["function"]["name"] for t in out]
+        for name in names:
+            if names.count(name) > 1:
+                raise InvalidRequest(f"'tools' name the function {name!r} twice (a namespace's functions are "
+                                     f"offered to a chat model as <namespace>__<name>)", param="tools",
+                                     code="invalid_value")
+        return out
+
+    def _namespace(self, tool: dict[str, Any], path: str) -> list[dict[str, Any]]:
+        self._keys(tool, path, ("type", "name", "description", "tools"))
+        name = expect(tool.get("name"), "string", f"{path}.name")
+        out = []
+        for k, inner in enumerate(expect(tool.get("tools"), "array", f"{path}.tools")):
+            fn = self._tool(inner, f"{path}.tools[{k}]")
+            fn["function"]["name"] = chat_name(name, fn["function"]["name"])
+            out.append(fn)
+        return out
 
     def _tool(self, tool: Any, path: str) -> dict[str, Any]:
         expect(tool, "object", path)
@@ -191,11 +248,12 @@ class ResponsesToChat:
                             "content": self._content(item.get("content"), f"{path}.content")})
         elif kind == "function_call":
             self._keys(item, path, ("type", "call_id", "name", "arguments", "id", "status", "namespace"))
+            name = expect(item.get("name"), "string", f"{path}.name")
+            if item.get("namespace") is not None:   # offered to the chat model under its flattened name
+                name = chat_name(expect(item["namespace"], "string", f"{path}.namespace"), name)
             call = {"id": expect(item.get("call_id"), "string", f"{path}.call_id"), "type": "function",
-                    "function": {"name": expect(item.get("name"), "string", f"{path}.name"),
+                    "function": {"name": name,
                                  "arguments": expect(item.get("arguments"), "string", f"{path}.arguments")}}
-            if item.get("namespace") is not None:
-                raise self.cannot(f"{path}.namespace", "chat tool calls have no namespace")
             last = out[-1] if out else None
             if last is None or last["role"] != "assistant":   # parallel calls share one assistant message
                 last = {"role": "assistant", "content": None}

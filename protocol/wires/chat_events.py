@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from switchyard.protocol.wires.chat_answers import (JSONObject, call_item, message_item, new_id, reasoning_item,
                                                     reasoning_of, response_object, responses_usage, status_of,
                                                     text_part)
+from switchyard.protocol.wires.tool_namespaces import names_of, restore
 
 
 class ChatToEvents:
@@ -46,6 +47,7 @@ class ChatToEvents:
         self._message: int | None = None       # ... of the open message item
         self._part: str | None = None          # the kind of its open content part
         self._calls: dict[Any, int] = {}       # chat tool call index -> output index (open until the end)
+        self._names = names_of(request)        # a namespace's functions, offered flattened
 
     # --- events -------------------------------------------------------------------------
 
@@ -166,13 +168,14 @@ class ChatToEvents:
         fn = call.get("function") if isinstance(call.get("function"), dict) else {}
         if key not in self._calls:
             out += self._close_text()
-            out.append(self._added(call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name"), "",
-                                             "in_progress")))
+            out.append(self._added(restore(call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name"),
+                                                     "", "in_progress"), self._names)))
             self._calls[key] = len(self.output) - 1
         index = self._calls[key]
         item = self.output[index]
         if isinstance(fn.get("name"), str) and not item["name"]:
             item["name"] = fn["name"]
+            restore(item, self._names)
         arguments = fn.get("arguments")
         if isinstance(arguments, str) and arguments:
             item["arguments"] += arguments

@@ -117,7 +117,7 @@ async def test_a_bridged_response_is_not_retrievable(autojump_clock):
 
 
 @pytest.mark.parametrize(("field", "value", "param"), [
-    ("tools", [{"type": "web_search"}], "tools[0].type"),
+    ("tools", [{"type": "file_search"}], "tools[0].type"),
     ("background", True, "background"),
 ])
 async def test_what_a_chat_backend_cannot_carry_is_a_400_naming_it_before_any_io(autojump_clock, field, value,

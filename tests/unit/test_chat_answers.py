@@ -163,3 +163,23 @@ def test_a_done_ended_by_a_lone_cr_at_the_very_end_still_completes_the_response(
     raw = b"".join(events.feed(b"data: " + json.dumps(chunk({"content": "a"}, "stop")).encode() + b"\n\ndata: [DONE]\n\r"))
     assert b"response.completed" not in raw
     assert b"event: response.completed" in b"".join(events.close())
+
+
+NAMESPACED = {**REQUEST, "tools": [{"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [
+    {"type": "function", "name": "spawn", "parameters": {"type": "object"}}]}]}
+AGENT_CALL = {"id": "call_1", "type": "function", "function": {"name": "agents__spawn", "arguments": "{}"}}
+
+
+def test_a_call_of_a_namespaces_flattened_function_comes_back_in_its_namespace():
+    output = chat_to_response(completion({"content": None, "tool_calls": [AGENT_CALL]}, "tool_calls"),
+                              NAMESPACED)["output"]
+    assert [(i["type"], i["name"], i.get("namespace")) for i in output] == [("function_call", "spawn", "agents")]
+
+
+def test_a_streamed_call_of_a_namespaces_flattened_function_comes_back_in_its_namespace():
+    translator = ChatToEvents(NAMESPACED)
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **AGENT_CALL}]}, "finish_reason": None}]}
+    raw = (translator.feed(chunk) + translator.end()).decode()
+    items = [json.loads(b.split("data: ", 1)[1])["item"] for b in raw.split("\n\n") if '"response.output_item.' in b]
+    assert {(i["name"], i.get("namespace")) for i in items} == {("spawn", "agents")}

@@ -90,10 +90,50 @@ def test_function_tools_become_chat_function_tools_strict_by_default():
     assert chat(tools=[{**WEATHER, "strict": False}])["tools"][0]["function"]["strict"] is False
 
 
-@pytest.mark.parametrize("kind", ["web_search", "file_search", "mcp", "code_interpreter"])
+@pytest.mark.parametrize("kind", ["file_search", "mcp", "code_interpreter", "image_generation"])
 def test_hosted_tools_are_refused_by_name(kind):
     err = refused(tools=[WEATHER, {"type": kind}])
     assert err.param == "tools[1].type" and "local" in err.message and "vllm" in err.message
+
+
+@pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
+def test_a_web_search_tool_merely_offered_is_left_out(kind):
+    """Codex CLI offers one on every call: the chat model answers without it."""
+    assert chat(tools=[WEATHER, {"type": kind, "external_web_access": False}])["tools"] == chat(tools=[WEATHER])["tools"]
+    assert "tools" not in chat(tools=[{"type": kind}])
+
+
+def test_a_web_search_tool_the_tool_choice_names_is_refused():
+    assert refused(tools=[{"type": "web_search"}], tool_choice={"type": "web_search"}).param == "tools[0].type"
+
+
+def test_a_namespace_tools_functions_are_offered_flattened():
+    namespace = {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [WEATHER]}
+    [tool] = chat(tools=[namespace])["tools"]
+    assert tool["function"]["name"] == "agents__get_weather"
+
+
+def test_a_flattened_name_that_collides_with_a_functions_is_a_400():
+    namespace = {"type": "namespace", "name": "agents", "tools": [WEATHER]}
+    with pytest.raises(InvalidRequest) as caught:
+        chat(tools=[namespace, {**WEATHER, "name": "agents__get_weather"}])
+    assert caught.value.param == "tools" and "'agents__get_weather' twice" in caught.value.message
+
+
+def test_a_namespaced_function_call_in_the_input_goes_under_its_flattened_name():
+    call = {"type": "function_call", "call_id": "c1", "name": "get_weather", "namespace": "agents",
+            "arguments": "{}"}
+    messages = chat(input=[call, {"type": "function_call_output", "call_id": "c1", "output": "ok"}])["messages"]
+    assert messages[0]["tool_calls"][0]["function"]["name"] == "agents__get_weather"
+
+
+def test_include_of_encrypted_reasoning_and_client_metadata_ask_nothing_a_chat_answer_cannot_give():
+    body = chat(include=["reasoning.encrypted_content"], client_metadata={"session_id": "s"})
+    assert not {"include", "client_metadata"} & set(body)
+
+
+def test_an_include_a_chat_answer_cannot_hold_is_refused_by_its_index():
+    assert refused(include=["reasoning.encrypted_content", "message.output_text.logprobs"]).param == "include[1]"
 
 
 def test_tool_choice_and_parallel_tool_calls_are_carried():
@@ -138,7 +178,7 @@ def test_store_is_not_sent():
 
 
 @pytest.mark.parametrize(("field", "value"), [("background", True), ("previous_response_id", "resp_1"),
-                                              ("conversation", "conv_1"), ("include", ["reasoning.encrypted_content"]),
+                                              ("conversation", "conv_1"),
                                               ("truncation", "auto"), ("prompt", {"id": "p"})])
 def test_what_a_chat_backend_cannot_hold_is_refused_by_name(field, value):
     assert refused(**{field: value}).param == field

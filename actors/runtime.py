@@ -27,6 +27,7 @@ from switchyard.actors.pool import BackendPool
 from switchyard.actors.prompts import PromptStore
 from switchyard.actors.quota import QuotaObserver
 from switchyard.actors.stored_owners import OwnerStore, StoredOwners
+from switchyard.actors.stream_usage import StreamUsageMemory
 from switchyard.actors.routing.variants import ThroughputView
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.supervisor import Supervisor
@@ -84,6 +85,7 @@ class Runtime:
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)
         self.quota = QuotaObserver(snapshot)
         self.pool = BackendPool(snapshot)
+        self.stream_usage = StreamUsageMemory()   # the backends that refused stream_options, until changed
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
         # stored response id -> its backend: this worker's memory, then the store beside the ledger (if shared)
@@ -229,6 +231,7 @@ class Runtime:
         self.engine_stats.reconfigure(snapshot)
         self.quota.reconfigure(snapshot)
         self.pool.reconfigure(snapshot)
+        self.stream_usage.reconfigure(snapshot)
         self.prompts.reconfigure(snapshot.global_prompts)
         self.dedup.reconfigure(snapshot.dedup)
         self.response_owners.reconfigure(snapshot.stored_responses)

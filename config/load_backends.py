@@ -4,9 +4,10 @@ The plain fields' rules and defaults are declared on ``BackendConfig``
 (``schema.py``) and read one by one with ``fields.read``; what stays here is
 per-type logic a walk cannot express: the url a type implies or requires,
 ``simulation`` only on simulated hosts, ``anthropic_version`` and
-``anthropic_betas`` only on anthropic, an azure url's shape, credentials in
-a url next to an ``api_key``, duplicate names, and a backend with errors
-left out of the result.
+``anthropic_betas`` only on anthropic, ``stream_usage`` only on the
+OpenAI-wire types, an azure url's shape, credentials in a url next to an
+``api_key``, duplicate names, and a backend with errors left out of the
+result.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from switchyard.config import (
 )
 from switchyard.config.fields import load_section, read
 from switchyard.config.rules import Problems, Reader, child
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import OPENAI_WIRE_TYPES, BackendConfig, BackendType
 from switchyard.config.simulation import Simulation
 from switchyard.config.unix_socket import backend_url, is_unix
 from switchyard.config.values import shown_url
@@ -81,6 +82,11 @@ def _backend(r: Reader) -> BackendConfig | None:
     override = r.section("retry_override")  # `retry_override:` with no value is the same as absent
     retry_override = load_resilience.retry_policy(override, with_timeout=True) if r.has("retry_override") else None
     replay = read(r, BackendConfig, "replay")
+    stream_usage = read(r, BackendConfig, "stream_usage")
+    if r.has("stream_usage") and btype not in OPENAI_WIRE_TYPES:
+        r.problems.error(child(r.path, "stream_usage"), f"only applies to backends spoken to in OpenAI's wire "
+                         f"({', '.join(t.value for t in BackendType if t in OPENAI_WIRE_TYPES)}), not "
+                         f"{btype.value}: its own stream reports usage")
     entries = load_metadata.model_configs(r, chain_model_name=load_resilience.chain_model_name,
                                           model_name=values.model_name)
     model_metadata = {e.id: e.metadata for e in entries}
@@ -129,7 +135,8 @@ def _backend(r: Reader) -> BackendConfig | None:
         return None
     return BackendConfig(name=name, type=btype, url=url, api_key=api_key, models=models, weight=weight,
                          enabled=enabled, internal=internal, discovery=discovery, simulation=simulation,
-                         retry_override=retry_override, replay=replay, model_configs=model_configs,
+                         retry_override=retry_override, replay=replay, stream_usage=stream_usage,
+                         model_configs=model_configs,
                          model_metadata=model_metadata, model_aliases=model_aliases, upstream_ids=upstream_ids,
                          request_extensions=extensions, anthropic_version=version, anthropic_betas=betas,
                          region=region, aws_profile=aws_profile,

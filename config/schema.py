@@ -70,6 +70,10 @@ DEFAULT_HEALTH_PATHS = {
 }
 # Backend types with no route a check may ask without signing a model call: their health is their calls'.
 PASSIVE_HEALTH_TYPES = frozenset({BackendType.BEDROCK})
+# Backend types spoken to in OpenAI's wire: a stream reports its usage only when asked
+# (`stream_options.include_usage`), which `backends[].stream_usage` governs (actors/stream_usage.py).
+OPENAI_WIRE_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.VLLM, BackendType.SGLANG,
+                               BackendType.OLLAMA, BackendType.GENERIC, BackendType.SIMULATED})
 
 
 class Strategy(str, Enum):
@@ -149,6 +153,8 @@ class BackendConfig:
     simulation: Simulation | None = None
     retry_override: RetryPolicy | None = None
     replay: bool = field(True, values.replay)      # `replay: disabled` -> never send one request twice here
+    # OpenAI-wire types: ask a stream for its usage chunk (auto: until it refuses the option; always; never)
+    stream_usage: str = field("auto", values.words("auto", "always", "never"))
     model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)       # routing view
     model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
     model_aliases: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)   # model_configs[].aliases

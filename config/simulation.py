@@ -118,4 +118,6 @@ class Simulation:
     # an engine Prometheus page on GET .../metrics
     engine: SimulatedEngine | None = section(SimulatedEngine, optional=True, check=_check_engine)
     # added to every chat answer (rate limits)
+    # take `stream_options` (else answer 400 naming it, as some OpenAI-compatible servers do)
+    supports_stream_options: bool = field(True, rules.boolean)
     response_headers: Mapping[str, str] = field(attrs.Factory(dict), _header_map)

@@ -23,9 +23,10 @@ from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.failover import RoutePlan
 from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.thinking import ThinkingStream
+from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.usage import UsageRecord, token_counts
 from switchyard.config.params import SPELLINGS
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import OPENAI_WIRE_TYPES, BackendConfig, BackendType
 from switchyard.actors.params import HEADER, header_value
 
 if TYPE_CHECKING:
@@ -33,16 +34,18 @@ if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
 
 
-def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompts: "PromptStore") -> bytes:
+def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompts: "PromptStore", *,
+             refused: bool) -> bytes:
     """The body for ``model`` on ``backend`` of a call routed as ``routed``: the client's own bytes
     when they already say what this backend is to get; otherwise a re-serialized copy carrying the
     wire id (the backend's ``upstream_id`` for it, else ``model``), trimmed for a fallback chain
-    model, with the global prompt and the backend's body extensions."""
+    model, with the global prompt, the backend's body extensions and the usage option (``refused``:
+    the backend refused it, see ``asks_usage``)."""
     wire = backend.upstream_ids.get(model, model)
     primary = model == routed
     prompted = call.endpoint not in NO_MESSAGES and prompts.prompt_for(model, backend.name) is not None
     if primary and wire == call.model and not prompted and backend.request_extensions.empty \
-            and not asks_usage(call, backend):
+            and not asks_usage(call, backend, refused):
         return call.body
     payload: dict[str, Any] = dict(call.payload)
     if not primary and not call.snapshot.fallback.fallback_policy.preserve_parameters:
@@ -51,7 +54,7 @@ def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompt
                                       *(SPELLINGS.get(f, (f,)) for f in call.managed_params))
         payload = {k: v for k, v in payload.items() if k in keep}
     payload["model"] = wire
-    return json.dumps(for_backend(call, payload, model, backend, prompts)).encode()
+    return json.dumps(for_backend(call, payload, model, backend, prompts, refused=refused)).encode()
 
 
 def in_client_indices(err: GatewayError, call: Call, model: str, backend: BackendConfig, prompts: "PromptStore"
@@ -72,33 +75,60 @@ def in_client_indices(err: GatewayError, call: Call, model: str, backend: Backen
 
 
 def for_backend(call: Call, payload: dict[str, Any], model: str, backend: BackendConfig,
-                prompts: "PromptStore") -> dict[str, Any]:
-    """``payload`` with the global prompt for ``model`` on ``backend`` and that backend's extensions.
+                prompts: "PromptStore", *, refused: bool) -> dict[str, Any]:
+    """``payload`` with the global prompt for ``model`` on ``backend``, that backend's extensions and the
+    usage option (``refused``: see ``asks_usage``).
 
     The prompt store applies its own (live) strategy and text together, so a
     reload never pairs one revision's text with another's strategy."""
     if call.endpoint not in NO_MESSAGES:   # a global prompt is a chat message
         payload = prompts.merge_into(payload, model, backend.name)
     payload = merge_body(payload, backend.request_extensions)
-    if asks_usage(call, backend):
+    if asks_usage(call, backend, refused):
         payload = {**payload, "stream_options": {**(payload.get("stream_options") or {}), "include_usage": True}}
     return payload
 
 
-def asks_usage(call: Call, backend: BackendConfig) -> bool:
+def asks_usage(call: Call, backend: BackendConfig, refused: bool) -> bool:
     """Whether this attempt asks the backend for a stream's usage the client did not ask for.
 
     Every call is priced on the tokens it used (the usage ledger), and
     usage_weight meters them per backend; an OpenAI-style stream reports
-    them only with ``stream_options.include_usage``. The usage chunk that
-    brings them is not relayed (``AttemptRelaySettings.hide_usage``), so the
-    client sees the stream it asked for. Only backend types known to take
-    the option get it.
+    them only with ``stream_options.include_usage``. Every OpenAI-wire type
+    is asked, as its ``stream_usage`` says: ``always``, ``auto`` unless the
+    backend refused the option (``refused``: ``actors/stream_usage.py``),
+    never ``never``; a gemini wire reads the option itself. The usage chunk
+    is not relayed to a client that did not ask for it (``hides_usage``).
     """
-    if not (call.stream and backend.type in USAGE_STREAMING_TYPES) or call.endpoint not in USAGE_ENDPOINTS:
+    if not call.stream or call.endpoint not in USAGE_ENDPOINTS or client_asks_usage(call):
         return False
+    if backend.type is BackendType.GEMINI:   # its wire reads the option (protocol/wires/gemini.py)
+        return True
+    mode = backend.stream_usage
+    return backend.type in OPENAI_WIRE_TYPES and (mode == "always" or mode == "auto" and not refused)
+
+
+def drops_usage_on_refusal(call: Call, backend: BackendConfig, refused: bool) -> bool:
+    """Whether this attempt, refused for the usage option, is sent again without it: the option is ours alone
+    (the client wrote no ``stream_options``, which would make the refusal its own) and ``backend`` says ``auto``."""
+    return backend.stream_usage == "auto" and backend.type in OPENAI_WIRE_TYPES \
+        and asks_usage(call, backend, refused) and not client_options(call.payload)
+
+
+def refuses_usage(err: GatewayError) -> bool:
+    """Whether an attempt's error is its backend refusing ``stream_options`` (``actors/stream_usage.py``)."""
+    return isinstance(err, UpstreamStatusError) and names_the_option(err.status, err.raw_body)
+
+
+def hides_usage(call: Call) -> bool:
+    """Whether a usage-only chunk is kept from the client: it did not ask for one (whether the attempt
+    asked, or the backend sends it unasked), so the stream it gets is the one it asked for."""
+    return call.stream and call.endpoint in USAGE_ENDPOINTS and not client_asks_usage(call)
+
+
+def client_asks_usage(call: Call) -> bool:
     options = call.payload.get("stream_options")
-    return not (isinstance(options, dict) and options.get("include_usage") is True)
+    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def thinking_for(call: Call, backend: BackendConfig, model: str) -> ThinkingStream | None:
@@ -135,11 +165,6 @@ def fallback_headers(call: Call, routed: str, plan: RoutePlan, attempts: int) ->
     return [(b"x-fallback-used", b"true"), (b"x-fallback-original-model", call.model.encode()),
             (b"x-fallback-model", plan.model.encode()), (b"x-fallback-attempts", str(attempts).encode())]
 
-
-# Backend types whose streaming API takes stream_options.include_usage.
-USAGE_STREAMING_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.VLLM, BackendType.SGLANG,
-                                   BackendType.SIMULATED,
-                                   BackendType.GEMINI})   # its wire reads the option (protocol/wires/gemini.py)
 
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})

@@ -117,7 +117,7 @@ class Recovery:
         payload = for_backend(
             call, resume_payload(call.payload, backend.upstream_ids.get(model, model), self.acc, mode,
                                  call.snapshot.streaming.mid_stream_fallback, backend.type),
-            model, backend, self.runtime.prompts)
+            model, backend, self.runtime.prompts, refused=self.runtime.stream_usage.refused(backend))
         transform = None
         if mode is ResumeMode.RESTART:
             marker = {"id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,

@@ -37,6 +37,7 @@ from switchyard.actors.call.answering import answer, fallback_permit
 from switchyard.actors.rename import Rename
 from switchyard.actors.call import attempt_body
 from switchyard.actors.call.attempt_body import NO_MESSAGES
+from switchyard.actors.stream_usage import without_option
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.ledger.entries import call_record
@@ -360,10 +361,11 @@ class RequestActor:
         self.trace.attempt = self.attempts
         self._last_route = (backend.name, model)
         log_fields.bind(backend=backend.name, model=model)   # for any line logged during this attempt
+        refused = rt.stream_usage.refused(backend)   # it refused stream_options: its streams are not asked
         try:   # a backend this call cannot be translated for is passed over, never the call's end
             wire = self.runtime.wires.wire_for(call, backend, model)
-            content = wire.body(body if body is not None else
-                                attempt_body.body_for(call, self.model, model, backend, rt.prompts), backend, call)
+            content = wire.body(body if body is not None else attempt_body.body_for(
+                call, self.model, model, backend, rt.prompts, refused=refused), backend, call)
         except GatewayError as err:
             if body is None:
                 attempt_body.in_client_indices(err, call, model, backend, rt.prompts)
@@ -382,7 +384,8 @@ class RequestActor:
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
-        request = rt.upstream.request("POST", api_url(backend.url, wire.path), headers=headers, content=content)
+        url = api_url(backend.url, wire.path)
+        request = rt.upstream.request("POST", url, headers=headers, content=content)
         # This backend answers with the id it was sent; the client sees the public one.
         upstream_id = backend.upstream_ids.get(model)
         rename = Rename(upstream_id, model) if upstream_id is not None and upstream_id != model else None
@@ -392,12 +395,14 @@ class RequestActor:
         if thinking is not None and before is not None and before.in_content \
                 and self.sink.started and transform is None:
             thinking.continue_in_content()   # a prefill/prompt resume continues the answer
-        hide_usage = attempt_body.asks_usage(call, backend)
-        self.relay.begin(AttemptRelaySettings(rename, thinking, transform, hide_usage, self._nursery))
+        self.relay.begin(AttemptRelaySettings(rename, thinking, transform, attempt_body.hides_usage(call),
+                                              self._nursery))
+        droppable = attempt_body.drops_usage_on_refusal(call, backend, refused)
         self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await fallback_permit(rt, call, backend, budget) if bounded else None
         whole = permit is not None and permit_spans_answer(backend, call.stream)   # else freed at the headers
+        held = permit is not None and not whole
         attempt = AttemptBudget(limits, budget)
         probe = rt.health.dispatching(backend.name, model, trio.current_time())
         settled = False   # the route's circuit heard how it went
@@ -406,19 +411,31 @@ class RequestActor:
             try:
                 with attempt.scope:
                     with rt.upstream.errors(backend.name):
-                        try:
-                            if wire.sign is not None:   # over the final bytes, within the attempt's budget
-                                await wire.sign(request, backend)
-                            response = wire.answer(await rt.upstream.send(request), call)
-                        finally:
-                            if permit is not None and not whole:
-                                permit.release()   # held from dial to response headers only
-                        # An answer arrived (whatever its status): its rate-limit headers describe the key.
-                        rt.quota.observe(backend.name, response.headers, trio.current_time())
-                        try:
-                            await self._answer(backend, plan, response, attempt, began)
-                        finally:
-                            await response.aclose()
+                        while True:   # twice only when the backend refuses the usage option we added
+                            try:
+                                if wire.sign is not None:   # over the final bytes, within the attempt's budget
+                                    await wire.sign(request, backend)
+                                response = wire.answer(await rt.upstream.send(request), call)
+                            finally:
+                                if held:
+                                    held = False
+                                    permit.release()   # held from dial to response headers only
+                            # An answer arrived (whatever its status): its rate-limit headers describe the key.
+                            rt.quota.observe(backend.name, response.headers, trio.current_time())
+                            try:
+                                await self._answer(backend, plan, response, attempt, began)
+                                break
+                            except AttemptFailed as failed:
+                                if not (droppable and attempt_body.refuses_usage(failed.error)):
+                                    raise
+                                status = failed.failure.status
+                            finally:
+                                await response.aclose()
+                            # Nobody's failure: the same attempt, at once, without the option (actors/stream_usage.py).
+                            droppable, began = False, trio.current_time()
+                            rt.stream_usage.remember(backend, began)
+                            self.trace.add("stream_usage_refused", backend=backend.name, model=model, status=status)
+                            request = rt.upstream.request("POST", url, headers=headers, content=without_option(content))
                 if attempt.scope.cancelled_caught and not await self.relay.finish_if_complete():
                     err = attempt.expired(backend.name)
                     raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)

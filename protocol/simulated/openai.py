@@ -15,7 +15,8 @@ schema requires, with ``n`` choices and ``logprobs`` when asked
 The reply is ``Simulation.text`` in at most ``chunks`` word-ish pieces, or
 ``Hello from NAME.`` and words of a fixed sentence. A trailing assistant
 message (a prefill) is continued when it is a prefix of the reply, else the
-whole reply is sent; ``supports_prefill`` false answers 400 instead.
+whole reply is sent; ``supports_prefill`` false answers 400 instead, and
+``supports_stream_options`` false answers a body carrying ``stream_options`` 400.
 
 Failure modes (``Simulation.failure``): answer an error status (with a
 Retry-After header and an error code of choice); stall before the first
@@ -216,6 +217,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if refused is not None:
             self.record("invalid")
             return refused
+        if "stream_options" in body and not sim.supports_stream_options:   # a server that knows no such field
+            self.record("stream_options_refused")
+            return httpx.Response(400, json=STREAM_OPTIONS_UNSUPPORTED)
         model = body.get("model", "")
         if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated/responses.py)
             return responses_answer(self, sim, body)
@@ -349,6 +353,12 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             return
         self.record("completed")
         yield text.encode()
+
+
+# What a server that takes no stream_options answers a body carrying one (Simulation.supports_stream_options).
+STREAM_OPTIONS_UNSUPPORTED = {"error": {"message": "Unrecognized request argument supplied: stream_options",
+                                        "type": "invalid_request_error", "param": "stream_options",
+                                        "code": "unsupported_parameter"}}
 
 
 def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:

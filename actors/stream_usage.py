@@ -71,10 +71,13 @@ def names_the_option(status: int, body: bytes) -> bool:
 
 def without_option(body: bytes) -> bytes:
     """``body`` without the ``include_usage`` it was given, and without ``stream_options`` if nothing else is
-    left in it (a resumed stream's body, built before the refusal was known)."""
+    left in it (a resumed stream's body, built before the refusal was known, or a door's own option);
+    ``body`` itself when it asks for no usage."""
+    if b"include_usage" not in body:   # nothing to leave out: the same bytes (a refusal that is not ours)
+        return body
     payload = json.loads(body)
     options = payload.get("stream_options")
-    if not isinstance(options, dict):
+    if not isinstance(options, dict) or "include_usage" not in options:
         return body
     options = {k: v for k, v in options.items() if k != "include_usage"}
     if options:

@@ -110,9 +110,25 @@ def asks_usage(call: Call, backend: BackendConfig, refused: bool) -> bool:
 
 def drops_usage_on_refusal(call: Call, backend: BackendConfig, refused: bool) -> bool:
     """Whether this attempt, refused for the usage option, is sent again without it: the option is ours alone
-    (the client wrote no ``stream_options``, which would make the refusal its own) and ``backend`` says ``auto``."""
+    (the client wrote no ``stream_options``, which would make the refusal its own, or its door wrote them:
+    ``door_usage``) and ``backend`` says ``auto``."""
     return backend.stream_usage == "auto" and backend.type in OPENAI_WIRE_TYPES \
-        and asks_usage(call, backend, refused) and not client_options(call.payload)
+        and (asks_usage(call, backend, refused) and not client_options(call.payload) or door_usage(call))
+
+
+def door_usage(call: Call) -> bool:
+    """Whether a stream's usage option is its door's, not the client's: a Messages client (its door asks for
+    the usage message_delta reports) or a Responses client on a chat backend (the bridge asks for the usage
+    response.completed reports) cannot write ``stream_options``; ``backends[].stream_usage`` governs it too."""
+    return call.stream and (call.endpoint == "responses" or call.ingress.get("api") == "anthropic")
+
+
+def leaves_out_door_usage(call: Call, backend: BackendConfig, refused: bool) -> bool:
+    """Whether a door's usage option is left out of this attempt's body: ``backend`` says ``never``, or it
+    refused the option under ``auto``. Its answer then ends without usage (the call is estimated)."""
+    mode = backend.stream_usage
+    return backend.type in OPENAI_WIRE_TYPES and (mode == "never" or mode == "auto" and refused) \
+        and door_usage(call)
 
 
 def refuses_usage(err: GatewayError) -> bool:

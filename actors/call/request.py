@@ -366,6 +366,8 @@ class RequestActor:
             wire = self.runtime.wires.wire_for(call, backend, model)
             content = wire.body(body if body is not None else attempt_body.body_for(
                 call, self.model, model, backend, rt.prompts, refused=refused), backend, call)
+            if attempt_body.leaves_out_door_usage(call, backend, refused):
+                content = without_option(content)
         except GatewayError as err:
             if body is None:
                 attempt_body.in_client_indices(err, call, model, backend, rt.prompts)
@@ -426,16 +428,17 @@ class RequestActor:
                                 await self._answer(backend, plan, response, attempt, began)
                                 break
                             except AttemptFailed as failed:
-                                if not (droppable and attempt_body.refuses_usage(failed.error)):
+                                if not (droppable and attempt_body.refuses_usage(failed.error)) \
+                                        or (stripped := without_option(content)) is content:
                                     raise
                                 status = failed.failure.status
                             finally:
                                 await response.aclose()
                             # Nobody's failure: the same attempt, at once, without the option (actors/stream_usage.py).
-                            droppable, began = False, trio.current_time()
+                            droppable, began, content = False, trio.current_time(), stripped
                             rt.stream_usage.remember(backend, began)
                             self.trace.add("stream_usage_refused", backend=backend.name, model=model, status=status)
-                            request = rt.upstream.request("POST", url, headers=headers, content=without_option(content))
+                            request = rt.upstream.request("POST", url, headers=headers, content=content)
                 if attempt.scope.cancelled_caught and not await self.relay.finish_if_complete():
                     err = attempt.expired(backend.name)
                     raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)

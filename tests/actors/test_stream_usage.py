@@ -143,6 +143,44 @@ async def test_a_clients_own_include_usage_refused_by_the_backend_is_passed_thro
     assert len(bodies) == 1 and refused_at is None   # not sent again, nothing remembered
 
 
+def last_event(reply) -> str:
+    """The type of the last event of an SSE answer whose events carry ``event:`` lines too."""
+    data = [line for line in reply.body.split(b"\n") if line.startswith(b"data: ")]
+    return json.loads(data[-1][len(b"data: "):])["type"]
+
+
+MESSAGES = {"model": "demo", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES = {"model": "demo", "stream": True, "input": "hi"}
+
+
+@pytest.mark.parametrize(("path", "body", "last"), [
+    ("/anthropic/v1/messages", MESSAGES, "message_stop"),
+    ("/v1/responses", RESPONSES, "response.completed"),
+])
+async def test_the_option_a_door_adds_for_its_own_answer_is_dropped_and_remembered_as_ours(
+        autojump_clock, path, body, last):
+    # A Messages or Responses client cannot write stream_options; its door (the bridge) asks for the usage its
+    # answer ends with. A backend refusing it answers the call on the resend, and is not asked again.
+    async with gateway(config(REFUSING)) as app:
+        first = await request(app, "POST", path, body)
+        second = await request(app, "POST", path, body)
+        bodies = sent(app)
+        first_events = events(app, first)
+    assert first.status == second.status == 200
+    assert last_event(first) == last_event(second) == last
+    assert ["stream_options" in b for b in bodies] == [True, False, False]
+    assert first_events == ["accepted", "selected", "stream_usage_refused", "completed"]
+
+
+@pytest.mark.parametrize(("path", "body"), [("/anthropic/v1/messages", MESSAGES), ("/v1/responses", RESPONSES)])
+async def test_never_leaves_out_the_option_a_door_adds(autojump_clock, path, body):
+    async with gateway(config(stream_usage="never")) as app:
+        reply = await request(app, "POST", path, body)
+        [sent_body] = sent(app)
+        [rec] = await records(app)
+    assert reply.status == 200 and "stream_options" not in sent_body and rec.estimated
+
+
 def test_stream_usage_is_one_of_three_words_on_an_openai_wire_type_only():
     from switchyard.config.load import ConfigError
     with pytest.raises(ConfigError) as err:

@@ -59,7 +59,7 @@ def private(respond: Respond) -> Respond:
 
 
 class AdminApi:
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, link_login: bool = False) -> None:
         respond = private(respond)
         self.respond = respond
         # Exact paths: path -> method -> handler(runtime, scope, receive, send).
@@ -81,7 +81,7 @@ class AdminApi:
         self.routes.update(self.keys.routes)
         self.traffic = TrafficAdmin(respond)
         self.routes.update(self.traffic.routes)
-        self.console = ConsoleUi()
+        self.console = ConsoleUi(link_login)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         token = runtime.snapshot.admin.token

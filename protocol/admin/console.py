@@ -11,6 +11,8 @@ Every answer carries a strict Content-Security-Policy: scripts, styles and
 fetches from this origin only, no inline script or style, no framing. The
 login form trades ``admin.token`` for the session cookie (``session.py``);
 a page asked for without a valid session sends the browser to the form.
+The embedded demo's printed link (``?token=``, ``serving/demo_console.py``)
+is traded the same way, then the browser is sent on without it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import html
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 import trio
 
@@ -43,6 +45,7 @@ ASSET_TYPES = {".css": b"text/css; charset=utf-8", ".js": b"text/javascript; cha
                ".png": b"image/png", ".svg": b"image/svg+xml"}
 LOGIN_BODY_LIMIT = 4096
 WRONG_TOKEN_PAUSE = 1.0   # seconds a wrong token waits for its answer: guessing is slow
+STALE_LINK = "That link's token is not this run's: each start of the demo prints a new link."
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = [
@@ -73,7 +76,10 @@ LOGIN = (UI / "login.html").read_text(encoding="utf-8")
 class ConsoleUi:
     """Answers every path under PREFIX; the admin API hands them over before its own token check."""
 
-    def __init__(self) -> None:
+    def __init__(self, link_login: bool = False) -> None:
+        # The embedded demo's printed link carries its token of one run (?token=): taken only then, never an
+        # operator's admin.token (a URL lands in browser history and in proxies' logs).
+        self.link_login = link_login
         # Wrong tokens wait their pause one after another: guesses sent in parallel get no faster than one a
         # second per worker. The right token never waits behind them.
         self._wrong_tokens = trio.Lock()
@@ -100,7 +106,11 @@ class ConsoleUi:
             await self.logout(runtime, scope, receive, send, token)
         elif name in ("", *PAGES):
             self._allow(method, path, ("GET", "HEAD"))
-            await self.page(scope, name or next(iter(PAGES)), send, token)
+            query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            if self.link_login and method == "GET" and any(key == "token" for key, _ in query):
+                await self.link(scope, name, query, send, token)
+            else:
+                await self.page(scope, name or next(iter(PAGES)), send, token)
         else:
             raise RouteNotFound(f"No console page at {path}")
 
@@ -156,6 +166,24 @@ class ConsoleUi:
             return
         cookie = session.new_session(token, time.time())
         await _answer(send, 303, b"", [(b"location", _next_page(form.get("next")).encode()),
+                                       (b"set-cookie", session.set_cookie(cookie, session.over_https(scope))),
+                                       (b"cache-control", b"no-store")])
+
+    async def link(self, scope: dict[str, Any], name: str, query: list[tuple[str, str]], send: Send,
+                   token: str) -> None:
+        """The demo's printed link: its token for the session cookie at once, then the same page without the
+        token, so it does not stay in the address bar; a wrong token waits as the form's does, then 401."""
+        given = [value for key, value in query if key == "token"]
+        if len(given) != 1 or not hmac.compare_digest(given[0].encode(), token.encode()):
+            async with self._wrong_tokens:
+                await trio.sleep(WRONG_TOKEN_PAUSE)
+            await self.login_page({**scope, "query_string": f"next={quote(name)}".encode()}, send,
+                                  STALE_LINK, 401)
+            return
+        rest = urlencode([(key, value) for key, value in query if key != "token"])
+        location = (name or "./") + (f"?{rest}" if rest else "")
+        cookie = session.new_session(token, time.time())
+        await _answer(send, 303, b"", [(b"location", location.encode()),
                                        (b"set-cookie", session.set_cookie(cookie, session.over_https(scope))),
                                        (b"cache-control", b"no-store")])
 

@@ -4,7 +4,8 @@ A session is ``<expiry>.<HMAC-SHA256 of the expiry, keyed by admin.token>``:
 nothing is stored, so every worker and every instance behind a load balancer
 accepts it with nothing shared but the token, and changing the token ends
 every session at once. The token itself never leaves the login form: not in
-the cookie, not in a URL.
+the cookie, not in a URL (but for the embedded demo's token of one run, whose
+printed link carries it: ``serving/demo_console.py``).
 
 The cookie is HttpOnly (no script reads it), SameSite=Strict (no other site's
 page sends it) and Secure when the request came over HTTPS. A call that

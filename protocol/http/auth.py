@@ -48,14 +48,18 @@ def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access) -> ApiK
     return key
 
 
+def loopback(bind: str) -> bool:
+    """``bind`` (``HOST:PORT``) is reachable from this machine only: 127.0.0.0/8, ::1 or ``localhost``. A host
+    name (it may resolve anywhere) or a wildcard (``0.0.0.0``, ``[::]``) is not."""
+    host = bind.rsplit(":", 1)[0].strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def open_beyond_loopback(bind: str, access: Access) -> bool:
     """Whether ``serve`` is about to accept unauthenticated calls from other machines."""
-    if access.enabled:
-        return False
-    host = bind.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True   # a host name: it may well resolve beyond this machine
+    return not access.enabled and not loopback(bind)

@@ -20,6 +20,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
 from switchyard.protocol.http.refusals import account_refusal
+from switchyard.protocol.serving.demo_console import with_admin_token
 from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
@@ -88,12 +89,13 @@ def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
 
 class App:
     def __init__(self, load: Callable[[], Snapshot], runtime: Runtime | None = None,
-                 config_path: str | None = None, watch: bool = True) -> None:
+                 config_path: str | None = None, watch: bool = True, link_login: bool = False) -> None:
+        """``link_login``: the console also takes the admin token from a link (the demo's token of one run)."""
         self._load = load
         self.runtime = runtime
         self.config_path = config_path
         self.watch = watch
-        self.admin = AdminApi(respond)
+        self.admin = AdminApi(respond, link_login=link_login)
         self.model_routes = ModelRoutes(self._runtime)   # the model list, its cache and its rate limits
         self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
@@ -410,8 +412,13 @@ class App:
         await respond(send, 200 if routable else 503, json.dumps(body).encode())
 
 
-def create_app(config_path: str | None = None, watch: bool = True) -> App:
-    """The ASGI app for a config file (watched for changes), or for the embedded demo when None."""
+def create_app(config_path: str | None = None, watch: bool = True, run_token: str | None = None) -> App:
+    """The ASGI app for a config file (watched for changes), or for the embedded demo when None; ``run_token``:
+    the demo's admin token for this run, which its console also takes from the printed link
+    (``demo_console.py``)."""
     if config_path:
+        assert run_token is None, "a config file's admin token is the operator's"
         return App(lambda: load_file(config_path).snapshot, config_path=config_path, watch=watch)
-    return App(lambda: load_demo().snapshot)
+    if run_token is None:
+        return App(lambda: load_demo().snapshot)
+    return App(lambda: with_admin_token(load_demo().snapshot, run_token), link_login=True)

@@ -204,12 +204,15 @@ def serve_command(args: argparse.Namespace) -> int:
         return 1
 
     from switchyard.protocol.serving import workers as serving
+    from switchyard.protocol.serving.demo_console import console_link
 
+    # The demo on loopback: an admin token of this run, the same in every worker, and a link that logs in.
+    link = console_link(args.config, bind, loaded.snapshot.admin.token)
     hc = serving.hypercorn_config(server, bind, log_level)
     if workers == 1:
-        return serving.serve_one(args.config, hc, watch=not args.no_watch)
+        return serving.serve_one(args.config, hc, watch=not args.no_watch, link=link)
     return serving.serve_many(args.config, hc, workers, watch=not args.no_watch, log_level=log_level,
-                              log_format=log_format)
+                              log_format=log_format, link=link)
 
 
 def _bind(text: str) -> str:

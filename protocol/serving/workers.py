@@ -29,6 +29,8 @@ from typing import Any
 import trio
 
 from switchyard.config.schema import ServerConfig
+from switchyard.protocol.serving import demo_console
+from switchyard.protocol.serving.demo_console import ConsoleLink
 
 log = logging.getLogger("switchyard")
 
@@ -55,8 +57,9 @@ def hypercorn_config(server: ServerConfig, bind: str, log_level: str = "info") -
 
 
 async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sockets: Any = None,
-                      stop_requested: Any = None) -> int:
-    """Serve until a stop; the process's exit status: 0, or 1 when the app could not start."""
+                      stop_requested: Any = None, link: ConsoleLink | None = None, announce: bool = False) -> int:
+    """Serve until a stop; the process's exit status: 0, or 1 when the app could not start. ``link``: the
+    demo's console link of this run (its token is the admin token), printed once serving if ``announce``."""
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import LifespanFailureError, wrap_app
 
@@ -65,7 +68,7 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
 
     client_eof.install()   # connections the client ended are closed at once (hypercorn's own wait 75 s)
 
-    app = create_app(config_path, watch=watch)
+    app = create_app(config_path, watch=watch, run_token=link.token if link is not None else None)
     # Everything imported so far lives as long as the process: the cyclic
     # garbage collector need not walk it again on every full collection.
     gc.collect()
@@ -103,9 +106,15 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(on_signals)
-                await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
-                                   shutdown_trigger=shutdown.wait)
-                nursery.cancel_scope.cancel()
+
+                async def serve(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                    await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
+                                       shutdown_trigger=shutdown.wait, task_status=task_status)
+                    nursery.cancel_scope.cancel()
+
+                await nursery.start(serve)   # listening (hypercorn goes on to here even when the app failed)
+                if link is not None and announce and app.runtime is not None:
+                    demo_console.announce(link)   # last of the start lines, where a person looks
         # The app could not start (a ledger that cannot be reached, say): it has logged why, and
         # hypercorn's own exception (in a group per nursery) would only bury that under tracebacks.
         except LifespanFailureError:
@@ -118,12 +127,13 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
     return 0
 
 
-def serve_one(config_path: str | None, hc: Any, watch: bool = True) -> int:
-    return trio.run(worker_main, config_path, hc, watch)
+def serve_one(config_path: str | None, hc: Any, watch: bool = True, link: ConsoleLink | None = None) -> int:
+    return trio.run(worker_main, config_path, hc, watch, None, None, link, True)
 
 
 def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any, log_level: str,
-                    log_format: str, stop_requested: Any, index: int = 0, workers: int = 1) -> None:
+                    log_format: str, stop_requested: Any, index: int = 0, workers: int = 1,
+                    link: ConsoleLink | None = None) -> None:
     listening = [*sockets.secure_sockets, *sockets.insecure_sockets]
 
     def stop_while_starting(_signum: int, _frame: Any) -> None:
@@ -155,20 +165,22 @@ def _worker_process(config_path: str | None, hc: Any, watch: bool, sockets: Any,
 
     os.environ[WORKER_ENV] = str(index)
     os.environ[WORKERS_ENV] = str(workers)
-    code = trio.run(worker_main, config_path, hc, watch, sockets, stop_requested)
+    # Every worker takes the run's one admin token; the first prints the link.
+    code = trio.run(worker_main, config_path, hc, watch, sockets, stop_requested, link, index == 0)
     if code:
         sys.exit(code)   # the app could not start, and said why
 
 
 def serve_many(config_path: str | None, hc: Any, workers: int, watch: bool, log_level: str,
-               log_format: str) -> int:
-    """Start ``workers`` processes sharing one set of sockets; forward signals; wait."""
+               log_format: str, link: ConsoleLink | None = None) -> int:
+    """Start ``workers`` processes sharing one set of sockets; forward signals; wait. ``link`` reaches each
+    as an argument (pickled through the pipe ``spawn`` opens, never the environment or a command line)."""
     sockets = hc.create_sockets()
     ctx = multiprocessing.get_context("spawn")
     stop_requested = ctx.Event()  # for workers still starting when a stop signal comes
     procs = [ctx.Process(target=_worker_process,
                          args=(config_path, hc, watch, sockets, log_level, log_format, stop_requested, i,
-                               workers),
+                               workers, link),
                          daemon=False) for i in range(workers)]
 
     def forward(signum: int, _frame: Any) -> None:

@@ -75,18 +75,26 @@ def console_config(data_dir: Path, spare_health: int = 200) -> dict[str, Any]:
 class Served:
     """``switchyard serve`` on a free port, its config file, and a way to change it."""
 
-    def __init__(self, root: Path, config: dict[str, Any] | None = None) -> None:
-        """``config``: what to serve (``console_config`` when None)."""
+    def __init__(self, root: Path, config: dict[str, Any] | None = None, demo: bool = False) -> None:
+        """``config``: what to serve (``console_config`` when None); ``demo``: the embedded demo, no file (its
+        ledger under ``root``)."""
         self.root = root
         self.config_path = root / "console.yaml"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.write(config if config is not None else console_config(root / "data"))
-        self.log = (root / "serve.log").open("wb")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if demo:
+            source = []
+            env["XDG_DATA_HOME"] = str(root / "data")
+        else:
+            self.write(config if config is not None else console_config(root / "data"))
+            source = ["--config", str(self.config_path)]
+        self.log_path = root / "serve.log"
+        self.log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(self.config_path),
+            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", *source,
              "--bind", f"127.0.0.1:{self.port}", "--log-level", "warning", "--no-watch"],
-            cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def write(self, config: dict[str, Any]) -> None:
         self.config_path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -63,18 +63,24 @@ async def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @asynccontextmanager
-async def switchyard_serve(tmp_path: Path, config: dict, workers: int = 1, ready: bool = True,
-                           max_open_files: int | None = None) -> AsyncIterator[tuple[trio.Process, str, Path]]:
-    """``python -m protocol.cli serve`` on a free port, ready (unless ``ready=False``: just started), with
-    at most ``max_open_files`` descriptors if given (``ulimit -n``); always stopped (then killed) on exit."""
-    path = tmp_path / "cli.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+async def switchyard_serve(tmp_path: Path, config: dict | None, workers: int = 1, ready: bool = True,
+                           max_open_files: int | None = None, host: str = "127.0.0.1", log_level: str = "warning"
+                           ) -> AsyncIterator[tuple[trio.Process, str, Path]]:
+    """``python -m protocol.cli serve`` on a free port of ``host``, ready (unless ``ready=False``: just
+    started), with at most ``max_open_files`` descriptors if given (``ulimit -n``); always stopped (then
+    killed) on exit. ``config`` None: the embedded demo. The URL is on 127.0.0.1 whatever ``host`` is (a
+    wildcard address listens there too). Its stdout and stderr go to the log file."""
+    args = []
+    if config is not None:
+        path = tmp_path / "cli.yaml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        args = ["--config", str(path)]
     port = free_port()
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", "--config", str(path),
-             "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--workers", str(workers)],
+            [sys.executable, "-m", "switchyard.protocol.serving.cli", "serve", *args,
+             "--bind", f"{host}:{port}", "--log-level", log_level, "--workers", str(workers)],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=None if max_open_files is None else functools.partial(limit_open_files, max_open_files))
     url = f"http://127.0.0.1:{port}"

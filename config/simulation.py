@@ -114,10 +114,13 @@ class Simulation:
     text: str | None = field(None, rules.string())
     # with failure.tool_call: the call's arguments (default a fixed JSON)
     tool_arguments: str | None = field(None, rules.string())
+    # a Responses request offering function tools gets a call to one (tool_choice's, else the first), unless it
+    # ends with a tool's output: the demo's model uses the tools it is given
+    call_tools: bool = field(False, rules.boolean)
     supports_prefill: bool = field(True, rules.boolean)   # continue a trailing assistant message (else answer 400)
+    # take `stream_options` (else answer 400 naming it, as some OpenAI-compatible servers do)
+    supports_stream_options: bool = field(True, rules.boolean)
     # an engine Prometheus page on GET .../metrics
     engine: SimulatedEngine | None = section(SimulatedEngine, optional=True, check=_check_engine)
     # added to every chat answer (rate limits)
-    # take `stream_options` (else answer 400 naming it, as some OpenAI-compatible servers do)
-    supports_stream_options: bool = field(True, rules.boolean)
     response_headers: Mapping[str, str] = field(attrs.Factory(dict), _header_map)

@@ -10,18 +10,19 @@ per-request ``script``, pacing under the MockClock, failure modes and
 Like the real API it is strict, so a test sees what Anthropic would refuse:
 requests need ``anthropic-version`` and, when the backend has an
 ``api_key``, a matching ``x-api-key`` (else 401); ``POST /v1/messages``
-refuses unknown top-level fields, roles other than user/assistant, a
-``tool_result`` with no ``tool_use`` before it, with thinking on a final
-assistant turn with ``tool_use`` that does not start with its signed
-thinking block (so a tool loop with extended thinking needs the client's
-own blocks back), and (from anthropic-version 2026-10-21)
-``temperature``/``top_p``/``top_k``. Errors come in Anthropic's
+refuses what the real API refuses, and takes ``context_management`` and a
+mid-conversation ``system`` message only under their betas
+(``protocol/simulated/anthropic_checks.py``). Errors come in Anthropic's
 shape, ``{"type": "error", "error": {"type", "message"}}``, with a
 ``request-id`` header.
 
 Answers: a ``message`` object, or the SSE sequence ``message_start``,
 ``ping``, per block ``content_block_start``/``_delta``/``_stop``,
-``message_delta`` (stop reason, usage), ``message_stop``. The request
+``message_delta`` (stop reason, usage), ``message_stop``, each with every
+field Anthropic's schema requires (``container``, ``stop_details``, the
+usage's cache, tier and region fields, a text block's ``citations``, a tool
+call's ``caller``; ``context_management`` with no edit applied when the
+request asked for edits). The request
 steers it too: ``thinking`` enabled adds a thinking block, a stop sequence
 found in the reply cuts it (``stop_sequence``), ``max_tokens`` below the
 number of pieces cuts it (``max_tokens``). Failure modes map as follows:
@@ -44,21 +45,17 @@ import trio
 
 from switchyard.config.schema import SimulatedFailure, Simulation
 from switchyard.protocol.http.client_json import utf8
+from switchyard.protocol.simulated.anthropic_checks import betas_of, problem_in
 from switchyard.protocol.simulated.parts import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, split_words
 from switchyard.protocol.simulated.openai import SimulatedTransport
 
 TOOL_USE_ID = "toolu_sim"
 THINKING_TEXT = "Let me think this through."
-SAMPLING_REJECTED_FROM = "2026-10-21"
 
 # What Anthropic calls the error behind each status.
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
                500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
-FIELDS = frozenset({"model", "max_tokens", "messages", "system", "stop_sequences", "stream", "temperature", "top_p",
-                    "top_k", "metadata", "tools", "tool_choice", "thinking", "service_tier", "output_config",
-                    "container", "mcp_servers", "context_management", "inference_geo", "speed", "cache_control"})
-BLOCKS = frozenset({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
@@ -68,75 +65,6 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 def sse(payload: dict[str, Any]) -> bytes:
     return f"event: {payload['type']}\ndata: ".encode() + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-def problem_in(body: Any, version: str) -> str | None:
-    """What the real API would refuse in ``body`` (its message), or None."""
-    if not isinstance(body, dict):
-        return "body: Input should be an object"
-    for key in body:
-        if key not in FIELDS:
-            return f"{key}: Extra inputs are not permitted"
-    for key in ("model", "max_tokens", "messages"):
-        if key not in body:
-            return f"{key}: Field required"
-    if not isinstance(body["max_tokens"], int) or isinstance(body["max_tokens"], bool) or body["max_tokens"] < 1:
-        return "max_tokens: Input should be a positive integer"
-    for key, kind, wanted in (("thinking", dict, "an object"), ("stop_sequences", list, "a list"),
-                              ("system", (str, list), "a string or a list of blocks")):
-        if key in body and body[key] is not None and not isinstance(body[key], kind):
-            return f"{key}: Input should be {wanted}"
-    for i, stop in enumerate(body.get("stop_sequences") or ()):
-        if not isinstance(stop, str):
-            return f"stop_sequences.{i}: Input should be a valid string"
-    if version >= SAMPLING_REJECTED_FROM:
-        for key in ("temperature", "top_p", "top_k"):
-            if key in body:
-                return f"{key}: is not supported with anthropic-version {version}"
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        return "messages: at least one message is required"
-    previous_tool_uses: set[str] = set()
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-        content = msg.get("content")
-        blocks = content if isinstance(content, list) else []
-        if not isinstance(content, (str, list)):
-            return f"messages.{i}.content: Input should be a string or a list of blocks"
-        tool_uses = set()
-        for j, block in enumerate(blocks):
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind not in BLOCKS:
-                return f"messages.{i}.content.{j}.type: Input tag {kind!r} does not match any expected tag"
-            if kind == "text" and not isinstance(block.get("text"), str):
-                return f"messages.{i}.content.{j}.text: Input should be a valid string"
-            if kind == "tool_use":
-                tool_uses.add(block.get("id"))
-            if kind == "tool_result" and block.get("tool_use_id") not in previous_tool_uses:
-                return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                        f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
-                        f"`tool_use` block in the previous message.")
-        previous_tool_uses = tool_uses
-    return _thinking_problem(body, messages)
-
-
-def _thinking_problem(body: dict[str, Any], messages: list[Any]) -> str | None:
-    """Anthropic's rule: with thinking on, the final assistant turn, when it calls tools, starts with
-    its thinking block, signature and all (redacted thinking counts too)."""
-    if (body.get("thinking") or {}).get("type") not in ("enabled", "adaptive"):
-        return None
-    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), None)
-    content = messages[last]["content"] if last is not None else None
-    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
-        return None
-    first = content[0] if isinstance(content[0], dict) else {}
-    if first.get("type") == "redacted_thinking" or \
-            (first.get("type") == "thinking" and isinstance(first.get("signature"), str) and first["signature"]):
-        return None
-    return (f"messages.{last}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
-            f"`{first.get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
-            f"thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).")
 
 
 class SimulatedAnthropicTransport(SimulatedTransport):
@@ -187,7 +115,7 @@ class SimulatedAnthropicTransport(SimulatedTransport):
         sim, body, stream, failed = await self._arrive(request)   # the script, the latency, a scripted status
         if failed is not None:
             return failed
-        problem = problem_in(body, request.headers["anthropic-version"])
+        problem = problem_in(body, request.headers["anthropic-version"], betas_of(request.headers.get("anthropic-beta")))
         if problem is not None:
             self.record("invalid")
             return self._error(400, problem)
@@ -230,8 +158,18 @@ class _Reply:
             self.stop_reason, self.stop_sequence = "stop_sequence", seq
 
     def _usage(self, produced: int) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "output_tokens": produced,
-                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        """The usage after ``produced`` answer tokens (the thinking text's words count as output too)."""
+        thinking = len(THINKING_TEXT.split()) if self.thinking else 0
+        return {"input_tokens": self.input_tokens, "output_tokens": produced + thinking,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                "output_tokens_details": {"thinking_tokens": thinking},
+                "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+                "service_tier": "standard", "inference_geo": self.body.get("inference_geo") or "global"}
+
+    def _edits(self) -> dict[str, Any]:
+        """The ``context_management`` the answer carries when the request asked for edits: none applied."""
+        return {"context_management": {"applied_edits": []}} if self.body.get("context_management") else {}
 
     def _blocks(self, pieces: list[str]) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
@@ -242,9 +180,10 @@ class _Reply:
                 tool_input = json.loads("".join(pieces))
             except ValueError:
                 tool_input = {}
-            blocks.append({"type": "tool_use", "id": TOOL_USE_ID, "name": TOOL_NAME, "input": tool_input})
+            blocks.append({"type": "tool_use", "id": TOOL_USE_ID, "name": TOOL_NAME, "input": tool_input,
+                           "caller": {"type": "direct"}})
         elif not self.sim.failure.empty_reply:
-            blocks.append({"type": "text", "text": "".join(pieces)})
+            blocks.append({"type": "text", "text": "".join(pieces), "citations": None})
         return blocks
 
     async def message(self) -> AsyncIterator[bytes]:
@@ -267,7 +206,8 @@ class _Reply:
                     return
         text = json.dumps({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
                            "content": self._blocks(taken), "stop_reason": self.stop_reason,
-                           "stop_sequence": self.stop_sequence, "usage": self._usage(sum(1 for p in taken if p))})
+                           "stop_sequence": self.stop_sequence, "stop_details": None, "container": None,
+                           "usage": self._usage(sum(1 for p in taken if p)), **self._edits()})
         owner.record("completed")
         yield text.encode()
 
@@ -277,7 +217,8 @@ class _Reply:
             await trio.sleep_forever()
         yield sse({"type": "message_start", "message": {
             "id": self.id, "type": "message", "role": "assistant", "content": [], "model": self.model,
-            "stop_reason": None, "stop_sequence": None, "usage": {**self._usage(0), "output_tokens": 1}}})
+            "stop_reason": None, "stop_sequence": None, "stop_details": None, "container": None,
+            "usage": {**self._usage(0), "output_tokens": 1, "output_tokens_details": {"thinking_tokens": 0}}}})
         yield sse({"type": "ping"})
         index = 0
         if self.thinking:
@@ -291,8 +232,8 @@ class _Reply:
             index = 1
         blocks = not fail.empty_reply or self.tool
         if blocks:
-            start = {"type": "tool_use", "id": TOOL_USE_ID, "name": TOOL_NAME, "input": {}} if self.tool \
-                else {"type": "text", "text": ""}
+            start = {"type": "tool_use", "id": TOOL_USE_ID, "name": TOOL_NAME, "input": {},
+                     "caller": {"type": "direct"}} if self.tool else {"type": "text", "text": "", "citations": None}
             yield sse({"type": "content_block_start", "index": index, "content_block": start})
         produced = 0
         pieces = self.pieces if blocks else []
@@ -314,9 +255,11 @@ class _Reply:
                     return
         if blocks:
             yield sse({"type": "content_block_stop", "index": index})
-        yield sse({"type": "message_delta", "delta": {"stop_reason": self.stop_reason,
-                                                      "stop_sequence": self.stop_sequence},
-                   "usage": {"output_tokens": produced}})
+        usage = {key: value for key, value in self._usage(produced).items()   # cumulative, as the API sends it
+                 if key not in ("cache_creation", "service_tier", "inference_geo")}
+        yield sse({"type": "message_delta", "delta": {"stop_reason": self.stop_reason, "stop_sequence":
+                                                      self.stop_sequence, "stop_details": None, "container": None},
+                   "usage": usage, **self._edits()})
         owner.record("completed")
         if not fail.omit_done:
             yield sse({"type": "message_stop"})

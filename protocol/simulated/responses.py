@@ -12,7 +12,10 @@ reply) in the Responses shapes: ``response.created``, ``response.in_progress``,
 ``response.completed``, with ``sequence_number`` counting from 0.
 
 Each Response object answered is stored (``protocol/simulated/responses_store.py``,
-which also serves retrieve, cancel, delete, input items and compaction).
+which also serves retrieve, cancel, delete, input items and compaction); its
+fields echo the request as OpenAI's do (``protocol/simulated/response_object.py``).
+With ``Simulation.call_tools`` a request offering function tools gets a call
+to one (``offered_tool``), as a model given tools would.
 
 What only the Responses API has is scripted per request with
 ``script_responses(transport, ResponsesTurn(...))``: a reasoning item with a
@@ -27,6 +30,7 @@ from collections import deque
 from contextlib import aclosing
 from typing import Any, AsyncIterator
 
+import attrs
 import httpx
 import trio
 from attrs import frozen
@@ -34,6 +38,7 @@ from attrs import frozen
 from switchyard.config.schema import Simulation
 from switchyard.protocol.simulated import responses_store as stored
 from switchyard.protocol.simulated.choices import token_logprob
+from switchyard.protocol.simulated.response_object import response_fields
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
 
 
@@ -58,13 +63,16 @@ def script_responses(owner: "Simulator", *turns: ResponsesTurn) -> None:
 
 
 def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
-    refused = stored.unknown_previous(owner, body)
+    refused = stored.unknown_previous(owner, body) or stored.unmatched_call_output(owner, body)
     if refused is not None:
         owner.record("invalid")
         return refused
     queue = getattr(owner, "responses_script", None)
     turn = queue.popleft() if queue else ResponsesTurn()
-    reply = _Reply(owner, sim, turn, body, stored.response_id(owner))
+    tool = offered_tool(body) if sim.call_tools else None
+    if tool is not None:   # the demo's model uses a tool it is offered
+        sim = attrs.evolve(sim, failure=attrs.evolve(sim.failure, tool_call=True))
+    reply = _Reply(owner, sim, turn, body, stored.response_id(owner), tool or TOOL_NAME)
     if body.get("background") is True and body.get("stream") is not True:   # answered at once, left running
         owner.record("background")
         response = reply.response("in_progress")
@@ -78,9 +86,25 @@ def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
                           stream=SimulatedStream(owner, reply.buffered()))
 
 
+def offered_tool(body: dict) -> str | None:
+    """The function tool a request offers to call: ``tool_choice``'s, else the first; None when it offers none,
+    forbids calls (``tool_choice: none``) or ends with a tool's output (the answer reads that output)."""
+    tools = [t for t in body.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"
+             and isinstance(t.get("name"), str)]
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    choice = body.get("tool_choice")
+    if not tools or choice == "none" or (items and isinstance(items[-1], dict)
+                                         and items[-1].get("type") == "function_call_output"):
+        return None
+    named = choice.get("name") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    return named if any(t["name"] == named for t in tools) else tools[0]["name"]
+
+
 class _Reply:
-    def __init__(self, owner: "Simulator", sim: Simulation, turn: ResponsesTurn, body: dict, rid: str):
+    def __init__(self, owner: "Simulator", sim: Simulation, turn: ResponsesTurn, body: dict, rid: str,
+                 tool_name: str = TOOL_NAME):
         self.owner, self.sim, self.turn, self.body, self.id = owner, sim, turn, body, rid
+        self.tool_name = tool_name
         self.created = int(time.time())
         self.sequence = 0
         self.output: list[dict[str, Any]] = []
@@ -95,22 +119,14 @@ class _Reply:
         return [token_logprob(p, first + i, self.top) for i, p in enumerate(pieces) if p]
 
     def response(self, status: str, usage: dict | None = None) -> dict[str, Any]:
-        b, turn = self.body, self.turn
+        turn = self.turn
         return {
             "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "completed_at": int(time.time()) if status == "completed" else None,
             "error": {"code": turn.failed, "message": f"simulated failure ({turn.failed})"}
             if status == "failed" else None,
             "incomplete_details": {"reason": turn.incomplete} if status == "incomplete" else None,
-            "instructions": b.get("instructions"), "max_output_tokens": b.get("max_output_tokens"),
-            "model": b.get("model", ""), "output": list(self.output),
-            "parallel_tool_calls": b.get("parallel_tool_calls", True),
-            "previous_response_id": b.get("previous_response_id"),
-            "reasoning": {"effort": (b.get("reasoning") or {}).get("effort"),
-                          "summary": (b.get("reasoning") or {}).get("summary")},
-            "store": b.get("store", True), "temperature": b.get("temperature", 1.0),
-            "text": b.get("text") or {"format": {"type": "text"}}, "tool_choice": b.get("tool_choice", "auto"),
-            "tools": b.get("tools", []), "top_p": b.get("top_p", 1.0), "truncation": "disabled",
-            "usage": usage, "user": b.get("user"), "metadata": b.get("metadata") or {},
+            "output": list(self.output), "usage": usage, **response_fields(self.body),
         }
 
     def usage(self, produced: int) -> dict[str, Any]:
@@ -133,7 +149,7 @@ class _Reply:
         text = "".join(pieces)
         if self.sim.failure.tool_call:
             return {"id": "fc_sim", "type": "function_call", "status": "completed", "arguments": text,
-                    "call_id": TOOL_CALL_ID, "name": TOOL_NAME}, None
+                    "call_id": TOOL_CALL_ID, "name": self.tool_name}, None
         part = {"type": "refusal", "refusal": text} if self.turn.refusal else \
             {"type": "output_text", "text": text, "annotations": [], "logprobs": self.logprobs(pieces)}
         item = {"id": "msg_sim", "type": "message", "status": self._status(), "role": "assistant", "content": [part]}
@@ -227,7 +243,7 @@ class _Reply:
         out, text = [], "".join(pieces)
         if part is None:
             item = {**item, "arguments": text}
-            out.append(self.event("response.function_call_arguments.done", **ids, arguments=text))
+            out.append(self.event("response.function_call_arguments.done", **ids, name=item["name"], arguments=text))
         elif part["type"] == "refusal":
             part = {**part, "refusal": text}
             out.append(self.event("response.refusal.done", **ids, content_index=0, refusal=text))

@@ -4,7 +4,8 @@ Every Response object the simulator answers with (unless ``store: false``)
 is kept, bounded, with its input items, so ``GET``/``DELETE
 /v1/responses/{id}``, ``POST /v1/responses/{id}/cancel`` and ``GET
 /v1/responses/{id}/input_items`` answer like OpenAI's API, and a
-``previous_response_id`` it does not hold is OpenAI's 400. A ``background:
+``previous_response_id`` it does not hold is OpenAI's 400 (``previous_response_not_found``), and so is a
+``function_call_output`` answering no call made before it. A ``background:
 true`` request is answered at once, ``in_progress``, and stays so until
 cancelled. ``POST /v1/responses/compact`` answers a ``response.compaction``
 object: the user messages of the input, then one compaction item.
@@ -47,17 +48,47 @@ def holds(owner: "Simulator", response_id: str) -> bool:
     return response_id in _store(owner)
 
 
-def _error(status: int, message: str, param: str | None = None) -> httpx.Response:
+def _error(status: int, message: str, param: str | None = None, code: str | None = None) -> httpx.Response:
     return httpx.Response(status, json={"error": {"message": message, "type": "invalid_request_error",
-                                                  "param": param, "code": None}})
+                                                  "param": param, "code": code}})
 
 
 def unknown_previous(owner: "Simulator", body: dict[str, Any]) -> httpx.Response | None:
     """OpenAI's 400 for a ``previous_response_id`` this backend does not hold, else None."""
     previous = body.get("previous_response_id")
     if isinstance(previous, str) and not holds(owner, previous):
-        return _error(400, f"Previous response with id '{previous}' not found.", "previous_response_id")
+        return _error(400, f"Previous response with id '{previous}' not found.", "previous_response_id",
+                      "previous_response_not_found")
     return None
+
+
+def unmatched_call_output(owner: "Simulator", body: dict[str, Any]) -> httpx.Response | None:
+    """OpenAI's 400 for a ``function_call_output`` whose ``call_id`` no earlier ``function_call`` made (in the
+    input, or in the stored responses ``previous_response_id`` chains back to), else None."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    calls = _chain_calls(owner, body.get("previous_response_id"))
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            calls.add(item.get("call_id"))
+        elif item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+            return _error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
+                          "input")
+    return None
+
+
+def _chain_calls(owner: "Simulator", previous: Any) -> set[Any]:
+    """The call ids of the function calls in a stored chain of responses (their inputs and outputs)."""
+    calls: set[Any] = set()
+    store, seen = _store(owner), set()
+    while isinstance(previous, str) and previous in store and previous not in seen:
+        seen.add(previous)
+        entry = store[previous]
+        calls.update(i.get("call_id") for i in [*entry["input"], *entry["response"]["output"]]
+                     if isinstance(i, dict) and i.get("type") == "function_call")
+        previous = entry["response"].get("previous_response_id")
+    return calls
 
 
 def input_items(value: Any, response_id: str) -> list[dict[str, Any]]:
@@ -75,6 +106,10 @@ def input_items(value: Any, response_id: str) -> list[dict[str, Any]]:
             if isinstance(item.get("content"), str):
                 kind = "output_text" if item.get("role") == "assistant" else "input_text"
                 item["content"] = [{"type": kind, "text": item["content"]}]
+            if isinstance(item.get("content"), list):   # an assistant's text as OpenAI lists it back
+                item["content"] = [{"annotations": [], "logprobs": [], **part}
+                                   if isinstance(part, dict) and part.get("type") == "output_text" else part
+                                   for part in item["content"]]
         out.append(item)
     return out
 
@@ -147,7 +182,7 @@ def compaction(owner: "Simulator", body: dict[str, Any]) -> httpx.Response:
     previous = body.get("previous_response_id")
     if isinstance(previous, str):
         items += _store(owner)[previous]["input"]
-    rid = f"resp_cmp_{_safe(getattr(owner, 'name', 'sim'))}_{owner.served}"
+    rid = response_id(owner).replace("resp_", "resp_cmp_", 1)
     items += input_items(body.get("input"), rid)
     users = [i for i in items if i.get("type") == "message" and i.get("role") == "user"]
     prompt = max(1, len(json.dumps(items)) // 4)
@@ -156,7 +191,8 @@ def compaction(owner: "Simulator", body: dict[str, Any]) -> httpx.Response:
         "id": rid, "object": "response.compaction", "created_at": int(time.time()),
         "output": [*users, {"id": f"cmp_{rid}", "type": "compaction", "encrypted_content": f"sim:{len(items)}",
                             "created_by": getattr(owner, "name", "sim")}],
-        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 8,
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                  "output_tokens": 8,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + 8}})
 
 
@@ -165,5 +201,7 @@ def _safe(name: str) -> str:
 
 
 def response_id(owner: "Simulator") -> str:
-    """A new Response id, unique across the simulators of one gateway (each has its own name)."""
-    return f"resp_{_safe(getattr(owner, 'name', 'sim'))}_{owner.served}"
+    """A new Response id, unique across the simulators of one gateway (each has its own name). Counted on its
+    own: ``served`` counts arrivals, and requests answered at once would share it."""
+    number = owner.response_ids = getattr(owner, "response_ids", 0) + 1   # type: ignore[attr-defined]
+    return f"resp_{_safe(getattr(owner, 'name', 'sim'))}_{number}"

@@ -137,7 +137,8 @@ async def test_a_hosted_tool_on_a_chat_only_backend_is_a_400_naming_it(start_gat
     outer, inner = await chat_only(start_gateway)
     with sdk(outer) as client:
         with pytest.raises(openai.BadRequestError) as caught:
-            await in_thread(client.responses.create, model="demo", input="hi", tools=[{"type": "web_search"}])
+            await in_thread(client.responses.create, model="demo", input="hi",
+                            tools=[{"type": "code_interpreter", "container": {"type": "auto"}}])
     assert caught.value.body["param"] == "tools[0].type"
     assert caught.value.body["code"] == "unsupported_request_parameter"
     assert inner.sim("sim").requests == []

@@ -13,7 +13,7 @@ reply) in the Responses shapes: ``response.created``, ``response.in_progress``,
 
 Each Response object answered is stored (``protocol/simulated/responses_store.py``,
 which also serves retrieve, cancel, delete, input items and compaction); its
-fields echo the request as OpenAI's do (``protocol/simulated/response_object.py``).
+fields echo the request as OpenAI's do (``actors/response_echo.py``).
 With ``Simulation.call_tools`` a request offering function tools gets a call
 to one (``offered_tool``), as a model given tools would.
 
@@ -35,10 +35,10 @@ import httpx
 import trio
 from attrs import frozen
 
+from switchyard.actors.response_echo import response_fields
 from switchyard.config.schema import Simulation
 from switchyard.protocol.simulated import responses_store as stored
 from switchyard.protocol.simulated.choices import token_logprob
-from switchyard.protocol.simulated.response_object import response_fields
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
 
 

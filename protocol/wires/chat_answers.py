@@ -23,6 +23,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Mapping
 
+from switchyard.actors.response_echo import response_fields
 from switchyard.protocol.wires.tool_namespaces import names_of, restore
 
 JSONObject = dict[str, Any]
@@ -75,15 +76,9 @@ def reasoning_of(message: Mapping[str, Any]) -> str | None:
 
 
 def echo(request: Mapping[str, Any]) -> JSONObject:
-    """The request's settings as a Response repeats them."""
-    text = request.get("text") if isinstance(request.get("text"), dict) else {}
-    return {"instructions": request.get("instructions"), "max_output_tokens": request.get("max_output_tokens"),
-            "metadata": request.get("metadata") or {}, "parallel_tool_calls": request.get("parallel_tool_calls", True),
-            "previous_response_id": None, "reasoning": request.get("reasoning"),
-            "service_tier": request.get("service_tier"), "temperature": request.get("temperature"),
-            "text": {"format": {"type": "text"}, **text}, "tool_choice": request.get("tool_choice") or "auto",
-            "tools": request.get("tools") or [], "top_p": request.get("top_p"), "truncation": "disabled",
-            "user": request.get("user"), "background": False}
+    """The request's settings as a Response repeats them; ``store`` is false, as nothing is stored, and
+    ``completed_at`` null: a chat answer does not say when it ended."""
+    return {**response_fields(request), "store": False, "previous_response_id": None, "completed_at": None}
 
 
 def response_object(rid: str, request: Mapping[str, Any], model: Any, created: Any, status: str,

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from switchyard.protocol.wires.chat_answers import chat_to_response
 from switchyard.protocol.wires.chat_events import ChatToEvents
+from tests.published_schemas import event_problems, problems
 
 REQUEST = {"model": "m", "input": "hi", "instructions": "Be brief.", "temperature": 0.5}
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
@@ -183,3 +184,19 @@ def test_a_streamed_call_of_a_namespaces_flattened_function_comes_back_in_its_na
     raw = (translator.feed(chunk) + translator.end()).decode()
     items = [json.loads(b.split("data: ", 1)[1])["item"] for b in raw.split("\n\n") if '"response.output_item.' in b]
     assert {(i["name"], i.get("namespace")) for i in items} == {("spawn", "agents")}
+
+
+TOOLED = {**REQUEST, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}
+
+
+def test_a_bridged_response_has_every_field_the_published_schemas_require():
+    buffered = chat_to_response(completion({"content": "Hello."}), TOOLED)
+    translator = ChatToEvents(TOOLED)
+    raw = b"".join(translator.feed(c) for c in (chunk({"role": "assistant", "content": "Hel"}), chunk({}, "stop"),
+                                                   chunk(usage=USAGE))) + translator.end()
+    streamed = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n") if block]
+    for spec, name in (("openai", "Response"), ("openresponses", "ResponseResource")):
+        assert problems(spec, name, buffered) == []
+        assert problems(spec, name, streamed[-1]["response"]) == []
+    assert [p for event in streamed for p in event_problems("openresponses", event)] == []
+    assert (buffered["store"], buffered["completed_at"], buffered["tools"][0]["strict"]) == (False, None, True)

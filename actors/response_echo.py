@@ -1,16 +1,20 @@
-"""The fields of a simulated Response object: what the request asked for, echoed as OpenAI echoes it.
+"""What a Response object repeats of its request: the fields that say what was asked, as OpenAI gives them.
 
 A Response object carries every field OpenAI's schema and Open Responses'
-``ResponseResource`` require (``completed_at``, ``presence_penalty``,
-``frequency_penalty``, ``top_logprobs``, ``background``, ``service_tier``,
-``max_tool_calls``, ``safety_identifier``, ``prompt_cache_key``, ...). Those
-that mean "what was asked" hold the request's value, or the API's default when
-the request left it out: sampling parameters, ``truncation``, ``store``, the
-tools (a function tool with its ``strict``, true unless the request said
-otherwise, its ``description`` and ``parameters``), ``text`` with its
-verbosity. ``service_tier`` is the tier that served it (``auto`` is served as
+``ResponseResource`` require (``presence_penalty``, ``frequency_penalty``,
+``top_logprobs``, ``background``, ``service_tier``, ``max_tool_calls``,
+``safety_identifier``, ``prompt_cache_key``, ...). Those that mean "what was
+asked" hold the request's value, or the API's default when the request left
+it out: sampling parameters, ``truncation``, ``store``, the tools (a function
+tool with its ``strict``, true unless the request said otherwise, its
+``description`` and ``parameters``), ``text`` with its verbosity.
+``service_tier`` is the tier that served it (``auto`` is served as
 ``default``). ``user`` appears only when the request sent one (the schema
-types it as a string).
+types it as a string). The simulated Responses API and the bridge that
+answers Responses calls from chat backends (``protocol/wires/chat_answers.py``)
+both build their objects with it.
+
+Pure: no I/O, no clock, no trio.
 """
 
 from __future__ import annotations

@@ -14,9 +14,12 @@ first event, the ledger and the stored-response map all apply per turn, and
 any backend that has the Responses API serves it, whether or not it speaks
 the websocket mode itself. Turns run one after another (``stream_id``
 multiplexing is not run in parallel), and the backend keeps no state on a
-socket of ours: ``previous_response_id`` must name a stored response
-(``store: false`` chaining, which OpenAI keeps in memory on its own socket,
-is not available), and ``response.steer`` and ``background`` are refused.
+socket of ours. The socket itself keeps the responses it relayed that no
+backend holds (``store: false``, or a chat backend's), so a later turn on it
+may chain on them by ``previous_response_id`` as on OpenAI's own socket
+(``responses_ws_chain.py``); a stored response is continued by the backend
+that holds it, as over HTTP. ``response.steer`` and ``background`` are
+refused.
 
 The session takes one of ``server.max_concurrent_requests`` while open, is
 closed after ``server.realtime_idle_timeout`` without a turn, and with 1001
@@ -31,6 +34,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from switchyard.actors import hops, log_fields
@@ -43,10 +47,14 @@ from switchyard.actors.errors import (
     TooManyConcurrentRequests,
     Unavailable,
 )
+from switchyard.actors.messages import Call
+from switchyard.actors.response_owners import owner_of
 from switchyard.actors.sse import SSEDecoder
 from switchyard.config.access import ApiKey
+from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors.realtime_relay import clip
 from switchyard.protocol.doors.responses import parse_responses_payload
+from switchyard.protocol.doors.responses_ws_chain import SocketResponses, Turn
 from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http import client_json
 from switchyard.protocol.http.auth import authenticate
@@ -62,6 +70,9 @@ log = logging.getLogger("switchyard.responses")
 PATH = "/v1/responses"
 INBOX = 16   # client messages read ahead of the turn in progress
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
+# The events that carry the Response object, and those that end it.
+_RESPONSE_EVENT = re.compile(rb'"type":\s*"response\.(created|queued|in_progress|completed|incomplete|failed)"')
+FINAL = (b"completed", b"incomplete", b"failed")
 
 
 async def serve_responses_socket(app: "DoorHost", scope: Scope, receive: Receive, send: Send) -> None:
@@ -89,7 +100,9 @@ class SocketSink:
 
     def __init__(self, socket: "ResponsesSocket", stream_id: str | None) -> None:
         self.socket, self.stream_id = socket, stream_id
-        self.started = self.finished = False
+        self.started = self.finished = self.failed = False
+        self.echo: str | None = None              # the previous_response_id the Response objects name
+        self.final: dict[str, Any] | None = None  # the Response object of the last event that ended it
         self._decoder = SSEDecoder()
         self._next_sequence = 0
 
@@ -111,7 +124,7 @@ class SocketSink:
         if self.stream_id is not None:
             extra["stream_id"] = self.stream_id
         await self.socket.emit(json.dumps(error_event(error, **extra)))
-        self.finished = True
+        self.finished = self.failed = True
 
     async def _event(self, data: bytes | None) -> None:
         if data is None:
@@ -119,10 +132,22 @@ class SocketSink:
         found = _SEQUENCE.findall(data)
         if found:
             self._next_sequence = int(found[-1]) + 1
-        if self.stream_id is not None:
+        kind = _RESPONSE_EVENT.search(data)
+        final = kind is not None and kind.group(1) in FINAL
+        edit = self.stream_id is not None or kind is not None and self.echo is not None
+        if edit or final:
             obj = json.loads(data)
             if isinstance(obj, dict):
-                data = json.dumps({**obj, "stream_id": self.stream_id}).encode()
+                response = obj.get("response") if kind is not None else None
+                if isinstance(response, dict):
+                    if self.echo is not None:   # sent with its conversation instead: the id the client named
+                        response["previous_response_id"] = self.echo
+                    if final:
+                        self.final = response
+                if self.stream_id is not None:
+                    obj["stream_id"] = self.stream_id
+                if edit:
+                    data = json.dumps(obj).encode()
         await self.socket.emit(data.decode())
 
 
@@ -135,6 +160,7 @@ class ResponsesSocket:
         self.hops = 0
         self._scope: trio.CancelScope | None = None
         self._end: tuple[int, str] | None = None   # how the server closes it (code, reason)
+        self.responses = SocketResponses()   # its responses no backend holds, for chaining on this socket
 
     async def serve(self) -> None:
         if (await self.receive())["type"] != "websocket.connect":
@@ -256,13 +282,17 @@ class ResponsesSocket:
             arrival = Arrival(snapshot, key, None, request_id, PATH, dict(self.scope["headers"]),
                               self.app.active_requests, client_ip(self.scope, trusted) if per_ip else None, self.hops,
                               client_address(self.scope, trusted) if key is None else None)
-            door = Door(parse_responses_payload, lambda call: SocketSink(self, stream_id), "responses")
+            sink, turns = SocketSink(self, stream_id), []
+            door = Door(lambda *args: self._parse(sink, turns, *args), lambda call: sink, "responses")
             fields = log_fields.bind(request_id=request_id)
             try:
                 await serve_call(runtime, arrival, payload, body, door, self.closed.wait)
             finally:
                 log_fields.unbind(fields)
+            self._settle(runtime, key, turns[0] if turns else None, sink)
         except GatewayError as err:   # raised before the pipeline made the turn a call: its refusals are its own
+            if isinstance(event, dict) and isinstance(event.get("previous_response_id"), str):
+                self.responses.forget(event["previous_response_id"])   # a failed turn forgets what it continued
             model = event.get("model") if isinstance(event, dict) else None
             fields = log_fields.bind(request_id=request_id)   # the request_rejected line names the turn
             try:
@@ -272,6 +302,32 @@ class ResponsesSocket:
                 log_fields.unbind(fields)
             extra = {"stream_id": stream_id} if stream_id is not None else {}
             await self.emit(json.dumps(error_event(err, **extra)))
+
+    def _parse(self, sink: SocketSink, turns: list[Turn], payload: dict[str, Any], body: bytes, snapshot: Snapshot,
+               headers: Any, request_id: str) -> Call:
+        """The turn's Call, checked as the client sent it; continuing a response this socket keeps, with that
+        conversation in its body (``responses_ws_chain.py``)."""
+        call = parse_responses_payload(payload, body, snapshot, headers, request_id)
+        turn = self.responses.turn(call.payload)
+        turns.append(turn)
+        if not turn.expanded:
+            return call
+        sink.echo = turn.named
+        return attrs.evolve(call, payload=turn.payload, body=json.dumps(turn.payload).encode())
+
+    def _settle(self, runtime: "Runtime", key: ApiKey | None, turn: Turn | None, sink: SocketSink) -> None:
+        """After a turn: the response it made is kept when no backend holds it; a turn that failed forgets
+        the response it continued."""
+        final = sink.final
+        if sink.failed or final is None or final.get("status") not in ("completed", "incomplete"):
+            if turn is not None and turn.named is not None:
+                self.responses.forget(turn.named)
+            return
+        rid = final.get("id")
+        if turn is None or not isinstance(rid, str):
+            return
+        if runtime.response_owners.memory.backend_of(owner_of(key), rid, trio.current_time()) is None:
+            self.responses.keep(rid, turn, final.get("output"))
 
     def _create_body(self, event: dict[str, Any], runtime: "Runtime") -> tuple[dict[str, Any], bytes]:
         kind = event.get("type")

@@ -202,3 +202,25 @@ async def test_the_websocket_mode_reaches_a_chat_only_backend(start_gateway):
         "text"] == TEXT
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert len(inner.sim("sim").requests) == 1
+
+
+async def test_the_websocket_mode_chains_turns_on_a_chat_only_backend(start_gateway):
+    # a chat backend stores nothing, whatever `store` says: the socket keeps the conversation
+    outer, inner = await chat_only(start_gateway)
+    url = outer.url.replace("http://", "ws://") + "/v1/responses"
+    finals = []
+    async with open_websocket_url(url) as ws:
+        for text in ("one", "two"):
+            event = {"type": "response.create", "model": "demo", "input": text}
+            if finals:
+                event["previous_response_id"] = finals[-1]["response"]["id"]
+            await ws.send_message(json.dumps(event))
+            with trio.fail_after(10):
+                while True:
+                    message = json.loads(await ws.get_message())
+                    if message["type"] in ("response.completed", "error"):
+                        finals.append(message)
+                        break
+    assert [f["type"] for f in finals] == ["response.completed"] * 2
+    second = json.loads(inner.sim("sim").requests[-1].content)["messages"]
+    assert [(m["role"], m["content"]) for m in second] == [("user", "one"), ("assistant", TEXT), ("user", "two")]

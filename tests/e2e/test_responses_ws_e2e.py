@@ -136,3 +136,60 @@ async def test_a_turn_longer_than_the_idle_timeout_is_not_cut(start_gateway):
     async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
         events = await turn(ws, type="response.create", model="demo", input="hi")
     assert events[-1]["type"] == "response.completed"
+
+
+def bodies(gw: Gateway, name: str = "sim-a") -> list[dict[str, Any]]:
+    return [json.loads(r.content) for r in gw.sim(name).requests]
+
+
+async def test_a_turn_chains_on_a_store_false_response_of_the_same_socket(start_gateway):
+    gw = await start_gateway(config())
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        first = (await turn(ws, type="response.create", model="demo", input="cobalt", store=False))[-1]["response"]
+        second = await turn(ws, type="response.create", model="demo", input="the word?", store=False,
+                            previous_response_id=first["id"])
+    assert second[-1]["type"] == "response.completed"
+    assert {e["response"]["previous_response_id"] for e in second if "response" in e} == {first["id"]}
+    sent = bodies(gw)[-1]   # the backend keeps nothing: it is sent the conversation instead
+    assert "previous_response_id" not in sent
+    assert sent["input"] == [{"type": "message", "role": "user", "content": "cobalt"}, *first["output"],
+                             {"type": "message", "role": "user", "content": "the word?"}]
+
+
+async def test_a_store_false_response_is_the_sockets_own_another_socket_cannot_chain_on_it(start_gateway):
+    gw = await start_gateway(config())
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        first = (await turn(ws, type="response.create", model="demo", input="copper", store=False))[-1]["response"]
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        missed = (await turn(ws, type="response.create", model="demo", input="again", store=False,
+                             previous_response_id=first["id"]))[-1]
+        recovered = (await turn(ws, type="response.create", model="demo", input="start over", store=False))[-1]
+    assert missed["type"] == "error" and missed["error"]["code"] == "previous_response_not_found"
+    assert recovered["type"] == "response.completed"
+
+
+async def test_a_failed_turn_forgets_the_response_it_continued(start_gateway):
+    gw = await start_gateway(config())
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        first = (await turn(ws, type="response.create", model="demo", input="ember", store=False))[-1]["response"]
+        orphan = (await turn(ws, type="response.create", model="demo", store=False, previous_response_id=first["id"],
+                             input=[{"type": "function_call_output", "call_id": "call_none", "output": "?"}]))[-1]
+        stale = (await turn(ws, type="response.create", model="demo", input="still there?", store=False,
+                            previous_response_id=first["id"]))[-1]
+    assert orphan["type"] == "error" and orphan["status"] == 400 and orphan["error"]["param"] == "input[0].call_id"
+    assert stale["type"] == "error" and stale["error"]["code"] == "previous_response_not_found"
+    assert len(bodies(gw)) == 1   # neither reached the backend
+
+
+async def test_a_chain_that_continued_a_stored_response_goes_on_from_the_backend_that_holds_it(start_gateway):
+    gw = await start_gateway(config())
+    async with open_websocket_url(ws_url(gw), extra_headers=AUTH) as ws:
+        stored = (await turn(ws, type="response.create", model="demo", input="one"))[-1]["response"]
+        unstored = (await turn(ws, type="response.create", model="demo", input="two", store=False,
+                               previous_response_id=stored["id"]))[-1]["response"]
+        third = (await turn(ws, type="response.create", model="demo", input="three", store=False,
+                            previous_response_id=unstored["id"]))[-1]
+    assert third["type"] == "response.completed" and third["response"]["previous_response_id"] == unstored["id"]
+    sent = bodies(gw)[-1]
+    assert sent["previous_response_id"] == stored["id"]
+    assert [i.get("content") for i in sent["input"] if i.get("role") == "user"] == ["two", "three"]

@@ -15,7 +15,8 @@ The rules are OpenAI's: the responses are this connection's alone (another
 socket, or an HTTP call, gets ``previous_response_not_found``); a turn that
 fails forgets the response it continued; instructions and tools are the
 turn's own, never carried. A ``function_call_output`` must answer a call
-the conversation made. Reasoning items go back only with their
+the conversation made. Output items go back without their ids, which name
+nothing a backend kept, and reasoning items only with their
 ``encrypted_content``: without it a backend cannot read them when nothing
 is stored. Bounded: the ``KEPT`` most recent responses, and ``KEPT_BYTES``
 of conversation counted whole for each (an upper bound: they share their
@@ -46,9 +47,11 @@ def as_items(value: Any) -> list[Any]:
 
 
 def as_input(output: Any) -> list[Any]:
-    """A response's output items as the next turn's input: a reasoning item only with its encrypted content."""
-    return [item for item in output if isinstance(item, dict)
-            and (item.get("type") != "reasoning" or item.get("encrypted_content"))] \
+    """A response's output items as the next turn's input, without their ids (a backend that stored nothing
+    refuses an id it does not hold: "Item with id ... not found"); a reasoning item only with its encrypted
+    content, which carries it instead."""
+    return [{key: value for key, value in item.items() if key != "id"} for item in output
+            if isinstance(item, dict) and (item.get("type") != "reasoning" or item.get("encrypted_content"))] \
         if isinstance(output, list) else []
 
 

@@ -25,6 +25,7 @@ from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.usage import UsageRecord, token_counts
+from switchyard.actors.wire import RESPONSES_API_TYPES
 from switchyard.config.params import SPELLINGS
 from switchyard.config.schema import OPENAI_WIRE_TYPES, BackendConfig, BackendType
 from switchyard.actors.params import HEADER, header_value
@@ -113,14 +114,19 @@ def drops_usage_on_refusal(call: Call, backend: BackendConfig, refused: bool) ->
     (the client wrote no ``stream_options``, which would make the refusal its own, or its door wrote them:
     ``door_usage``) and ``backend`` says ``auto``."""
     return backend.stream_usage == "auto" and backend.type in OPENAI_WIRE_TYPES \
-        and (asks_usage(call, backend, refused) and not client_options(call.payload) or door_usage(call))
+        and (asks_usage(call, backend, refused) and not client_options(call.payload) or door_usage(call, backend))
 
 
-def door_usage(call: Call) -> bool:
+def door_usage(call: Call, backend: BackendConfig) -> bool:
     """Whether a stream's usage option is its door's, not the client's: a Messages client (its door asks for
     the usage message_delta reports) or a Responses client on a chat backend (the bridge asks for the usage
-    response.completed reports) cannot write ``stream_options``; ``backends[].stream_usage`` governs it too."""
-    return call.stream and (call.endpoint == "responses" or call.ingress.get("api") == "anthropic")
+    response.completed reports) cannot write ``stream_options.include_usage``; ``backends[].stream_usage``
+    governs it too. A Responses call to a backend with the Responses API carries the client's own body."""
+    if not call.stream:
+        return False
+    if call.endpoint == "responses":
+        return backend.type not in RESPONSES_API_TYPES
+    return call.ingress.get("api") == "anthropic"
 
 
 def leaves_out_door_usage(call: Call, backend: BackendConfig, refused: bool) -> bool:
@@ -128,7 +134,7 @@ def leaves_out_door_usage(call: Call, backend: BackendConfig, refused: bool) -> 
     refused the option under ``auto``. Its answer then ends without usage (the call is estimated)."""
     mode = backend.stream_usage
     return backend.type in OPENAI_WIRE_TYPES and (mode == "never" or mode == "auto" and refused) \
-        and door_usage(call)
+        and door_usage(call, backend)
 
 
 def refuses_usage(err: GatewayError) -> bool:

@@ -181,6 +181,18 @@ async def test_never_leaves_out_the_option_a_door_adds(autojump_clock, path, bod
     assert reply.status == 200 and "stream_options" not in sent_body and rec.estimated
 
 
+async def test_a_responses_clients_own_stream_options_to_a_responses_backend_are_its_own(autojump_clock):
+    # the Responses API is spoken natively here: the body is the client's, and so is a refusal of it
+    native = REFUSING.replace("internal: true, ", "").replace(
+        '  - {name: gen, type: generic, url: "http://engine.simulated", models: [demo]}\n', "")
+    async with gateway(native) as app:
+        reply = await request(app, "POST", "/v1/responses", {**RESPONSES, "stream_options": {"include_usage": True}})
+        bodies = sent(app)
+        refused_at = app.runtime.stream_usage.refused_at(app.runtime.snapshot.backends[0])
+    assert reply.status == 400 and len(bodies) == 1 and bodies[0]["stream_options"] == {"include_usage": True}
+    assert refused_at is None
+
+
 def test_stream_usage_is_one_of_three_words_on_an_openai_wire_type_only():
     from switchyard.config.load import ConfigError
     with pytest.raises(ConfigError) as err:

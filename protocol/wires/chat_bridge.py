@@ -26,7 +26,7 @@ import logging
 from typing import Any, Mapping
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.protocol.wires.tool_namespaces import chat_name
+from switchyard.protocol.wires.tool_namespaces import chat_name, names_of
 from switchyard.protocol.wires.responses_bridge import (EFFORTS, SUMMARIES, TOOL_CHOICES, VERBOSITIES, expect,
                                                         function_fields, one_of, same_value, string_map,
                                                         text_format)
@@ -72,6 +72,10 @@ class ResponsesToChat:
     def __init__(self, payload: Mapping[str, Any], backend: str, kind: str, own: frozenset[str] = frozenset()
                  ) -> None:
         self.backend, self.kind, self.own = backend, kind, own
+        self.namespaced = names_of(payload)   # a namespace's functions, offered flattened
+        tools = payload.get("tools")
+        self.plain = {t.get("name") for t in tools if isinstance(t, dict) and t.get("type") == "function"} \
+            if isinstance(tools, list) else set()
         self.body = self._translate(payload)
 
     def cannot(self, path: str, why: str) -> UnsupportedRequestParameter:
@@ -120,8 +124,20 @@ class ResponsesToChat:
                 out[key] = value
             else:
                 raise self.cannot(key, "the bridge knows no Chat Completions counterpart for it")
+        if payload.get("tools") and "tools" not in out:
+            self._no_tools_left(out)
         out["messages"] = self._messages(payload.get("instructions"), payload.get("input"))
         return out
+
+    def _no_tools_left(self, out: dict[str, Any]) -> None:
+        """Every tool offered was a web search, left out: a choice among none asks for nothing (``auto``,
+        ``none``, ``parallel_tool_calls`` are not sent, as a chat API refuses them without tools); a choice
+        that requires a call cannot be met."""
+        out.pop("parallel_tool_calls", None)
+        choice = out.pop("tool_choice", None)
+        if choice is not None and choice not in ("auto", "none"):
+            raise self.cannot("tool_choice", "the only tools offered are web searches, which a chat backend "
+                                             "cannot run, so no tool is left to call")
 
     # --- top-level fields ---------------------------------------------------------------
 
@@ -150,7 +166,7 @@ class ResponsesToChat:
 
     def _include(self, values: list[Any]) -> None:
         for i, value in enumerate(values):
-            if value not in INCLUDE_HONOURED:
+            if expect(value, "string", f"include[{i}]") not in INCLUDE_HONOURED:
                 raise self.cannot(f"include[{i}]", f"a chat answer holds no {value!r}")
 
     def _tools(self, tools: list[Any], choice: Any) -> list[dict[str, Any]]:
@@ -176,14 +192,30 @@ class ResponsesToChat:
         return out
 
     def _namespace(self, tool: dict[str, Any], path: str) -> list[dict[str, Any]]:
+        """Its functions, each named ``<namespace>__<name>``; the namespace's description leads each one's."""
         self._keys(tool, path, ("type", "name", "description", "tools"))
         name = expect(tool.get("name"), "string", f"{path}.name")
+        about = tool.get("description")
+        about = expect(about, "string", f"{path}.description") if about is not None else None
         out = []
         for k, inner in enumerate(expect(tool.get("tools"), "array", f"{path}.tools")):
             fn = self._tool(inner, f"{path}.tools[{k}]")
             fn["function"]["name"] = chat_name(name, fn["function"]["name"])
+            if about:
+                own = fn["function"].get("description")
+                fn["function"]["description"] = f"{about}\n\n{own}" if own else about
             out.append(fn)
         return out
+
+    def _function(self, choice: dict[str, Any], path: str) -> str:
+        """The chat name of the function a tool choice names: flattened when it lives in a namespace (its
+        ``namespace`` given, or its name found in just one namespace and not among the plain functions)."""
+        name = expect(choice.get("name"), "string", f"{path}.name")
+        namespace = choice.get("namespace")
+        if namespace is not None:
+            return chat_name(expect(namespace, "string", f"{path}.namespace"), name)
+        inside = [flat for flat, (_, inner) in self.namespaced.items() if inner == name]
+        return inside[0] if len(inside) == 1 and name not in self.plain else name
 
     def _tool(self, tool: Any, path: str) -> dict[str, Any]:
         expect(tool, "object", path)
@@ -203,8 +235,7 @@ class ResponsesToChat:
         expect(value, "object", "tool_choice")
         kind = value.get("type")
         if kind == "function":
-            return {"type": "function",
-                    "function": {"name": expect(value.get("name"), "string", "tool_choice.name")}}
+            return {"type": "function", "function": {"name": self._function(value, "tool_choice")}}
         if kind == "allowed_tools":
             mode = one_of(value.get("mode"), ("auto", "required"), "tool_choice.mode")
             tools = []
@@ -212,8 +243,7 @@ class ResponsesToChat:
                 path = f"tool_choice.tools[{i}]"
                 if not isinstance(tool, dict) or tool.get("type") != "function":
                     raise self.cannot(path, "only function tools reach a chat model")
-                tools.append({"type": "function",
-                              "function": {"name": expect(tool.get("name"), "string", f"{path}.name")}})
+                tools.append({"type": "function", "function": {"name": self._function(tool, path)}})
             return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
         hosted = isinstance(kind, str) and kind in HOSTED_CHOICES   # a client's type may be any JSON value
         why = "a hosted tool runs only on the Responses API" if hosted else \

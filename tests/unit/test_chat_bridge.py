@@ -103,6 +103,13 @@ def test_a_web_search_tool_merely_offered_is_left_out(kind):
     assert "tools" not in chat(tools=[{"type": kind}])
 
 
+def test_a_choice_among_no_tools_left_asks_for_nothing_and_one_that_requires_a_call_is_refused():
+    only_search = [{"type": "web_search"}]
+    body = chat(tools=only_search, tool_choice="auto", parallel_tool_calls=True)
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(body)   # a chat API refuses them alone
+    assert refused(tools=only_search, tool_choice="required").param == "tool_choice"
+
+
 def test_a_web_search_tool_the_tool_choice_names_is_refused():
     assert refused(tools=[{"type": "web_search"}], tool_choice={"type": "web_search"}).param == "tools[0].type"
 
@@ -111,6 +118,26 @@ def test_a_namespace_tools_functions_are_offered_flattened():
     namespace = {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [WEATHER]}
     [tool] = chat(tools=[namespace])["tools"]
     assert tool["function"]["name"] == "agents__get_weather"
+
+
+def test_a_namespaces_description_leads_each_of_its_functions():
+    namespace = {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [WEATHER]}
+    [tool] = chat(tools=[namespace])["tools"]
+    assert tool["function"]["description"] == "Sub-agents.\n\nWeather"
+
+
+def test_a_tool_choice_naming_a_namespaced_function_names_it_as_offered():
+    namespace = {"type": "namespace", "name": "agents", "tools": [WEATHER]}
+    named = {"type": "function", "function": {"name": "agents__get_weather"}}
+    assert chat(tools=[namespace], tool_choice={"type": "function", "name": "get_weather"})["tool_choice"] == named
+    assert chat(tools=[namespace], tool_choice={"type": "function", "name": "get_weather", "namespace": "agents"}
+                )["tool_choice"] == named
+    allowed = chat(tools=[namespace], tool_choice={"type": "allowed_tools", "mode": "required",
+                                                   "tools": [{"type": "function", "name": "get_weather"}]})
+    assert allowed["tool_choice"]["allowed_tools"]["tools"] == [named]
+    # a plain function of that name is the one meant
+    plain = chat(tools=[namespace, WEATHER], tool_choice={"type": "function", "name": "get_weather"})
+    assert plain["tool_choice"]["function"]["name"] == "get_weather"
 
 
 def test_a_flattened_name_that_collides_with_a_functions_is_a_400():
@@ -134,6 +161,12 @@ def test_include_of_encrypted_reasoning_and_client_metadata_ask_nothing_a_chat_a
 
 def test_an_include_a_chat_answer_cannot_hold_is_refused_by_its_index():
     assert refused(include=["reasoning.encrypted_content", "message.output_text.logprobs"]).param == "include[1]"
+
+
+def test_an_include_value_that_is_no_string_is_a_400_naming_it():
+    with pytest.raises(InvalidRequest) as caught:
+        chat(include=[{}])
+    assert caught.value.param == "include[0]"
 
 
 def test_tool_choice_and_parallel_tool_calls_are_carried():

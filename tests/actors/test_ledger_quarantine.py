@@ -182,9 +182,10 @@ async def test_a_full_spill_file_first_makes_room_by_dropping_what_expired(nurse
         actor.record(rec(n, t=NOW - 2 * DAY))   # older than a day by the time the file is full
     await until(lambda: actor.spilled == 100)
     n = 100
-    while actor.expired == 0:
-        actor.record(rec(n))
-        n += 1
+    while actor.expired == 0:   # ten at a time: one refused write to the store spills them together
+        for m in range(n, n + 10):
+            actor.record(rec(m))
+        n += 10
         await until(lambda: actor.spilled + actor.dropped == n)
     assert (actor.expired, actor.dropped) == (100, 0)
     times = [json.loads(line)["time"] for line in spill.read_text().splitlines()]
@@ -211,9 +212,10 @@ async def test_a_full_spill_file_that_can_free_nothing_is_not_rewritten(nursery,
     lock = WriteLock(store.path)   # held for the whole test: the store stays down
     lock.take()
     n = 0
-    while actor.dropped == 0:
-        actor.record(rec(n))
-        n += 1
+    while actor.dropped == 0:   # ten at a time: one refused write to the store spills them together
+        for m in range(n, n + 10):
+            actor.record(rec(m))
+        n += 10
         await until(lambda: actor.spilled + actor.dropped == n)
     inode = spill.stat().st_ino
     for m in range(n, n + 20):

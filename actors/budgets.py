@@ -18,9 +18,9 @@ from __future__ import annotations
 import trio
 from attrs import frozen
 
+from switchyard.actors.errors import UpstreamTimeout
 from switchyard.config.resilience import ModelTimeouts
 from switchyard.config.schema import Snapshot
-from switchyard.actors.errors import UpstreamTimeout
 
 
 @frozen

@@ -30,8 +30,8 @@ from switchyard.actors.routing.classification import Classification
 from switchyard.actors.routing.classifier_prompt import cache_key
 from switchyard.actors.routing.classify import RuleClassifier
 from switchyard.actors.usage import UsageLedger
-from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.config.classifier_backend import classifier_backend
+from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.config.smart_routing import RuleSettings
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ from typing import Any, Awaitable, Callable, Protocol
 import attrs
 import trio
 
+from switchyard.actors.errors import GatewayError, Unavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.config.schema import Dedup
-from switchyard.actors.errors import GatewayError, Unavailable
 
 log = logging.getLogger("switchyard.dedup")
 

@@ -21,12 +21,12 @@ from typing import Any, Iterable, Mapping
 import httpx
 import trio
 
+from switchyard.actors.addressing import auth_headers, join_url
+from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.candidates import unserved_chain_entries
 from switchyard.config.load_resilience import chains_checked_at_load
 from switchyard.config.rules import child
 from switchyard.config.schema import BackendConfig, BackendType, Snapshot
-from switchyard.actors.ports import Upstream
-from switchyard.actors.addressing import auth_headers, join_url
 
 log = logging.getLogger("switchyard.discovery")
 

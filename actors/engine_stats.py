@@ -28,12 +28,12 @@ import httpx
 import trio
 from attrs import frozen
 
+from switchyard.actors.addressing import auth_headers, join_url
+from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.engine_metrics import EngineSnapshot, parse_exposition, throughput
 from switchyard.actors.routing.variants import ThroughputSample
 from switchyard.config.schema import BackendConfig, BackendType, Snapshot
 from switchyard.config.telemetry import EngineStatsConfig
-from switchyard.actors.ports import Upstream
-from switchyard.actors.addressing import auth_headers, join_url
 
 MAX_PAGE_BYTES = 16 * 1024 * 1024   # engine pages are hundreds of KB; more is not a metrics page
 

@@ -49,7 +49,6 @@ import json
 from typing import Any, Callable
 
 
-
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"

@@ -27,6 +27,8 @@ import httpx
 import trio
 from attrs import frozen
 
+from switchyard.actors.addressing import auth_headers, join_url
+from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.circuit import (
     ANONYMOUS,
     CLEAN,
@@ -49,8 +51,6 @@ from switchyard.actors.routing.health import (
     observe,
 )
 from switchyard.config.schema import PASSIVE_HEALTH_TYPES, BackendConfig, Snapshot
-from switchyard.actors.ports import Upstream
-from switchyard.actors.addressing import auth_headers, join_url
 
 log = logging.getLogger("switchyard.health")
 

@@ -22,6 +22,10 @@ from typing import Any
 
 import trio
 
+from switchyard.actors.addressing import api_url, auth_headers
+from switchyard.actors.bodies import ResponseTooLarge, whole_body
+from switchyard.actors.errors import UpstreamFailure, UpstreamTimeout
+from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.routing.classification import Classification
 from switchyard.actors.routing.classifier_prompt import (
@@ -34,10 +38,6 @@ from switchyard.actors.routing.classifier_prompt import (
 from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
 from switchyard.config.schema import BackendConfig
 from switchyard.config.smart_routing import ClassifierSettings
-from switchyard.actors.errors import UpstreamFailure, UpstreamTimeout
-from switchyard.actors.bodies import ResponseTooLarge, whole_body
-from switchyard.actors.ports import Upstream
-from switchyard.actors.addressing import api_url, auth_headers
 
 log = logging.getLogger("switchyard.classifier")
 
@@ -127,7 +127,8 @@ class _Tries:
                     await response.aclose()
         except ResponseTooLarge:
             self._record(began, "upstream_error", response.status_code, None)
-            raise ClassifierFailed("upstream_error", f"backend '{b.name}' answered more than {ANSWER_LIMIT} bytes")
+            raise ClassifierFailed("upstream_error",
+                                   f"backend '{b.name}' answered more than {ANSWER_LIMIT} bytes") from None
         except UpstreamFailure as err:
             timed_out = isinstance(err, UpstreamTimeout)
             self._record(began, "timeout" if timed_out else "upstream_error", None, None)

@@ -10,10 +10,10 @@ from attrs import frozen
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
-    from switchyard.config.access import ApiKey
     from switchyard.actors.routing.provider_prefs import ProviderPrefs
     from switchyard.actors.trace import TraceContext
     from switchyard.actors.uploads import Uploads
+    from switchyard.config.access import ApiKey
 
 
 @frozen

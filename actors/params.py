@@ -20,9 +20,9 @@ from typing import Any, Iterable, Mapping
 
 from attrs import frozen
 
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 
 HEADER = b"x-continuum-request-params"
 

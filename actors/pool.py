@@ -13,13 +13,13 @@ from typing import Callable, Mapping
 
 import trio
 
+from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 from switchyard.actors.health import HealthView
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.candidates import serving
 from switchyard.actors.routing.strategies import PickContext, make_picker, prompt_prefix
 from switchyard.actors.signals import NO_SIGNALS, Signals, SignalTerms
 from switchyard.config.schema import BackendConfig, Snapshot, Strategy
-from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 LATENCY_SMOOTHING = 0.3  # weight of the newest sample in the moving average
 

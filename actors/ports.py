@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import httpx
 
-from switchyard.actors.ledger.store import UsageStore as UsageStore   # the ledger's store, re-exported: a port
+from switchyard.actors.ledger.store import UsageStore as UsageStore  # the ledger's store, re-exported: a port
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:

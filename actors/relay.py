@@ -39,18 +39,18 @@ import httpx
 import trio
 from attrs import frozen
 
-from switchyard.actors.json_read import loads, loads_utf8
-from switchyard.actors.budgets import AttemptBudget
-from switchyard.actors.routing.failover import POLICY_CODES, Failure, Kind
-from switchyard.actors.routing.stream_state import StreamAccumulator
-from switchyard.actors.thinking import ThinkingStream
-from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
-from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
 from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
+from switchyard.actors.budgets import AttemptBudget
+from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
+from switchyard.actors.json_read import loads, loads_utf8
 from switchyard.actors.ledger.meter import CallMeter, answer_tokens
 from switchyard.actors.ledger.pricing import decimal_text
-from switchyard.actors.usage import total_tokens
 from switchyard.actors.rename import Rename
+from switchyard.actors.routing.failover import POLICY_CODES, Failure, Kind
+from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.sse import Event, SSEDecoder, SSEEventTooLarge
+from switchyard.actors.thinking import ThinkingStream
+from switchyard.actors.usage import total_tokens
 
 DONE_EVENT = b"data: [DONE]\n\n"
 # The call's cost so far (USD) on a buffered answer, and a mark when tokens were estimated (no usage came).
@@ -136,7 +136,8 @@ class Relay:
     def __init__(self, sink: ResponseSink, acc: StreamAccumulator | None, empty_reply_is_failure: bool,
                  answer_limit: int) -> None:
         self.sink = sink
-        self.answer_limit = answer_limit                # bytes of a buffered answer (server.max_upstream_response_bytes)
+        self.answer_limit = answer_limit                # bytes of a buffered answer
+                                                        # (server.max_upstream_response_bytes)
         self.acc = acc
         self.empty_reply_is_failure = empty_reply_is_failure
         self.begin(NO_SETTINGS)

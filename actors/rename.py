@@ -65,7 +65,7 @@ class Rename:
             return raw
         needles = self._needles if self.upstream is not None else self._needles_for(value)
         obj["model"] = self.public
-        for needle, replacement in zip(needles, self._replacements):
+        for needle, replacement in zip(needles, self._replacements, strict=False):
             if needle in raw:
                 return raw.replace(needle, replacement, 1)
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

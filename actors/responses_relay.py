@@ -30,14 +30,14 @@ from typing import Any, Awaitable, Callable
 import httpx
 import trio
 
+from switchyard.actors.bodies import body_chunks
 from switchyard.actors.budgets import AttemptBudget
+from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.relay import DRAIN_GRACE, AttemptFailed, Relay, feed_events, read_json_answer
 from switchyard.actors.rename import Rename
-from switchyard.actors.usage import usage_total
 from switchyard.actors.routing.failover import Failure, Kind
-from switchyard.actors.errors import UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.sse import Event, SSEDecoder
-from switchyard.actors.bodies import body_chunks
+from switchyard.actors.usage import usage_total
 
 # A Responses stream ends with exactly one of these events.
 TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
@@ -127,7 +127,8 @@ async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt:
             await relay.sink.finish()
             attempt.scope.deadline = min(attempt.scope.deadline, trio.current_time() + DRAIN_GRACE)
     tail = decoder.close()
-    if not ended and tail is not None and tail.complete and _judge(relay, backend, tail, attempt, ids) in TERMINAL_EVENTS:
+    if not ended and tail is not None and tail.complete \
+            and _judge(relay, backend, tail, attempt, ids) in TERMINAL_EVENTS:
         await remember(ids[0] if ids else None)
         if not relay.sink.started:   # ended by a lone CR at the very end: a whole event
             await relay.sink.start(200, headers)

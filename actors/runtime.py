@@ -17,36 +17,37 @@ from typing import Any, Callable
 import attrs
 import trio
 
+from switchyard.actors.cache.stage import ResponseCache
+from switchyard.actors.cache.store import CacheStore, MemoryStore
 from switchyard.actors.config_watcher import ConfigWatcher
 from switchyard.actors.dedup import DedupCoordinator
 from switchyard.actors.discovery import ModelDiscoveryActor
 from switchyard.actors.engine_stats import EngineStatsPoller
 from switchyard.actors.events import TraceLog
 from switchyard.actors.health import BackendHealthActor
-from switchyard.actors.pool import BackendPool
-from switchyard.actors.prompts import PromptStore
-from switchyard.actors.quota import QuotaObserver
-from switchyard.actors.stored_owners import OwnerStore, StoredOwners
-from switchyard.actors.stream_usage import StreamUsageMemory
-from switchyard.actors.routing.variants import ThroughputView
-from switchyard.actors.smart_router import SmartRouter
-from switchyard.actors.supervisor import Supervisor
+from switchyard.actors.in_flight import InFlight
 from switchyard.actors.ledger import spill
-from switchyard.actors.limits.local import LocalLimiter
-from switchyard.actors.limits.port import Limiter
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ledger.store import UsageStore
+from switchyard.actors.limits.local import LocalLimiter
+from switchyard.actors.limits.port import Limiter
+from switchyard.actors.pool import BackendPool
+from switchyard.actors.ports import CallSpans, MetricsFor, SpansFor, Upstream
+from switchyard.actors.prompts import PromptStore
+from switchyard.actors.quota import QuotaObserver
+from switchyard.actors.routing.variants import ThroughputView
+from switchyard.actors.smart_router import SmartRouter
+from switchyard.actors.stored_owners import OwnerStore, StoredOwners
+from switchyard.actors.stream_usage import StreamUsageMemory
+from switchyard.actors.supervisor import Supervisor
 from switchyard.actors.usage import UsageLedger, UsageRecord
-from switchyard.config.load_limits import workers_refusal
+from switchyard.actors.wire import Wires
 from switchyard.config.load import ConfigError, load_file
+from switchyard.config.load_limits import workers_refusal
 from switchyard.config.schema import Snapshot
 from switchyard.config.watch import Applied, apply_live
-from switchyard.actors.ports import CallSpans, MetricsFor, SpansFor, Upstream
-from switchyard.actors.wire import Wires
-from switchyard.actors.cache.stage import ResponseCache
-from switchyard.actors.cache.store import CacheStore, MemoryStore
 
 log = logging.getLogger("switchyard.config")
 
@@ -68,7 +69,8 @@ class ReloadStatus:
 
 class Runtime:
     def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
-                 spill_name: str = spill.NAME, workers: int = 1, limiter_for: Callable[["Runtime"], Limiter] | None = None,
+                 spill_name: str = spill.NAME, workers: int = 1,
+                 limiter_for: Callable[["Runtime"], Limiter] | None = None,
                  metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True,
                  spans_for: SpansFor | None = None, owner_store: OwnerStore | None = None,
                  cache_store_for: Callable[["Runtime"], CacheStore] | None = None) -> None:
@@ -120,7 +122,7 @@ class Runtime:
         self.request_params_outcomes: dict[str, int] = {}   # applied | rejected, for request_params_total
         # (guardrail, stage, action, mode) -> verdicts, for guardrail_verdicts_total
         self.guardrail_verdicts: dict[tuple[str, str, str, str], int] = {}
-        self.calls: set[Any] = set()        # RequestActors in flight, for the drain
+        self.calls = InFlight()             # RequestActors and sessions in flight, for the drain
         self.draining = False
         self.supervisor: Supervisor | None = None
 
@@ -253,8 +255,7 @@ class Runtime:
         self.draining = True   # already set by whoever began the drain; set here too for direct callers
         log.info("draining: %d call(s) in flight, %gs to finish", len(self.calls), window)
         with trio.move_on_after(window):
-            while self.calls:
-                await trio.sleep(0.05)
+            await self.calls.wait_empty()
         for call in list(self.calls):
             call.shut_down()
         if self.calls:

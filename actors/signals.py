@@ -25,11 +25,11 @@ from typing import Mapping, Sequence
 
 from attrs import frozen
 
+from switchyard.actors.errors import NoHealthyBackend
 from switchyard.actors.routing import engine_load, quota, usage_weight
 from switchyard.actors.routing.engine_metrics import EngineSnapshot
 from switchyard.actors.routing.quota import QuotaSnapshot
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.actors.errors import NoHealthyBackend
 
 Decisions = defaultdict[tuple[str, str], int]
 
@@ -86,7 +86,8 @@ class SignalTerms:
         routing = snapshot.routing
         load = routing.engine_load
         if load.enabled and len(candidates) > 1:
-            decision = engine_load.rank([b.name for b in candidates], signals.engines, now, window=engine_window(snapshot),
+            decision = engine_load.rank([b.name for b in candidates], signals.engines, now,
+                                        window=engine_window(snapshot),
                                         weight=load.engine_load_weight, abs_threshold=load.balance_abs_threshold,
                                         rel_threshold=load.balance_rel_threshold)
             _count(self.engine_load_decisions, decision.reasons)

@@ -21,6 +21,7 @@ import trio
 from attrs import frozen
 
 from switchyard.actors.classifier import ClassifierActor, Verdict, shadow_header
+from switchyard.actors.errors import NoHealthyBackend, RouteCapabilityUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.classification import Classification
 from switchyard.actors.routing.smart_policy import Choice, RequestFacts, choose, match_policy
@@ -28,11 +29,10 @@ from switchyard.actors.routing.tiers import CandidatePool, TierCache, candidate_
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.config.schema import Snapshot
 from switchyard.config.smart_routing import MAX_HEADER_VALUE, RoutingPolicy
-from switchyard.actors.errors import NoHealthyBackend, RouteCapabilityUnavailable
 
 if TYPE_CHECKING:
-    from switchyard.actors.health import BackendHealthActor
     from switchyard.actors.discovery import ModelDiscoveryActor
+    from switchyard.actors.health import BackendHealthActor
     from switchyard.actors.ports import Upstream
     from switchyard.actors.usage import UsageLedger
     from switchyard.config.access import ApiKey

@@ -17,11 +17,11 @@ import attrs
 import httpx
 from attrs import frozen
 
-from switchyard.actors.messages import Call
-from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.addressing import auth_headers
+from switchyard.actors.errors import InvalidRequest
+from switchyard.actors.messages import Call
 from switchyard.actors.uploads import encode_form
+from switchyard.config.schema import BackendConfig, BackendType
 
 JSON = ("content-type", "application/json")
 

@@ -133,7 +133,7 @@ def redis_url(value: Any) -> str:
                 raise Invalid(f"takes no query options (TLS is rediss://, the database is the path: /0), "
                               f"got {values.quoted_url(value)}")
             try:
-                parts.port
+                _ = parts.port   # reading it checks it
             except ValueError:
                 raise Invalid(f"the port is a number up to 65535, got {values.quoted_url(value)}") from None
             path = parts.path.strip("/")

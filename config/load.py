@@ -31,14 +31,12 @@ from switchyard.config import (
     load_telemetry,
     self_address,
 )
+from switchyard.config import response_cache as load_cache
 from switchyard.config.fields import load_section, read
+from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
-from switchyard.config.stored_responses import StoredResponses
-from switchyard.config.usage import UsageConfig
-from switchyard.config import response_cache as load_cache
-from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.schema import (
     BackendType,
     ConsistentHashConfig,
@@ -51,7 +49,9 @@ from switchyard.config.schema import (
     Snapshot,
     Strategy,
 )
+from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.telemetry import RoutingConfig
+from switchyard.config.usage import UsageConfig
 from switchyard.config.watch import content_revision
 
 __all__ = ["ConfigError", "Loaded", "build_snapshot", "load_demo", "load_file", "load_text"]

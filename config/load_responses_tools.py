@@ -23,6 +23,7 @@ from switchyard.config.responses_tools import (
 )
 from switchyard.config.rules import Reader, child
 
+
 def responses_tools(r: Reader) -> ResponsesTools:
     d = ResponsesTools()
     unmodeled = read(r, ResponsesTools, "unmodeled_types")

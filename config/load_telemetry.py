@@ -15,6 +15,7 @@ from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import BackendConfig
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 
+
 def engine_stats(r: Reader) -> EngineStatsConfig:
     """Special only for its warning: a poll timeout longer than the interval."""
     out = load_section(EngineStatsConfig, r)

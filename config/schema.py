@@ -19,7 +19,6 @@ from switchyard.config.access import Access
 from switchyard.config.fields import field, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
-from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -31,12 +30,13 @@ from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.params import ParamPolicy, Preset
 from switchyard.config.prompts import GlobalPrompts
 from switchyard.config.resilience import CircuitBreaker, Fallback, RetryPolicy, Streaming, Timeouts
+from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.responses_tools import ResponsesTools
-from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.simulation import SimulatedEngine as SimulatedEngine  # re-exported: read from here
 from switchyard.config.simulation import SimulatedFailure as SimulatedFailure
 from switchyard.config.simulation import Simulation
 from switchyard.config.smart_routing import SmartRouting
+from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 from switchyard.config.usage import UsageConfig
 

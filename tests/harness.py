@@ -10,9 +10,9 @@ from typing import Any, AsyncIterator
 import attrs
 import trio
 
-from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_text
 from switchyard.protocol.serving.app import App
+from switchyard.protocol.serving.wiring import new_runtime
 
 
 @attrs.define

@@ -26,8 +26,8 @@ TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 # Property names: the ones that collide with JSON Schema's and the gateway's own keys first.
 NAMES = st.sampled_from(["type", "items", "properties", "enum", "format", "required", "anyOf", "role", "content",
                          "image_url", "image", "text", "name", "city", "$ref"]) | st.text(min_size=1, max_size=6)
-SCALARS = st.none() | st.booleans() | st.integers(-2 ** 40, 2 ** 40) | st.floats(allow_nan=False, allow_infinity=False) | \
-    st.text(max_size=6) | st.sampled_from(TYPES)
+SCALARS = st.none() | st.booleans() | st.integers(-2 ** 40, 2 ** 40) | \
+    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6) | st.sampled_from(TYPES)
 ANY_JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAMES, inner, max_size=3),
                         max_leaves=6)
 TYPE_VALUE = st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True)

@@ -33,9 +33,10 @@ from switchyard.actors.cache.answer import Unclean, clean_completion, fold_strea
 from switchyard.actors.cache.key import Actor, cache_key, opted_out, settled
 from switchyard.actors.cache.recorder import Recorder
 from switchyard.actors.cache.store import CacheStore, StoreFailed
-from switchyard.actors.params import HEADER as PARAMS_HEADER, header_value
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
+from switchyard.actors.params import HEADER as PARAMS_HEADER
+from switchyard.actors.params import header_value
 from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.schema import BackendConfig
 

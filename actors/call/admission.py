@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Callable
 import attrs
 import trio
 
+from switchyard.actors.errors import GatewayError, PermissionDenied, UnsupportedRequestParameter
 from switchyard.actors.messages import Call
+from switchyard.actors.params import Applied, apply_policy, carried_everywhere, check_carriable, limited_only
+from switchyard.actors.provider_prefs import unsatisfiable
 from switchyard.actors.routing import provider_rank, variants
 from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.actors.errors import GatewayError, PermissionDenied, UnsupportedRequestParameter
-from switchyard.actors.params import Applied, apply_policy, carried_everywhere, check_carriable, limited_only
-from switchyard.actors.provider_prefs import unsatisfiable
 
 log = logging.getLogger("switchyard.route")
 

@@ -18,17 +18,17 @@ import trio
 
 from switchyard.actors.errors import GatewayError, UpstreamStatusError
 from switchyard.actors.messages import Call
+from switchyard.actors.params import HEADER, header_value
 from switchyard.actors.routing.body_merge import merge_body
-from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.failover import RoutePlan
+from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.thinking import active as thinking_active
-from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.stream_usage import client_options, names_the_option
+from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageRecord, token_counts
 from switchyard.actors.wire import RESPONSES_API_TYPES
 from switchyard.config.params import SPELLINGS
 from switchyard.config.schema import OPENAI_WIRE_TYPES, BackendConfig, BackendType
-from switchyard.actors.params import HEADER, header_value
 
 if TYPE_CHECKING:
     from switchyard.actors.prompts import PromptStore

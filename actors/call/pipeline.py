@@ -16,19 +16,19 @@ import attrs
 import trio
 from attrs import frozen
 
+from switchyard.actors.call import limits
+from switchyard.actors.call.request import RequestActor
 from switchyard.actors.classifier import load_state
 from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.errors import GatewayError
 from switchyard.actors.guardrails import stage as guardrails
 from switchyard.actors.guardrails.output import guard
-from switchyard.actors.errors import GatewayError
+from switchyard.actors.ledger.counts import TokenCounts
+from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
-from switchyard.actors.ledger.counts import TokenCounts
-from switchyard.actors.ledger.entries import call_record
-from switchyard.actors.call import limits
-from switchyard.actors.call.request import RequestActor
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:

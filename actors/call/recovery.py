@@ -18,6 +18,7 @@ import attrs
 
 from switchyard.actors.budgets import CallBudget
 from switchyard.actors.call.attempt_body import for_backend
+from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed
 from switchyard.actors.routing.failover import Kind, RoutePlan
@@ -30,14 +31,14 @@ from switchyard.actors.routing.resume import (
     takes_resume,
 )
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 
 if TYPE_CHECKING:
     from switchyard.actors.call.route_choice import RouteChoice
     from switchyard.actors.routing.stream_state import StreamAccumulator
     from switchyard.actors.runtime import Runtime
 
-Attempt = Callable[..., Awaitable[None]]   # the actor's one attempt (backend, plan, budget, bounded, model, body, transform)
+# the actor's one attempt (backend, plan, budget, bounded, model, body, transform)
+Attempt = Callable[..., Awaitable[None]]
 
 
 @attrs.define
@@ -141,4 +142,5 @@ def can_resume(call: Call, model: str | None = None) -> bool:
     fb = call.snapshot.fallback
     if not (fb.enabled and fb.mid_stream_enabled):
         return False
-    return bool(fb.fallback_chains.get(model or call.model)) or call.snapshot.streaming.mid_stream_fallback.same_model_first
+    return bool(fb.fallback_chains.get(model or call.model)) \
+        or call.snapshot.streaming.mid_stream_fallback.same_model_first

@@ -32,41 +32,15 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors.call import admission
-from switchyard.actors.call.answering import answer, fallback_permit
-from switchyard.actors.rename import Rename
-from switchyard.actors.call import attempt_body
-from switchyard.actors.call.attempt_body import NO_MESSAGES
-from switchyard.actors.stream_usage import without_option
+from switchyard.actors import hops, log_fields
+from switchyard.actors.addressing import api_url
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
-from switchyard.actors.events import CallTrace, FirstByteSink
-from switchyard.actors.ledger.entries import call_record
-from switchyard.actors.ledger.meter import CallMeter
-from switchyard.actors.limits.port import Ticket
-from switchyard.actors.messages import Call
-from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
+from switchyard.actors.call import admission, attempt_body, stored_responses
+from switchyard.actors.call.answering import answer, fallback_permit
+from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.call.recovery import Recovery, can_resume
-from switchyard.actors.call import stored_responses
+from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.verdicts import backend_fault, failing_caller, our_failure
-from switchyard.actors.relay import (
-    AttemptFailed,
-    AttemptRelaySettings,
-    Relay,
-    ResponseSink,
-    Transform,
-)
-from switchyard.actors.routing import variants
-from switchyard.actors.routing.failover import (
-    Failure,
-    Kind,
-    MoveOn,
-    Retry,
-    RoutePlan,
-)
-from switchyard.actors.routing.dial_permits import permit_spans_answer
-from switchyard.actors.routing.stream_state import StreamAccumulator
-from switchyard.config.schema import BackendConfig
-from switchyard.actors import log_fields
 from switchyard.actors.errors import (
     GatewayError,
     ModelNotFound,
@@ -78,10 +52,33 @@ from switchyard.actors.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from switchyard.actors.wire import IMAGE_ENDPOINTS
+from switchyard.actors.events import CallTrace, FirstByteSink
+from switchyard.actors.ledger.entries import call_record
+from switchyard.actors.ledger.meter import CallMeter
+from switchyard.actors.limits.port import Ticket
+from switchyard.actors.messages import Call
+from switchyard.actors.relay import (
+    AttemptFailed,
+    AttemptRelaySettings,
+    Relay,
+    ResponseSink,
+    Transform,
+)
+from switchyard.actors.rename import Rename
+from switchyard.actors.routing import variants
+from switchyard.actors.routing.dial_permits import permit_spans_answer
+from switchyard.actors.routing.failover import (
+    Failure,
+    Kind,
+    MoveOn,
+    Retry,
+    RoutePlan,
+)
+from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.stream_usage import without_option
 from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.actors import hops
-from switchyard.actors.addressing import api_url
+from switchyard.actors.wire import IMAGE_ENDPOINTS
+from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -237,8 +234,9 @@ class RequestActor:
         extra = [*params, *self.call.route_headers]
         if extra:
             err.extra_headers = [*err.extra_headers, *extra]
-        self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0], model=self._last_route[1],
-                       status=err.status, code=err.code, error=err.message, committed=self.sink.started)
+        self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0],
+                       model=self._last_route[1], status=err.status, code=err.code, error=err.message,
+                       committed=self.sink.started)
         await self.sink.fail(err)
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
@@ -302,7 +300,7 @@ class RequestActor:
                 if self.sink.started:
                     acc = self.relay.acc
                     if acc is None or acc.other_choices:   # nothing to continue from
-                        raise failed.error
+                        raise failed.error from None
                     await Recovery(rt, self.call, self.route, acc, self._attempt, self._failed_event,
                                    self._route_changed, lambda: self._last_route).run(failed, backend, plan, budget)
                     return

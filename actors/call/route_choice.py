@@ -23,14 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 from switchyard.actors.call.admission import price_of, provider_ranking
-from switchyard.actors.messages import Call
-from switchyard.actors.routing import variants
-from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
-from switchyard.actors.routing.candidates import public_backends
-from switchyard.actors.routing.capabilities import Needs, missing, needs_of
-from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
-from switchyard.actors.wire import unfit, unfit_refusal
-from switchyard.config.schema import BackendConfig
 from switchyard.actors.errors import (
     GatewayError,
     InvalidRequest,
@@ -40,6 +32,14 @@ from switchyard.actors.errors import (
     RouteCapabilityUnavailable,
     UnsupportedModelVariant,
 )
+from switchyard.actors.messages import Call
+from switchyard.actors.routing import variants
+from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
+from switchyard.actors.routing.candidates import public_backends
+from switchyard.actors.routing.capabilities import Needs, missing, needs_of
+from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
+from switchyard.actors.wire import unfit, unfit_refusal
+from switchyard.config.schema import BackendConfig
 
 log = logging.getLogger("switchyard.route")
 

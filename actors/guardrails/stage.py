@@ -24,7 +24,16 @@ import attrs
 from switchyard.actors.guardrails import webhook
 from switchyard.actors.guardrails.texts import Slot, request_slots, rewrite
 from switchyard.actors.guardrails.verdicts import (
-    GuardrailBlocked, GuardrailUnavailable, Masker, Verdict, blocked, in_scope, judge, unmaskable, verdicts_json)
+    GuardrailBlocked,
+    GuardrailUnavailable,
+    Masker,
+    Verdict,
+    blocked,
+    in_scope,
+    judge,
+    unmaskable,
+    verdicts_json,
+)
 from switchyard.actors.messages import Call
 from switchyard.config.guardrails import Guardrail
 

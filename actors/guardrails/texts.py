@@ -69,10 +69,10 @@ def _message(msg: dict[str, Any], at: Path, role: str) -> Iterator[Slot]:
 def rewrite(doc: dict[str, Any], slots: Sequence[Slot], texts: Sequence[str]) -> dict[str, Any]:
     """``doc`` with each slot's text replaced by its new one; ``doc`` itself is left as it was."""
     out = dict(doc)
-    top = {s.path[0] for s, t in zip(slots, texts) if t != s.text}
+    top = {s.path[0] for s, t in zip(slots, texts, strict=False) if t != s.text}
     for key in top:
         out[key] = copy.deepcopy(doc[key])
-    for slot, text in zip(slots, texts):
+    for slot, text in zip(slots, texts, strict=False):
         if text == slot.text:
             continue
         node: Any = out

@@ -2,9 +2,10 @@
 
 No trio, no clock, no I/O: ``now`` (monotonic seconds: windows and leases)
 and ``wall`` (Unix seconds: budget periods, which are UTC calendar buckets)
-come in as arguments (the budget periods' buckets are in budget_periods.py). ``LocalLimiter`` (actors/limits/local.py) owns one
-``Counters`` and decides with ``decide``/``settle``; the Redis script
-implements the same rules (docs/limits.md).
+come in as arguments (the budget periods' buckets are in budget_periods.py).
+``LocalLimiter`` (actors/limits/local.py) owns one ``Counters`` and decides
+with ``decide``/``settle``; the Redis script implements the same rules
+(docs/limits.md).
 
 - requests per second/minute: GCRA. Limit L per period T, emission interval
   e = T/L, state TAT (starts at 0). At ``now``: tat = max(TAT, now); allowed
@@ -356,7 +357,7 @@ def _apply(c: Counters, demand: Demand, buckets: tuple[Bucket, ...], now: float)
             cost = demand.tokens if dimension == "tokens_per_minute" else 1
             key = (scope.kind, scope.name, dimension)
             c.tat[key] = max(c.tat.get(key, 0.0), now) + cost * PERIOD_SECONDS[dimension] / limit
-    for line, bucket in zip(demand.budgets, buckets):
+    for line, bucket in zip(demand.budgets, buckets, strict=False):
         state = c.budget(line.owner, line.owner_id, bucket)
         state.reserved_usd += line.worst_usd
         state.reserved_tokens += line.tokens
@@ -381,7 +382,7 @@ def settle(c: Counters, demand: Demand, buckets: tuple[str, ...], tokens_used: i
             # so overuse past the reservation is charged from now, never hidden in the past.
             base = max(c.tat.get(key, 0.0), now)
             c.tat[key] = max(base - (demand.tokens - tokens_used) * 60.0 / limit, now)
-    for line, bucket in zip(demand.budgets, buckets):
+    for line, bucket in zip(demand.budgets, buckets, strict=False):
         state = c.budgets.get((line.owner, line.owner_id, bucket))
         if state is None:      # pruned: two periods on, nothing left to settle
             continue

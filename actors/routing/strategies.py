@@ -182,7 +182,8 @@ def prompt_prefix(messages: object, max_length: int) -> str:
             continue
         content = msg.get("content")
         if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+            content = "".join(p.get("text", "") for p in content
+                              if isinstance(p, Mapping) and isinstance(p.get("text"), str))
         if not isinstance(content, str):
             content = ""
         piece = f"{msg.get('role', '')}:{content}\n"

@@ -18,23 +18,23 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 import trio
 
+from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.config.fields import YAML_KEY
 from switchyard.config.schema import OPENAI_WIRE_TYPES
 from switchyard.protocol.admin import session
-from switchyard.protocol.http.asgi import JSON
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
-from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
-from switchyard.protocol.admin.prompts import PromptsAdmin
-from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
-from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
 from switchyard.protocol.admin.keys import PREFIX as KEYS_PREFIX
 from switchyard.protocol.admin.keys import KeysAdmin
+from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
+from switchyard.protocol.admin.prompts import PromptsAdmin
+from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
+from switchyard.protocol.admin.stats import ENGINE_PREFIX, ENGINE_SUFFIX, StatsAdmin
+from switchyard.protocol.admin.traffic import TrafficAdmin
 from switchyard.protocol.admin.usage import REQUEST_PREFIX as USAGE_REQUEST_PREFIX
 from switchyard.protocol.admin.usage import UsageAdmin, kept_route_events
-from switchyard.protocol.admin.traffic import TrafficAdmin
-from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
+from switchyard.protocol.http.asgi import JSON
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -10,10 +10,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from switchyard.config.load_prompts import PromptFileError
-from switchyard.config.prompts import MAX_FILE_BYTES
-from switchyard.protocol.http import client_json
-from switchyard.protocol.http.asgi import read_body
 from switchyard.actors.errors import (
     BodyTooLarge,
     GatewayError,
@@ -21,6 +17,10 @@ from switchyard.actors.errors import (
     MethodNotAllowed,
     RouteNotFound,
 )
+from switchyard.config.load_prompts import PromptFileError
+from switchyard.config.prompts import MAX_FILE_BYTES
+from switchyard.protocol.http import client_json
+from switchyard.protocol.http.asgi import read_body
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

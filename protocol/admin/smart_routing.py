@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import attrs
 
+from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.smart_router import text_headers
 from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
 from switchyard.protocol.http import client_json
 from switchyard.protocol.http.asgi import read_body
-from switchyard.actors.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

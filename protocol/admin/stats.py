@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import attrs
 import trio
 
-from switchyard.actors.routing import quota as quota_rules
-from switchyard.actors.signals import engine_window
 from switchyard.actors.errors import RouteNotFound
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
+from switchyard.actors.routing import quota as quota_rules
+from switchyard.actors.signals import engine_window
 from switchyard.protocol.admin.usage import usage_reader
 
 if TYPE_CHECKING:

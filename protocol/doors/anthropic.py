@@ -25,16 +25,16 @@ from urllib.parse import parse_qsl
 import attrs
 import trio
 
+from switchyard.actors.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.listing import ListedModel
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.protocol.doors.anthropic_format import Translated, to_chat
 from switchyard.protocol.doors.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
+from switchyard.protocol.doors.openai import parse_json_object
 from switchyard.protocol.http.asgi import Receive, Scope, Send, respond
 from switchyard.protocol.http.auth import authenticate
 from switchyard.protocol.http.client_json import utf8
-from switchyard.actors.errors import GatewayError, InvalidRequest, ModelNotFound, PermissionDenied
-from switchyard.protocol.doors.openai import parse_json_object
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -29,11 +29,11 @@ import json
 import secrets
 from typing import Any
 
+from switchyard.actors.errors import GatewayError, UpstreamProtocolError
+from switchyard.actors.sse import SSEDecoder
+from switchyard.protocol.doors.anthropic_errors import anthropic_envelope
 from switchyard.protocol.http.asgi import AsgiSink, Send, respond
 from switchyard.protocol.http.client_json import utf8
-from switchyard.actors.errors import GatewayError, UpstreamProtocolError
-from switchyard.protocol.doors.anthropic_errors import anthropic_envelope
-from switchyard.actors.sse import SSEDecoder
 
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream; charset=utf-8"

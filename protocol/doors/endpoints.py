@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from switchyard.actors.messages import Call
-from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 from switchyard.protocol.doors.openai import parse_completions_payload, parse_embeddings_payload, parse_json_object
+from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

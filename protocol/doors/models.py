@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, Callable
 import attrs
 import trio
 
+from switchyard.actors.errors import ModelNotFound, RateLimited
 from switchyard.actors.routing.listing import ListedModel, find, list_models
 from switchyard.config.access import ApiKey
+from switchyard.protocol.doors.openai import model_list, model_list_extended, model_object_extended
 from switchyard.protocol.http import limits
 from switchyard.protocol.http.asgi import Receive, Scope, Send, respond
 from switchyard.protocol.http.client_json import utf8
-from switchyard.actors.errors import ModelNotFound, RateLimited
-from switchyard.protocol.doors.openai import model_list, model_list_extended, model_object_extended
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

@@ -12,13 +12,13 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from switchyard.actors import safe_text
+from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.listing import ListedModel
 from switchyard.config.metadata import ModelMetadata
 from switchyard.config.names import MAX_NAME_LENGTH
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.http import client_json
-from switchyard.actors.errors import InvalidRequest
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -30,19 +30,9 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from switchyard.actors.events import CallTrace
-from switchyard.actors.messages import Call
+from switchyard.actors import hops, log_fields
+from switchyard.actors.addressing import auth_headers, join_url
 from switchyard.actors.call.verdicts import BACKEND_FAULT_STATUSES, failing_caller
-from switchyard.actors.routing.aliases import dispatch_target
-from switchyard.actors.routing.failover import Kind, classify_status
-from switchyard.actors.signals import Signals
-from switchyard.config.access import ApiKey
-from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.config.unix_socket import is_unix
-from switchyard.actors import log_fields
-from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
-from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, credential
-from switchyard.protocol.http.limits import client_address
 from switchyard.actors.errors import (
     GatewayError,
     InvalidRequest,
@@ -58,12 +48,21 @@ from switchyard.actors.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
+from switchyard.actors.events import CallTrace
+from switchyard.actors.messages import Call
+from switchyard.actors.routing.aliases import dispatch_target
+from switchyard.actors.routing.failover import Kind, classify_status
+from switchyard.actors.signals import Signals
+from switchyard.actors.trace import new_span_id, outbound_headers
+from switchyard.config.access import ApiKey
+from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.unix_socket import is_unix
 from switchyard.protocol.doors.openai import check_model_name
 from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
-from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.actors import hops
+from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
+from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, credential
+from switchyard.protocol.http.limits import client_address
 from switchyard.protocol.wires.upstream import USER_AGENT, basic_auth
-from switchyard.actors.addressing import auth_headers, join_url
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

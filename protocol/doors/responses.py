@@ -19,13 +19,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from switchyard.actors.errors import GatewayError, InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import RESPONSES_API_TYPES
 from switchyard.config.schema import Snapshot
-from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
-from switchyard.actors.errors import GatewayError, InvalidRequest
 from switchyard.protocol.doors.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from switchyard.protocol.doors.responses_tools import enforce
+from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

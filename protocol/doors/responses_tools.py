@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from attrs import frozen
 
+from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.config.responses_tools import (
     ALLOW,
     ALWAYS_ALLOWED,
@@ -40,7 +41,6 @@ from switchyard.config.responses_tools import (
     ResponsesTools,
     ascii_fold,
 )
-from switchyard.actors.errors import UnsupportedRequestParameter
 
 log = logging.getLogger("switchyard.responses_tools")
 

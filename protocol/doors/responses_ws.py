@@ -55,8 +55,8 @@ from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors.realtime_relay import clip
 from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.doors.responses_ws_chain import SocketResponses, Turn
-from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http import client_json
+from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
 from switchyard.protocol.http.auth import authenticate
 from switchyard.protocol.http.limits import client_address, client_ip
 from switchyard.protocol.http.refusals import record_refusal

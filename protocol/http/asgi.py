@@ -11,9 +11,9 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from switchyard.config.schema import ServerConfig
-from switchyard.actors.ids import random_hex
 from switchyard.actors.errors import BodyTooLarge, GatewayError, RequestBodyTimeout
+from switchyard.actors.ids import random_hex
+from switchyard.config.schema import ServerConfig
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

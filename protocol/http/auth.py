@@ -12,8 +12,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterable
 
-from switchyard.config.access import Access, ApiKey
 from switchyard.actors.errors import AuthenticationError
+from switchyard.config.access import Access, ApiKey
 
 # Paths that carry client traffic; /health, /ready and /metrics stay open for probes and scrapers.
 DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/")

@@ -34,10 +34,10 @@ import functools
 import re
 from typing import Callable, Iterable
 
-from switchyard.config.operations import Tracing, TracingHeaders
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.ids import random_hex
 from switchyard.actors.trace import TraceContext, new_trace_id
+from switchyard.config.operations import Tracing, TracingHeaders
 
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")

@@ -8,32 +8,44 @@ call hands the RequestActor a ``disconnected`` awaitable that waits on
 from __future__ import annotations
 
 import json
-import time
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 import trio
 
+from switchyard.actors import log_fields
 from switchyard.actors.call.pipeline import Arrival, Door, serve_call
+from switchyard.actors.errors import (
+    GatewayError,
+    HttpVersionNotSupported,
+    InternalError,
+    InvalidRequest,
+    MethodNotAllowed,
+    RouteNotFound,
+    ShuttingDown,
+    TooManyConcurrentRequests,
+    Unavailable,
+)
+from switchyard.actors.hops import inbound_hops
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
-from switchyard.protocol.http.refusals import account_refusal
-from switchyard.protocol.serving.demo_console import with_admin_token
-from switchyard.protocol.serving.wiring import new_runtime
+from switchyard.actors.trace import TraceContext
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
-from switchyard.actors import log_fields
-from switchyard.actors.hops import inbound_hops
-from switchyard.protocol.doors import anthropic as anthropic_ingress
-from switchyard.protocol.doors import endpoints
-from switchyard.protocol.doors import images
-from switchyard.protocol.doors import responses as responses_api
-from switchyard.protocol.doors import responses_stored
-from switchyard.protocol.doors import responses_ws
 from switchyard.protocol.admin.api import AdminApi
+from switchyard.protocol.doors import anthropic as anthropic_ingress
+from switchyard.protocol.doors import endpoints, images, responses_stored, responses_ws
+from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors.anthropic_sink import respond_error
+from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
+from switchyard.protocol.doors.openai import (
+    parse_chat_payload,
+    parse_json_object,
+)
+from switchyard.protocol.doors.realtime import serve_websocket
 from switchyard.protocol.http.asgi import (
     AsgiSink,
     ClientGone,
@@ -46,28 +58,13 @@ from switchyard.protocol.http.asgi import (
     respond,
 )
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
-from switchyard.protocol.http.multipart import read_upload
 from switchyard.protocol.http.limits import client_address, client_ip
-from switchyard.actors.errors import (
-    GatewayError,
-    HttpVersionNotSupported,
-    InternalError,
-    InvalidRequest,
-    MethodNotAllowed,
-    RouteNotFound,
-    ShuttingDown,
-    TooManyConcurrentRequests,
-    Unavailable,
-)
-from switchyard.protocol.serving.metrics import CONTENT_TYPE, exposition
-from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
-from switchyard.protocol.doors.openai import (
-    parse_chat_payload,
-    parse_json_object,
-)
-from switchyard.protocol.doors.realtime import serve_websocket
-from switchyard.actors.trace import TraceContext
+from switchyard.protocol.http.multipart import read_upload
+from switchyard.protocol.http.refusals import account_refusal
 from switchyard.protocol.http.tracing import trace_context
+from switchyard.protocol.serving.demo_console import with_admin_token
+from switchyard.protocol.serving.metrics import CONTENT_TYPE, exposition
+from switchyard.protocol.serving.wiring import new_runtime
 
 log = logging.getLogger("switchyard.app")
 

@@ -29,12 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from switchyard.actors import safe_text
 from switchyard.actors.events import CallTrace
+from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
-from switchyard.protocol.serving.metrics import RuntimeCollector
-from switchyard.actors.ledger.record import LedgerRecord
-from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, STORED, CountersCollector, counters_of
 from switchyard.protocol.serving.label_children import LabelChildren
+from switchyard.protocol.serving.metrics import RuntimeCollector
+from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, STORED, CountersCollector, counters_of
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:

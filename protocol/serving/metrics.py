@@ -24,8 +24,8 @@ from switchyard.actors.cache.stage import BYPASS_REASONS, NOT_STORED_REASONS
 from switchyard.actors.dedup import Role
 from switchyard.actors.mailbox import Mailbox
 from switchyard.actors.routing.variants import VARIANTS
-from switchyard.protocol.wires.responses import BRIDGE, REASONS
 from switchyard.protocol.http.tracing import CLIENT_REF_REASONS
+from switchyard.protocol.wires.responses import BRIDGE, REASONS
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime

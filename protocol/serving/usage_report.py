@@ -110,7 +110,7 @@ def table(columns: Sequence[str], groups: list[dict[str, Any]]) -> str:
     lines = []
     for cells in [list(columns), *rows]:
         lines.append("  ".join(cell.rjust(w) if columns[i] in TOTALS else cell.ljust(w)
-                               for i, (cell, w) in enumerate(zip(cells, widths))).rstrip())
+                               for i, (cell, w) in enumerate(zip(cells, widths, strict=False))).rstrip())
     return "\n".join(lines) + "\n"
 
 

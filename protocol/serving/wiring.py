@@ -1,5 +1,6 @@
 """A Runtime assembled with the protocol layer's parts: the shared upstream client, the translating
-wires, the Prometheus metrics of its calls and, with ``tracing.otlp``, their spans (the actors define what they need in ``actors/ports.py``)."""
+wires, the Prometheus metrics of its calls and, with ``tracing.otlp``, their spans (the actors define
+what they need in ``actors/ports.py``)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,16 @@ from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStore
 from switchyard.config.schema import BackendType, Snapshot
 from switchyard.config.values import shown_url
+from switchyard.protocol.serving.call_metrics import GatewayMetrics
+from switchyard.protocol.stores import open_store
+from switchyard.protocol.stores.redis_cache import RedisCacheStore
+from switchyard.protocol.stores.redis_limits import RedisLimiter
+from switchyard.protocol.stores.response_owners import open_owner_store
 from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import bedrock as bedrock_wire
 from switchyard.protocol.wires import gemini as gemini_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.wires import responses_on_chat
-from switchyard.protocol.stores import open_store
-from switchyard.protocol.stores.response_owners import open_owner_store
-from switchyard.protocol.stores.redis_cache import RedisCacheStore
-from switchyard.protocol.stores.redis_limits import RedisLimiter
-from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.wires.upstream import Upstream
 
 if TYPE_CHECKING:

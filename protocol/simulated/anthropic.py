@@ -46,8 +46,8 @@ import trio
 from switchyard.config.schema import SimulatedFailure, Simulation
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.simulated.anthropic_checks import betas_of, problem_in
-from switchyard.protocol.simulated.parts import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, split_words
 from switchyard.protocol.simulated.openai import SimulatedTransport
+from switchyard.protocol.simulated.parts import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, split_words
 
 TOOL_USE_ID = "toolu_sim"
 THINKING_TEXT = "Let me think this through."
@@ -115,7 +115,8 @@ class SimulatedAnthropicTransport(SimulatedTransport):
         sim, body, stream, failed = await self._arrive(request)   # the script, the latency, a scripted status
         if failed is not None:
             return failed
-        problem = problem_in(body, request.headers["anthropic-version"], betas_of(request.headers.get("anthropic-beta")))
+        problem = problem_in(body, request.headers["anthropic-version"],
+                             betas_of(request.headers.get("anthropic-beta")))
         if problem is not None:
             self.record("invalid")
             return self._error(400, problem)

@@ -48,6 +48,7 @@ import httpx
 import trio
 
 from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulation
+from switchyard.protocol.simulated import responses_store
 from switchyard.protocol.simulated.checks import refusal
 from switchyard.protocol.simulated.choices import buffered_choices, choice_count, chunk_choice
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
@@ -67,7 +68,6 @@ from switchyard.protocol.simulated.parts import (
     split_words,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
-from switchyard.protocol.simulated import responses_store
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):

@@ -41,7 +41,6 @@ from switchyard.protocol.simulated import responses_store as stored
 from switchyard.protocol.simulated.choices import token_logprob
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
 
-
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 import trio
+import trio.lowlevel
 
 Item = TypeVar("Item")
 
@@ -38,8 +39,8 @@ async def settle_runnable() -> None:
     """Let what is runnable now run before a wait is judged ended: a reply that arrived as the bound
     passed wakes its reader in the same turn of the loop as the bound's end (in either order), and its
     answer should count. Two turns: one for the loop to collect the I/O, one for its task to run."""
-    await trio.sleep(0)
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
+    await trio.lowlevel.checkpoint()
 
 
 def gives_up(now: float, due: float, bound: float, alive: Callable[[], bool]) -> bool:
@@ -212,7 +213,7 @@ class Batches(Generic[Item]):
                     slot.error = exc
                     slot.done.set()
                 return
-            for slot, reply in zip(batch, replies):
+            for slot, reply in zip(batch, replies, strict=False):
                 if slot.abandoned:
                     self._lost(slot.item, reply)
                 slot.reply = reply

@@ -135,7 +135,7 @@ class Shape:
         tokens = [[keys.add(rate_key(s.kind, s.name, "tokens_per_minute")), HOLE, s.limit.tokens_per_minute]
                   for s in demand.scopes if s.limit.tokens_per_minute is not None]
         spent = [keys.add(budget_key(line.owner, line.owner_id, bucket))
-                 for line, bucket in zip(demand.budgets, buckets)]
+                 for line, bucket in zip(demand.budgets, buckets, strict=False)]
         self.settle_keys = keys.keys
         self.settle_spec = _template({"l": leases, "t": tokens, "b": spent}, (",", ":"))
 
@@ -188,7 +188,7 @@ class Plan:
         for line, bucket in self.budgets:
             c.budgets[(line.owner, line.owner_id, bucket.name)] = budget_state(reply[pos:pos + 4])
             pos += 4
-        for s, dims in zip(self.shape.scopes, self.shape.dims):
+        for s, dims in zip(self.shape.scopes, self.shape.dims, strict=False):
             if leases and reply[pos] != "":
                 c.leases[(s.kind, s.name)] = {f"held-{j}": math.inf for j in range(int(reply[pos]))}
             pos += 1
@@ -235,7 +235,7 @@ def claim_part(ticket: Ticket, age: float, tokens_used: int | None) -> tuple[lis
              for s in demand.scopes for d in RATE_DIMENSIONS if getattr(s.limit, d) is not None]
     leases = [keys.add(lease_key(s.kind, s.name)) for s in demand.scopes if s.limit.max_concurrent is not None]
     budgets, record = [], []
-    for line, bucket in zip(demand.budgets, ticket.buckets):
+    for line, bucket in zip(demand.budgets, ticket.buckets, strict=False):
         key = budget_key(line.owner, line.owner_id, bucket)
         budgets.append([keys.add(key), line.worst_usd, line.tokens])
         record.append([key, line.worst_usd, line.tokens])

@@ -145,7 +145,7 @@ class Settles:
             self._sending -= len(items)
 
     def _count(self, items: list[Settle], replies: list[Any]) -> None:
-        for item, reply in zip(items, replies):
+        for item, reply in zip(items, replies, strict=False):
             if isinstance(reply, str):
                 self.failed += 1
                 log.error("rate limits: Redis refused the settle of call %s (%s); dropped",

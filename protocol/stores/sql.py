@@ -75,7 +75,7 @@ def row_of(rec: LedgerRecord) -> tuple[Any, ...]:
 
 
 def record_of(row: Sequence[Any]) -> LedgerRecord:
-    data = dict(zip(FIELDS, row))
+    data = dict(zip(FIELDS, row, strict=False))
     for name in BOOLEANS:
         data[name] = bool(data[name])
     return LedgerRecord(**data)
@@ -127,9 +127,9 @@ def summary(d: Dialect, q: UsageQuery) -> tuple[str, list[Any]]:
 
 def summary_rows(q: UsageQuery, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     if q.group_by is None:
-        return [dict(zip(TOTAL_NAMES, rows[0]))]
+        return [dict(zip(TOTAL_NAMES, rows[0], strict=False))]
     name = group_field(q.group_by)
-    return [{name: row[0], **dict(zip(TOTAL_NAMES, row[1:]))} for row in rows]
+    return [{name: row[0], **dict(zip(TOTAL_NAMES, row[1:], strict=False))} for row in rows]
 
 
 def bucket_case(column: str) -> str:

@@ -37,17 +37,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.actors.messages import Call
+from switchyard.actors.params import SAMPLING_REJECTED_FROM, limited_only, takes_sampling
 from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.wire import JSON, Special, Wire
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol.wires.anthropic_answer import chat_answer
 from switchyard.protocol.wires.anthropic_betas import forwarded_betas
-from switchyard.protocol.wires.anthropic_messages import invalid as _invalid
 from switchyard.protocol.wires.anthropic_messages import NOT_CARRIED, translate_messages
+from switchyard.protocol.wires.anthropic_messages import invalid as _invalid
 from switchyard.protocol.wires.anthropic_messages import unsupported as _unsupported
-from switchyard.actors.errors import UnsupportedRequestParameter
-from switchyard.actors.params import SAMPLING_REJECTED_FROM, limited_only, takes_sampling
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING = ("temperature", "top_p", "top_k")

@@ -36,10 +36,10 @@ from switchyard.actors.wire import JSON, Special, Wire
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.wires import aws_sigv4
-from switchyard.protocol.wires.translated import Translator, WholeBody, translated
 from switchyard.protocol.wires.aws_credentials import CredentialProvider
 from switchyard.protocol.wires.bedrock_answer import BufferedTranslator, StreamTranslator
 from switchyard.protocol.wires.bedrock_converse import converse_request
+from switchyard.protocol.wires.translated import Translator, WholeBody, translated
 
 SERVICE = "bedrock"
 EVENT_STREAM = "application/vnd.amazon.eventstream"

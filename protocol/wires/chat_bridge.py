@@ -26,10 +26,19 @@ import logging
 from typing import Any, Mapping
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.protocol.wires.responses_bridge import (
+    EFFORTS,
+    SUMMARIES,
+    TOOL_CHOICES,
+    VERBOSITIES,
+    expect,
+    function_fields,
+    one_of,
+    same_value,
+    string_map,
+    text_format,
+)
 from switchyard.protocol.wires.tool_namespaces import chat_name, names_of
-from switchyard.protocol.wires.responses_bridge import (EFFORTS, SUMMARIES, TOOL_CHOICES, VERBOSITIES, expect,
-                                                        function_fields, one_of, same_value, string_map,
-                                                        text_format)
 
 log = logging.getLogger("switchyard.route")
 

@@ -22,9 +22,18 @@ import copy
 import json
 from typing import Any, Mapping
 
-from switchyard.protocol.wires.chat_answers import (JSONObject, call_item, message_item, new_id, reasoning_item,
-                                                    reasoning_of, response_object, responses_usage, status_of,
-                                                    text_part)
+from switchyard.protocol.wires.chat_answers import (
+    JSONObject,
+    call_item,
+    message_item,
+    new_id,
+    reasoning_item,
+    reasoning_of,
+    response_object,
+    responses_usage,
+    status_of,
+    text_part,
+)
 from switchyard.protocol.wires.tool_namespaces import names_of, restore
 
 

@@ -74,7 +74,8 @@ def gemini_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
     if call.endpoint == "embeddings":
         path = f"{VERSION}/models/{target}:{gemini_embeddings.method(call.payload)}"
         return Wire(path, headers=headers,
-                    body=lambda raw, b, c: json.dumps(gemini_embeddings.embed_request(json.loads(raw), target)).encode(),
+                    body=lambda raw, b, c: json.dumps(
+                        gemini_embeddings.embed_request(json.loads(raw), target)).encode(),
                     answer=gemini_embeddings.embeddings_answer(target))
     if not call.stream:
         return Wire(f"{VERSION}/models/{target}:generateContent", headers=headers, body=chat_body,

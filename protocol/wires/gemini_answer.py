@@ -29,11 +29,11 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.actors.sse import Event
+from switchyard.protocol.wires.gemini_contents import signed_id
+from switchyard.protocol.wires.gemini_errors import openai_error
 from switchyard.protocol.wires.translated import DONE, EventTranslator, Translator, WholeBody, translated
 from switchyard.protocol.wires.translated import data as _data
 from switchyard.protocol.wires.translated import obj as _obj
-from switchyard.protocol.wires.gemini_contents import signed_id
-from switchyard.protocol.wires.gemini_errors import openai_error
 
 SAFETY = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                     "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from switchyard.actors.messages import Call
-from switchyard.protocol.wires.translated import WholeBody, translated
 from switchyard.protocol.wires.gemini_contents import invalid, unsupported
 from switchyard.protocol.wires.gemini_errors import openai_error
+from switchyard.protocol.wires.translated import WholeBody, translated
 
 PASSED = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
 

@@ -26,14 +26,14 @@ from typing import Any, Mapping
 
 import httpx
 
+from switchyard.actors.addressing import auth_headers
+from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, RESPONSES_API_TYPES, Special, Wire
 from switchyard.config.schema import BackendConfig, Snapshot
-from switchyard.actors.errors import InvalidRequest
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.wires.responses_bridge import chat_to_responses
 from switchyard.protocol.wires.translated import JsonEvents, WholeBody, translated
-from switchyard.actors.addressing import auth_headers
 
 log = logging.getLogger("switchyard.route")
 

@@ -68,7 +68,8 @@ def _is(value: Any, kind: str) -> bool:
 def expect(value: Any, kind: str, path: str) -> Any:
     if not _is(value, kind):
         article = "an" if kind[0] in "aeio" else "a"
-        raise InvalidRequest(f"'{path}' must be {article} {kind}, got {type_of(value)}", param=path, code="invalid_type")
+        raise InvalidRequest(f"'{path}' must be {article} {kind}, got {type_of(value)}", param=path,
+                             code="invalid_type")
     return value
 
 

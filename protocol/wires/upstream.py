@@ -23,8 +23,8 @@ import httpx
 
 from switchyard.actors import hops
 from switchyard.config.schema import BackendConfig, BackendType, Snapshot
-from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.simulated.anthropic import SimulatedAnthropicTransport
+from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.wires.transport import PooledTransport
 from switchyard.protocol.wires.upstream_errors import map_upstream_exceptions
 

@@ -226,7 +226,7 @@ async def test_csv_lists_records_oldest_first_with_a_header_and_no_record_id(aut
         header, *rows = csv_rows(reply)
         assert header[:3] == ["request_id", "time", "key_id"] and "record_id" not in header
         assert [r[0] for r in rows] == ["r1", "r2", "r3", "r4"]
-        first = dict(zip(header, rows[0]))
+        first = dict(zip(header, rows[0], strict=False))
         assert (first["time"], first["cost"], first["stream"], first["ttfb_ms"]) == \
             ("2026-12-01T01:00:00.000Z", "0.01", "false", "")
 
@@ -235,7 +235,7 @@ async def test_csv_defuses_a_client_chosen_value_a_spreadsheet_would_run(autojum
     async with gateway(CONFIG) as app:
         with_ledger(app)
         header, *rows = csv_rows(await get(app, "/admin/usage.csv", "key=team-b"))
-        assert dict(zip(header, rows[0]))["model"] == "'=cmd|' /C calc'!A0"
+        assert dict(zip(header, rows[0], strict=False))["model"] == "'=cmd|' /C calc'!A0"
 
 
 async def test_csv_limit_keeps_the_oldest(autojump_clock):

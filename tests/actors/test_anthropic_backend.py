@@ -6,8 +6,8 @@ import attrs
 import pytest
 import trio
 
-from switchyard.protocol.http.asgi import AsgiSink, read_body
 from switchyard.protocol.doors.openai import parse_json_object
+from switchyard.protocol.http.asgi import AsgiSink, read_body
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -7,12 +7,12 @@ import attrs
 import pytest
 import trio
 
+from switchyard.actors.errors import UpstreamTimeout
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.actors.wire import Wire
 from switchyard.config.schema import BackendType, SimulatedFailure, Simulation
 from switchyard.protocol.doors.anthropic_format import to_chat
 from switchyard.protocol.doors.anthropic_sink import AnthropicSink
-from switchyard.actors.errors import UpstreamTimeout
 from tests.actors.test_midstream import config as midstream_config
 from tests.harness import gateway, request
 

@@ -136,10 +136,12 @@ async def test_model_served_only_by_backends_the_key_may_not_use_is_403(autojump
 
 async def test_x_backend_pin_must_be_a_backend_the_key_may_use(autojump_clock):
     async with gateway(CONFIG) as app:
-        reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=[*bearer(TEAM_B), (b"x-backend", b"b")])
+        reply = await request(app, "POST", "/v1/chat/completions", chat(),
+                              headers=[*bearer(TEAM_B), (b"x-backend", b"b")])
         assert reply.status == 403
         assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == ("x-backend", "backend_not_allowed")
-        reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=[*bearer(TEAM_B), (b"x-backend", b"a")])
+        reply = await request(app, "POST", "/v1/chat/completions", chat(),
+                              headers=[*bearer(TEAM_B), (b"x-backend", b"a")])
         assert reply.status == 200 and served_by(reply) == "a"
 
 
@@ -229,7 +231,8 @@ async def test_a_key_revoked_while_the_body_uploads_is_refused(autojump_clock):
 
 async def test_model_list_shows_only_what_the_key_may_use(autojump_clock):
     async with gateway(CONFIG) as app:
-        rows = {m["id"]: m["backends"] for m in (await request(app, "GET", "/v1/models", headers=bearer(TEAM_A))).json()["data"]}
+        models = (await request(app, "GET", "/v1/models", headers=bearer(TEAM_A))).json()["data"]
+        rows = {m["id"]: m["backends"] for m in models}
         assert rows == {"demo": ["a"], "demo-2": ["a"]}
         rows = {m["id"] for m in (await request(app, "GET", "/v1/models", headers=bearer(OPEN))).json()["data"]}
         assert rows == {"demo", "demo-2", "other", "bee"}

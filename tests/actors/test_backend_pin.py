@@ -31,7 +31,8 @@ async def test_pin_to_a_backend_not_serving_the_model_is_400(autojump_clock):
         for pin in (b"c", b"nope"):
             reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=[(b"x-backend", pin)])
             assert reply.status == 400
-            assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == ("x-backend", "invalid_backend_pin")
+            assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == \
+                ("x-backend", "invalid_backend_pin")
 
 
 async def test_malformed_pin_is_400_naming_the_header(autojump_clock):
@@ -42,7 +43,8 @@ async def test_malformed_pin_is_400_naming_the_header(autojump_clock):
 
 async def test_pin_to_an_unhealthy_backend_is_given_up(autojump_clock):
     async with gateway(CONFIG.replace("models: [demo], simulation: {latency: 10ms, chunks: 2}}\n  - {name: b",
-                                      "models: [demo], simulation: {latency: 10ms, chunks: 2, health_status: 500}}\n  - {name: b")) as app:
+                                      "models: [demo], simulation: {latency: 10ms, chunks: 2, health_status: 500}}"
+                                      "\n  - {name: b")) as app:
         await trio.sleep(0.01)
         reply = await request(app, "POST", "/v1/chat/completions", chat(), headers=[(b"x-backend", b"a")])
         assert reply.status == 200 and served_by(reply) == "b"

@@ -11,11 +11,11 @@ from decimal import Decimal
 
 import pytest
 
-from switchyard.actors.ledger.pricing import decimal_text
 from switchyard.actors.ledger.entries import ENDPOINTS
+from switchyard.actors.ledger.pricing import decimal_text
 from switchyard.actors.ledger.record import UsageQuery
-from tests.actors.test_realtime import connect
 from tests.actors.test_midstream import config as midstream_config
+from tests.actors.test_realtime import connect
 from tests.harness import chat, gateway, request
 
 PRICED = """
@@ -183,7 +183,8 @@ async def test_every_call_and_every_refusal_gets_exactly_one_record(autojump_clo
 
 
 async def test_classifier_calls_are_metered_as_purpose_classifier_under_the_clients_request_id(autojump_clock):
-    from tests.actors.test_smart_routing_flow import auto, config as smart_config
+    from tests.actors.test_smart_routing_flow import auto
+    from tests.actors.test_smart_routing_flow import config as smart_config
     async with gateway(smart_config(method="llm") + "usage: {ledger: memory}\n") as app:
         reply = await request(app, "POST", "/v1/chat/completions", auto("hi"))
         assert reply.status == 200
@@ -208,8 +209,8 @@ async def test_the_responses_door_shows_the_cost_in_its_completed_usage(autojump
 
 
 async def test_the_ledger_url_shows_no_password_in_admin_config(autojump_clock):
-    from switchyard.protocol.admin.api import public
     from switchyard.config.load import load_text
+    from switchyard.protocol.admin.api import public
     snapshot = load_text(PRICED.replace("ledger: memory", "ledger: 'postgresql://sy:s3cret@db:5432/l?password=s3cret'")
                          ).snapshot
     shown = public(snapshot)["usage"]["ledger"]

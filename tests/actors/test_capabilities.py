@@ -71,7 +71,8 @@ async def test_no_capable_route_left_fails_closed(autojump_clock):
 
 
 async def test_metadata_saying_no_prefill_goes_straight_to_restart(autojump_clock):
-    cfg = midstream_config().rstrip("\n") + "\n    model_configs:\n      - {id: small, metadata: {supports_assistant_prefill: false}}\n"
+    cfg = midstream_config().rstrip("\n") + \
+        "\n    model_configs:\n      - {id: small, metadata: {supports_assistant_prefill: false}}\n"
     async with gateway(cfg) as app:
         reply = await request(app, "POST", "/v1/chat/completions", chat("big", stream=True))
         assert reply.events()[-1] == b"[DONE]"

@@ -12,13 +12,12 @@ import attrs
 import pytest
 import trio
 
-from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
 from switchyard.actors.call.request import RequestActor
-from switchyard.config.schema import Dedup
-from switchyard.protocol.http.asgi import new_request_id
-from switchyard.protocol.http.asgi import AsgiSink, disconnect_waiter
+from switchyard.actors.dedup import DedupCoordinator, Role, Served, dedup_key
 from switchyard.actors.errors import GatewayError, InvalidRequest, Unavailable
+from switchyard.config.schema import Dedup
 from switchyard.protocol.doors.openai import parse_chat
+from switchyard.protocol.http.asgi import AsgiSink, disconnect_waiter, new_request_id
 from tests.harness import Reply, chat, gateway
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

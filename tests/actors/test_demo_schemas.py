@@ -167,7 +167,8 @@ async def test_a_native_anthropic_simulator_takes_claude_codes_betas_through_the
     """A mid-conversation system message and context edits reach the simulator, taken under their betas only.
     (The Messages door renders the answer itself, so its shape is the door's: tests/unit/test_simulated_schemas.py
     checks the simulator's own.)"""
-    body = {"model": "claude-x", "max_tokens": 64, "stream": True, "thinking": {"type": "enabled", "budget_tokens": 1024},
+    body = {"model": "claude-x", "max_tokens": 64, "stream": True,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
             "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
             "messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": "Be brief."}]}
     headers = [(b"anthropic-version", b"2023-06-01"), (b"anthropic-beta", beta.encode())]

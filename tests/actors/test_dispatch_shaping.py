@@ -78,7 +78,8 @@ async def test_scope_is_fixed_before_selection_and_kept_on_fallback_hops(autojum
 
 
 async def test_a_managed_field_the_route_cannot_carry_is_refused_before_any_io(autojump_clock):
-    config = BASE.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + """  - {name: cloud, type: openai, url: "https://api.example.invalid", models: [spare], discovery: false}
+    config = BASE.replace("health_checks: {interval: 1h}", "health_checks: {enabled: false}") + """\
+  - {name: cloud, type: openai, url: "https://api.example.invalid", models: [spare], discovery: false}
 request_params: {overrides: {top_k: 40}}
 """ + CHAIN
     async with gateway(config) as app:

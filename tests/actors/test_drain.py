@@ -51,7 +51,7 @@ async def test_call_past_the_window_ends_with_a_clean_error_at_its_end(autojump_
         assert reply.ended_at - t0 == 4.0  # drain began at 1, window 3 s
         assert json.loads(reply.events()[-1])["error"]["code"] == "server_shutting_down"
         assert b"[DONE]" not in reply.body
-        assert sim.count("cancelled") == 1 and app.runtime.calls == set()
+        assert sim.count("cancelled") == 1 and not app.runtime.calls
 
 
 async def test_a_stop_asked_for_while_starting_is_a_drain_from_the_first_request(autojump_clock):

@@ -179,7 +179,8 @@ async def test_replay_disabled_backend_never_sees_a_request_twice(autojump_clock
 
 
 async def test_context_length_400_moves_to_next_model_never_same(autojump_clock):
-    config = BASE + backend("a", "big", "{latency: 100ms, failure: {status: 400, error_code: context_length_exceeded}}") + \
+    config = BASE + \
+        backend("a", "big", "{latency: 100ms, failure: {status: 400, error_code: context_length_exceeded}}") + \
         backend("b", "small", "{latency: 100ms, chunks: 2}")
     async with gateway(config) as app:
         t0 = trio.current_time()
@@ -222,7 +223,8 @@ async def test_unknown_model_on_chain_when_primary_unhealthy(autojump_clock):
 
 async def test_dial_bound_queues_fifo_and_times_out_on_time(autojump_clock):
     config = BASE.replace("fallback_chains: {big: [small]}",
-                          "fallback_chains: {big: [small]}\n  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
+                          "fallback_chains: {big: [small]}\n"
+                          "  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
         backend("a", "big", "{latency: 0s, failure: {status: 400, error_code: context_length_exceeded}}") + \
         backend("b", "small", "{latency: 2s, chunks: 1}")
     async with gateway(config) as app:
@@ -258,7 +260,8 @@ async def test_disconnect_during_retry_wait_cancels_everything(autojump_clock):
 
 async def test_disconnect_while_queued_for_dial_permit(autojump_clock):
     config = BASE.replace("fallback_chains: {big: [small]}",
-                          "fallback_chains: {big: [small]}\n  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
+                          "fallback_chains: {big: [small]}\n"
+                          "  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
         backend("a", "big", "{latency: 0s, failure: {status: 400, error_code: context_length_exceeded}}") + \
         backend("b", "small", "{latency: 2s, chunks: 1}")
     async with gateway(config) as app:
@@ -273,7 +276,8 @@ async def test_disconnect_while_queued_for_dial_permit(autojump_clock):
 
 async def test_dial_bound_saturation_is_exported_as_a_metric(autojump_clock):
     config = BASE.replace("fallback_chains: {big: [small]}",
-                          "fallback_chains: {big: [small]}\n  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
+                          "fallback_chains: {big: [small]}\n"
+                          "  fallback_policy: {max_concurrent_dials_per_backend: 1}") + \
         backend("a", "big", "{latency: 0s, failure: {status: 400, error_code: context_length_exceeded}}") + \
         backend("b", "small", "{latency: 5s, chunks: 1}")
     async with gateway(config) as app:

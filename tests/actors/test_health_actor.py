@@ -2,6 +2,7 @@
 
 import pytest
 import trio
+import trio.lowlevel
 
 from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.routing.circuit import CircuitState
@@ -48,7 +49,7 @@ async def watch(actor, until):
 async def test_first_success_makes_unknown_healthy_at_once(autojump_clock, nursery):
     t0 = trio.current_time()
     actor, _ = await start(nursery)
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     assert actor.view.backends["sim"].state is HealthState.HEALTHY
     assert actor.view.backends["sim"].since == t0
 

@@ -6,9 +6,9 @@ import json
 import pytest
 import trio
 
-from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_file
 from switchyard.protocol.serving.app import App
+from switchyard.protocol.serving.wiring import new_runtime
 from tests.harness import chat, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -18,7 +18,8 @@ server: {bind_address: "127.0.0.1:8080"}
 health_checks: {interval: 1h}
 selection_strategy: STRATEGY
 backends:
-  - {name: a, type: simulated, models: [demo], simulation: {latency: 100ms, tokens_per_second: 2, chunks: 6, text: "old answer from a"}}
+  - {name: a, type: simulated, models: [demo],
+     simulation: {latency: 100ms, tokens_per_second: 2, chunks: 6, text: "old answer from a"}}
 EXTRA"""
 
 

@@ -186,7 +186,7 @@ async def test_a_full_spill_file_first_makes_room_by_dropping_what_expired(nurse
         for m in range(n, n + 10):
             actor.record(rec(m))
         n += 10
-        await until(lambda: actor.spilled + actor.dropped == n)
+        await until(lambda n=n: actor.spilled + actor.dropped == n)
     assert (actor.expired, actor.dropped) == (100, 0)
     times = [json.loads(line)["time"] for line in spill.read_text().splitlines()]
     assert times and min(times) == NOW
@@ -216,7 +216,7 @@ async def test_a_full_spill_file_that_can_free_nothing_is_not_rewritten(nursery,
         for m in range(n, n + 10):
             actor.record(rec(m))
         n += 10
-        await until(lambda: actor.spilled + actor.dropped == n)
+        await until(lambda n=n: actor.spilled + actor.dropped == n)
     inode = spill.stat().st_ino
     for m in range(n, n + 20):
         actor.record(rec(m))

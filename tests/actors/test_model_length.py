@@ -67,7 +67,8 @@ async def test_anthropic_doors_refuse_a_model_over_256_characters_in_their_shape
         assert asked(app) == 0
     assert reply.status == 400
     assert reply.json() == {"type": "error", "error": {
-        "type": "invalid_request_error", "message": f"model: must be at most 256 characters, got {MAX_MODEL_LENGTH + 1}"},
+        "type": "invalid_request_error",
+        "message": f"model: must be at most 256 characters, got {MAX_MODEL_LENGTH + 1}"},
         "request_id": reply.headers[b"request-id"].decode()}
 
 

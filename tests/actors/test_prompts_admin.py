@@ -7,10 +7,10 @@ import pytest
 import trio
 
 import switchyard.actors.prompts
-from switchyard.protocol.serving.wiring import new_runtime
 from switchyard.config.load import load_file, load_text
 from switchyard.config.prompts import MAX_FILE_BYTES
 from switchyard.protocol.serving.app import App
+from switchyard.protocol.serving.wiring import new_runtime
 from tests.harness import request
 
 TOKEN = "admin-token-0123456789"

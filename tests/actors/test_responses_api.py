@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from switchyard.config.schema import SimulatedFailure, Simulation
-from switchyard.protocol.wires.responses import BRIDGE
 from switchyard.protocol.simulated.responses import ResponsesTurn, script_responses
+from switchyard.protocol.wires.responses import BRIDGE
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -95,7 +95,8 @@ async def test_admin_api_is_off_without_a_token(autojump_clock):
 
 async def test_admin_api_needs_the_bearer_token(autojump_clock):
     async with gateway(ADMIN + BASE + backend("a", "big")) as app:
-        for headers in ([], [(b"authorization", b"Bearer wrong-token-xxxxxxxxxx")], [(b"authorization", TOKEN.encode())]):
+        for headers in ([], [(b"authorization", b"Bearer wrong-token-xxxxxxxxxx")],
+                        [(b"authorization", TOKEN.encode())]):
             reply = await request(app, "GET", "/admin/requests/req_0/events", headers=headers)
             assert reply.status == 401 and reply.json()["error"]["type"] == "invalid_request_error"
             assert reply.headers[b"www-authenticate"].startswith(b"Bearer")

@@ -32,7 +32,8 @@ REFUSING = CONFIG.replace("chunks: 4}", "chunks: 4, supports_stream_options: fal
 
 def config(base: str = CONFIG, gen_type: str = "generic", stream_usage: str | None = None) -> str:
     setting = f", stream_usage: {stream_usage}" if stream_usage else ""
-    return base.replace("type: generic,", f"type: {gen_type},").replace("models: [demo]}\n", f"models: [demo]{setting}}}\n")
+    return base.replace("type: generic,", f"type: {gen_type},") \
+        .replace("models: [demo]}\n", f"models: [demo]{setting}}}\n")
 
 
 async def records(app):

@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from tests.e2e.support import Gateway, backend, gateway_config, switchyard_serve
-from tests.e2e.test_slow_clients_e2e import open_raw as connect, read_until_closed
+from tests.e2e.test_slow_clients_e2e import open_raw as connect
+from tests.e2e.test_slow_clients_e2e import read_until_closed
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 

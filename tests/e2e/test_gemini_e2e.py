@@ -114,7 +114,8 @@ async def test_tools_round_trip_as_function_call_and_function_response(start_gat
         [call] = choice.message.tool_calls
         assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
         assert fake.last.body["tools"] == [{"functionDeclarations": [
-            {"name": "get_weather", "description": "Weather in a city", "parameters": WEATHER["function"]["parameters"]}]}]
+            {"name": "get_weather", "description": "Weather in a city",
+             "parameters": WEATHER["function"]["parameters"]}]}]
         assert fake.last.body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
         history = [*PROMPT, choice.message.model_dump(exclude_none=True),
                    {"role": "tool", "tool_call_id": call.id, "content": '{"temp": "18C"}'}]

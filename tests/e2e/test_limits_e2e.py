@@ -510,7 +510,8 @@ async def test_redis_restarted_empty_keeps_the_spend(tmp_path, private_redis):
             assert (await call(url, "spend", chat(max_tokens=10))).status == 200
         with trio.fail_after(10):   # every record written, every settle in Redis
             while len(sqlite_records(instance.ledger)) < 10 or \
-                    (await key_view(url, "spend"))["budget"]["spent_usd"] != pytest.approx(ledger_cost(instance.ledger, "spend")):
+                    (await key_view(url, "spend"))["budget"]["spent_usd"] != \
+                    pytest.approx(ledger_cost(instance.ledger, "spend")):
                 await trio.sleep(0.1)
         spent = ledger_cost(instance.ledger, "spend")
         assert spent > 0

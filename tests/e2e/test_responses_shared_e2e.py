@@ -157,7 +157,7 @@ async def test_a_response_is_found_through_another_worker_as_soon_as_its_id_reac
                         first = json.loads(line[len("data:"):])
                         break
                 got_streamed = await other.get(f"/v1/responses/{first['response']['id']}")
-                async for line in lines:
+                async for _line in lines:
                     pass
     assert got_buffered.status_code == 200 and got_buffered.json()["id"] == buffered
     assert first["type"] == "response.created"

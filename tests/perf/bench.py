@@ -122,18 +122,18 @@ from targets import (
     Server,
     ensure_litellm,
     free_port,
+    ledger_rows,
     litellm_env,
     litellm_master_key,
     litellm_pin,
     memory_mb,
     other_cpu_seconds,
     proc_snapshot,
+    switchyard_env,
     tree_cpu_seconds,
     tree_pids,
     write_litellm_config,
     write_nginx_conf,
-    ledger_rows,
-    switchyard_env,
     write_switchyard_config,
 )
 
@@ -695,7 +695,8 @@ def main() -> int:
     parser.add_argument("--limits-timeout", type=float, help="state.operation_timeout (seconds) of "
                         f"{LIMITS_TARGET}; default: the build's. A Redis call that takes longer (event-loop "
                         "wait included) sends admissions to the local share until a probe succeeds")
-    parser.add_argument("--profile", action="store_true", help="after the rounds, py-spy profiles one wrk phase and one of stream bursts")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the rounds, py-spy profiles one wrk phase and one of stream bursts")
     parser.add_argument("--profile-target", default="switchyard")
     parser.add_argument("--ready-timeout", type=float, default=30.0)
     parser.add_argument("--disturbed-pct", type=float, default=10.0,

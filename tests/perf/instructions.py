@@ -73,7 +73,6 @@ CONCURRENCY = 32
 def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path,
           stream: bool = False, steps: bool = False) -> None:
     import trio
-
     from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
 
     parts = PARTS[variant]

@@ -149,7 +149,7 @@ async def _stream_phase(server: Server, streams: int, bursts: int) -> dict:
                 results = []
                 go = trio.Event()
 
-                async def one(client: httpx.AsyncClient) -> None:
+                async def one(client: httpx.AsyncClient, go: trio.Event = go, results: list = results) -> None:
                     await go.wait()
                     results.append(await _stream(client, server, body))
 

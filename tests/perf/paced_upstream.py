@@ -19,7 +19,6 @@ import json
 from functools import partial
 
 import trio
-
 from targets import MODELS_PATHS, models_body, sse_events
 
 MAX_HEAD = 64 * 1024

@@ -6,13 +6,13 @@ import logging
 import attrs
 import pytest
 
+from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.actors.messages import Call
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, BodyExtensions, Snapshot
-from switchyard.protocol.wires.anthropic_betas import forwarded_betas
 from switchyard.protocol.doors.anthropic_format import NOT_CARRIED
 from switchyard.protocol.wires.anthropic import headers, messages_request
-from switchyard.actors.errors import UnsupportedRequestParameter
+from switchyard.protocol.wires.anthropic_betas import forwarded_betas
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -4,8 +4,6 @@ import json
 
 import pytest
 
-from switchyard.protocol.doors.anthropic_format import effort_for_budget, to_chat
-from switchyard.protocol.doors.anthropic_sink import StreamTranslator, message_from_chat
 from switchyard.actors.errors import (
     InvalidRequest,
     NoHealthyBackend,
@@ -13,6 +11,8 @@ from switchyard.actors.errors import (
     UpstreamStatusError,
 )
 from switchyard.protocol.doors.anthropic_errors import anthropic_envelope, anthropic_error_type
+from switchyard.protocol.doors.anthropic_format import effort_for_budget, to_chat
+from switchyard.protocol.doors.anthropic_sink import StreamTranslator, message_from_chat
 
 
 def body(*messages, **extra):

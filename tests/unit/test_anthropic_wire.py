@@ -7,9 +7,13 @@ import httpx
 import pytest
 import trio
 
+from switchyard.actors.addressing import auth_headers
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
 from switchyard.actors.messages import Call
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import BackendConfig, BackendType, ModelConfig, Snapshot
+from switchyard.protocol.serving.wiring import WIRES
+from switchyard.protocol.wires.anthropic import headers, messages_request
 from switchyard.protocol.wires.anthropic_answer import (
     FINISH,
     StreamTranslator,
@@ -18,11 +22,7 @@ from switchyard.protocol.wires.anthropic_answer import (
     finish_reason,
 )
 from switchyard.protocol.wires.translated import TranslatedStream
-from switchyard.protocol.wires.anthropic import headers, messages_request
-from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.actors.addressing import auth_headers
 from switchyard.protocol.wires.upstream import in_process
-from switchyard.protocol.serving.wiring import WIRES
 
 BACKEND = BackendConfig(name="claude", type=BackendType.ANTHROPIC, url="https://api.anthropic.com",
                         api_key="sk-ant-test", models=("claude-x",))

@@ -85,7 +85,8 @@ def test_tool_choice_none_offers_no_tools_unless_the_conversation_holds_tool_cal
 
 def test_a_named_tool_choice_is_a_tool_choice_of_that_tool():
     body = converse_request({"model": "m", "messages": [USER], "tools": [{"type": "function", "function": {
-        "name": "f", "parameters": {"type": "object"}}}], "tool_choice": {"type": "function", "function": {"name": "f"}}})
+        "name": "f", "parameters": {"type": "object"}}}],
+        "tool_choice": {"type": "function", "function": {"name": "f"}}})
     assert body["toolConfig"] == {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}],
                                   "toolChoice": {"tool": {"name": "f"}}}
 

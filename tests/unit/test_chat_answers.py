@@ -161,7 +161,8 @@ def test_a_done_ended_by_a_lone_cr_at_the_very_end_still_completes_the_response(
     from switchyard.protocol.wires.responses_on_chat import _Events
 
     events = _Events(ChatToEvents(REQUEST))
-    raw = b"".join(events.feed(b"data: " + json.dumps(chunk({"content": "a"}, "stop")).encode() + b"\n\ndata: [DONE]\n\r"))
+    raw = b"".join(events.feed(b"data: " + json.dumps(chunk({"content": "a"}, "stop")).encode()
+                               + b"\n\ndata: [DONE]\n\r"))
     assert b"response.completed" not in raw
     assert b"event: response.completed" in b"".join(events.close())
 

@@ -99,7 +99,8 @@ def test_hosted_tools_are_refused_by_name(kind):
 @pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
 def test_a_web_search_tool_merely_offered_is_left_out(kind):
     """Codex CLI offers one on every call: the chat model answers without it."""
-    assert chat(tools=[WEATHER, {"type": kind, "external_web_access": False}])["tools"] == chat(tools=[WEATHER])["tools"]
+    assert chat(tools=[WEATHER, {"type": kind, "external_web_access": False}])["tools"] == \
+        chat(tools=[WEATHER])["tools"]
     assert "tools" not in chat(tools=[{"type": kind}])
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from switchyard.protocol.http.client_json import MAX_DEPTH, loads, utf8
 from switchyard.actors.errors import InvalidRequest
+from switchyard.protocol.http.client_json import MAX_DEPTH, loads, utf8
 
 
 def nested(depth: int) -> str:

@@ -212,8 +212,8 @@ def _page(kind, waiting, running, usage, tokens):
                       "sglang:generation_tokens")}[kind]
     families = [GaugeMetricFamily(name, "doc", labels=["engine"]) for name in names[:3]]
     families.append(CounterMetricFamily(names[3], "doc", labels=["engine"]))
-    for rank, values in enumerate(zip(waiting, running, usage, tokens)):
-        for family, value in zip(families, values):
+    for rank, values in enumerate(zip(waiting, running, usage, tokens, strict=False)):
+        for family, value in zip(families, values, strict=False):
             family.add_metric([str(rank)], value)
 
     class Page:

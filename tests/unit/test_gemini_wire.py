@@ -92,8 +92,8 @@ def test_json_object_asks_for_json_and_a_schema_beyond_the_openapi_subset_goes_a
     assert generate_request(chat(response_format={"type": "json_object"}))["generationConfig"] == \
         {"responseMimeType": "application/json"}
     strict = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
-    config = generate_request(chat(response_format={"type": "json_schema",
-                                                    "json_schema": {"name": "s", "schema": strict}}))["generationConfig"]
+    schema = {"type": "json_schema", "json_schema": {"name": "s", "schema": strict}}
+    config = generate_request(chat(response_format=schema))["generationConfig"]
     assert config == {"responseMimeType": "application/json", "responseJsonSchema": strict}
     assert openapi_subset({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}})
 

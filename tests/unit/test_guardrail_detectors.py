@@ -180,7 +180,8 @@ def test_the_admin_view_shows_a_patterns_source_and_masks_the_webhooks_headers()
     from switchyard.protocol.admin.api import public
     loaded = load_text("backends: [{name: sim, type: simulated, models: [demo]}]\nguardrails:\n"
                        "  - {name: a, patterns: [{name: emp, regex: 'EMP-\\d+'}]}\n"
-                       "  - {name: b, webhook: {url: 'http://h/x', headers: {authorization: Bearer hook-secret-4711}}}\n")
+                       "  - {name: b, webhook: {url: 'http://h/x',"
+                       " headers: {authorization: Bearer hook-secret-4711}}}\n")
     view = public(loaded.snapshot.guardrails)
     assert view[0]["patterns"][0]["regex"] == "EMP-\\d+" and "compiled" not in view[0]["patterns"][0]
     assert view[1]["webhook"]["headers"] == "***" and "hook-secret-4711" not in repr(loaded.snapshot)

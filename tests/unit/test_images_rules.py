@@ -12,7 +12,7 @@ from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
 from switchyard.actors.uploads import Upload, Uploads, encode_form
 from switchyard.config.metadata import Pricing
-from switchyard.protocol.doors.image_rules import check_allowed, check_request, EDIT_MODELS
+from switchyard.protocol.doors.image_rules import EDIT_MODELS, check_allowed, check_request
 from switchyard.protocol.http.multipart import parse_form
 
 PNG = b"\x89PNG\r\n\x1a\n--not-a-boundary\r\n"

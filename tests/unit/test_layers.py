@@ -1,4 +1,5 @@
-"""The layers hold: import-linter's contracts in pyproject.toml, run on every test run."""
+"""The layers hold and the code is linted: import-linter's contracts and ruff's rules in pyproject.toml, run
+on every test run."""
 
 from __future__ import annotations
 
@@ -26,3 +27,11 @@ def test_every_contract_the_layers_need_is_declared():
     layers = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
     assert ["switchyard.protocol", "switchyard.actors", "switchyard.config"] in layers
     assert ["serving", "admin | doors", "wires", "simulated", "http | stores"] in layers
+
+
+def test_ruff_finds_nothing():
+    """Sorted imports, pyflakes, pycodestyle, bugbear and the async rules ([tool.ruff] in pyproject.toml)."""
+    ruff = Path(sys.executable).with_name("ruff")
+    result = subprocess.run([str(ruff), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

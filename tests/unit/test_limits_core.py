@@ -320,7 +320,7 @@ def test_the_refusal_reported_follows_the_contract_order():
         refusal = admit(c, demand(*scopes, tokens=10, budgets=tuple(budgets)), 0.0).refusal
         seen.append((refusal.scope, refusal.dimension))
         budgets = [b for b in budgets if (b.owner, b.owner_id) != (refusal.scope, refusal.name)]
-    for kind, name in kinds:
+    for kind, _name in kinds:
         for dimension in core.DIMENSIONS:
             refusal = admit(c, demand(*scopes, tokens=10), 0.0).refusal
             seen.append((refusal.scope, refusal.dimension))

@@ -58,7 +58,8 @@ def warnings_for(tmp_path, meta: str) -> list[str]:
      "must be at least 0, got -1", -1.0),
     ("{pricing: {long_context: {output_tokens: .inf}}}", "pricing.long_context.output_tokens",
      "must be a finite number, got inf", float("inf")),
-    ("{limits: {context_window: 10000001}}", "limits.context_window", "must be at most 10000000, got 10000001", 10_000_001),
+    ("{limits: {context_window: 10000001}}", "limits.context_window", "must be at most 10000000, got 10000001",
+     10_000_001),
     ("{limits: {max_output: -1}}", "limits.max_output", "must be at least 0, got -1", -1),
     ("{limits: {max_prompt_length: 0}}", "limits.max_prompt_length", "must be at least 1, got 0", 0),
     ("{limits: {max_n: 0}}", "limits.max_n", "must be at least 1, got 0", 0),
@@ -252,13 +253,15 @@ def test_a_snapshot_may_think_only_when_some_layer_has_thinking_metadata(tmp_pat
     assert load(tmp_path / "none").snapshot.may_think is False
     in_file = load(tmp_path / "file", "model_metadata_file: md.yaml\n", {"md.yaml": one_model(thinking)})
     assert in_file.snapshot.may_think is True
-    configs = load_file(write(tmp_path / "c.yaml", BACKEND + f"    model_configs:\n      - {{id: m, metadata: {thinking}}}\n"))
+    configs = load_file(write(tmp_path / "c.yaml",
+                              BACKEND + f"    model_configs:\n      - {{id: m, metadata: {thinking}}}\n"))
     assert configs.snapshot.may_think is True
     assert "may_think" not in public(configs.snapshot)
 
 
 def test_model_configs_read_the_full_field_set_strictly(tmp_path):
-    config = BACKEND + "    model_configs:\n      - {id: m, metadata: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
+    config = BACKEND + "    model_configs:\n" \
+                       "      - {id: m, metadata: {pricing: {input_tokens: 1, per_image: {hd: 0.1}}, " \
                        "thinking: {pattern: unterminated_start, end_marker: '</think>'}, responses_only: true}}\n"
     snap = load_text(config, env={}, base_dir=tmp_path).snapshot
     assert snap.backend("a").model_metadata["m"].thinking.end_marker == "</think>"

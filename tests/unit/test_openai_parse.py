@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from switchyard.config.load import load_text
 from switchyard.actors.errors import InvalidRequest
+from switchyard.config.load import load_text
 from switchyard.protocol.doors.openai import parse_chat
 
 SNAP = load_text("backends:\n  - {name: a, url: 'http://x', models: [m]}\n", env={}).snapshot

@@ -4,9 +4,9 @@ then rule), resolving a request's ``preset``, and its order against ``request_pa
 
 import pytest
 
-from switchyard.config.params import Bound, ParamPolicy, ParamScope, Preset
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.params import apply_policy, apply_preset
+from switchyard.config.params import Bound, ParamPolicy, ParamScope, Preset
 from tests.unit.test_request_params import errors_of, load
 
 SPEC_EXAMPLE = """

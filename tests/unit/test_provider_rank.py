@@ -6,6 +6,8 @@ from attrs import frozen
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from switchyard.actors.provider_prefs import parse_provider
+from switchyard.actors.routing.provider_prefs import MaxPrice, ProviderPrefs
 from switchyard.actors.routing.provider_rank import (
     client_filter,
     combined_price,
@@ -15,8 +17,6 @@ from switchyard.actors.routing.provider_rank import (
     top_group,
 )
 from switchyard.actors.routing.variants import ThroughputSample, fresh_throughput
-from switchyard.actors.routing.provider_prefs import MaxPrice, ProviderPrefs
-from switchyard.actors.provider_prefs import parse_provider
 
 
 @frozen
@@ -149,7 +149,8 @@ def test_order_ranks_only_what_is_left():
 
 
 def test_sort_price_ascending_uses_the_combined_price():
-    signal = lambda c: combined_price(price(c))
+    def signal(c):
+        return combined_price(price(c))
     prefs = ProviderPrefs(sort="price")
     # a: 1 + 2 = 3, b: 0.5 + 5 = 5.5; c (prompt unknown) and d (no price) trail as one group
     assert groups(rank_groups(prefs, FLEET, signal)) == [["a"], ["b"], ["c", "d"]]
@@ -163,7 +164,8 @@ def test_combined_price_needs_both_sides():
 
 def test_sort_latency_ascending():
     latency = {"a": 0.3, "b": 0.1, "c": 0.2}
-    signal = lambda c: latency.get(c.name)
+    def signal(c):
+        return latency.get(c.name)
     assert groups(rank_groups(ProviderPrefs(sort="latency"), FLEET, signal)) == [["b"], ["c"], ["a"], ["d"]]
 
 
@@ -171,7 +173,8 @@ def test_sort_throughput_descending():
     now = 100.0
     view = {"a": ThroughputSample(50.0, now - 1), "b": ThroughputSample(80.0, now - 2),
             "c": ThroughputSample(500.0, now - 60)}                     # c's sample is stale
-    signal = lambda c: fresh_throughput(view, c.name, now, 45.0)
+    def signal(c):
+        return fresh_throughput(view, c.name, now, 45.0)
     assert groups(rank_groups(ProviderPrefs(sort="throughput"), FLEET, signal)) == [["b"], ["a"], ["c", "d"]]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 
 from switchyard.protocol.stores.redis_batch import Batches, LoopLag
 
@@ -35,7 +36,7 @@ class Server:
 
 async def started(nursery: trio.Nursery, batches: Batches[str]) -> Batches[str]:
     nursery.start_soon(batches.run)
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     return batches
 
 
@@ -104,7 +105,7 @@ async def test_a_reply_arriving_as_the_bound_ends_counts_for_a_queued_call(autoj
     for _ in range(20):
         async with trio.open_nursery() as n:
             n.start_soon(batches.ask, "first", 1.0, 5.0)   # alone, on the one lane until +0.0625
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             assert await batches.ask("queued", 0.125, 5.0) == ("ok", "queued")   # answered at exactly +0.125
     assert server.lost == []
 

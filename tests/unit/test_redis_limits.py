@@ -705,4 +705,5 @@ async def test_the_shared_limiters_health_is_in_prometheus_at_scrape_time(nurser
     down = scraped()
     assert (down["rate_limit_store_up"], down["rate_limit_store_outages_total"]) == (0.0, 1.0)
     assert down["rate_limit_fallback_admissions_total"] == 1.0 and down["rate_limit_store_failures_total"] >= 1
-    assert {"rate_limit_claimed_calls_total", "rate_limit_settles_queued", "rate_limit_settles_dropped_total"} <= set(down)
+    assert {"rate_limit_claimed_calls_total", "rate_limit_settles_queued",
+            "rate_limit_settles_dropped_total"} <= set(down)

@@ -11,6 +11,7 @@ import subprocess
 import coredis.exceptions
 import pytest
 import trio
+import trio.lowlevel
 
 from switchyard.actors.limits.port import Ticket
 from switchyard.actors.routing import limits as core
@@ -275,7 +276,7 @@ async def test_a_client_leaving_an_admission_that_carries_settles_never_makes_th
     limiter.settle(first.ticket, 100, 0.3)
     with trio.move_on_after(0.05) as left:
         await limiter.admit(demand(snap, "b", worst_usd=0.5))   # carries the settle; the client leaves
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
     assert left.cancelled_caught
     assert await limiter.flush(5.0)
     view = (await limiter.key_view("team-a"))["budget"]

@@ -8,12 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.params import (
+    Applied,
+    apply_policy,
+    carried_by,
+    carried_everywhere,
+    check_carriable,
+    header_value,
+)
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.params import PARAMS, SPECS, Bound, ParamPolicy, ParamScope
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
-from switchyard.actors.params import (Applied, apply_policy, carried_by, carried_everywhere, check_carriable,
-                                      header_value)
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [m]}]\n"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from switchyard.config.load import ConfigError, load_file
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.config.load import ConfigError, load_file
+from switchyard.protocol.wires.responses import wants_bridge_for_tools
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.wires.responses_bridge import chat_to_responses
-from switchyard.protocol.wires.responses import wants_bridge_for_tools
 
 USER = {"role": "user", "content": "hi"}
 

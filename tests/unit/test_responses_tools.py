@@ -9,12 +9,12 @@ import textwrap
 
 import pytest
 
+from switchyard.actors import log_fields
+from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.responses_tools import RESOURCE_FIELDS, ResponsesTools
-from switchyard.actors import log_fields
-from switchyard.protocol.http import logs
-from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.protocol.doors.responses_tools import enforce
+from switchyard.protocol.http import logs
 from tests.harness import gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -41,7 +41,10 @@ def errors_of(section: str) -> list[str]:
     return info.value.errors
 
 
-def refusal(payload, pol=ResponsesTools()) -> UnsupportedRequestParameter:
+DEFAULT = ResponsesTools()
+
+
+def refusal(payload, pol=DEFAULT) -> UnsupportedRequestParameter:
     with pytest.raises(UnsupportedRequestParameter) as info:
         enforce(payload, pol)
     err = info.value
@@ -49,7 +52,7 @@ def refusal(payload, pol=ResponsesTools()) -> UnsupportedRequestParameter:
     return err
 
 
-def refused_param(payload, pol=ResponsesTools()) -> str:
+def refused_param(payload, pol=DEFAULT) -> str:
     return refusal(payload, pol).param
 
 

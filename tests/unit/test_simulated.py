@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.sse import SSEDecoder
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.schema import SimulatedFailure, Simulation
 from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.simulated.parts import split_even, split_words
-from switchyard.actors.sse import SSEDecoder
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
@@ -112,7 +112,7 @@ def test_split_words_reassembles_and_never_splits_a_word(text, n):
     assert "".join(pieces) == text
     assert len(pieces) <= n
     assert all(pieces)
-    for left, right in zip(pieces, pieces[1:]):
+    for left, right in zip(pieces, pieces[1:], strict=False):
         assert left[-1].isspace() or right[0].isspace()  # a boundary is always next to whitespace
     if pieces:
         sizes = [len(split_words(p, 1)) for p in pieces]
@@ -126,8 +126,9 @@ async def test_prefill_that_is_a_prefix_gets_only_the_rest(autojump_clock):
     start = trio.current_time()
     reply = await stream(sim, chat(stream=True, prefill="The capital of France"))
     assert reply.accumulated().content == " is Paris, a city on the Seine."
-    contents = [(t - start, c["choices"][0]["delta"]["content"]) for t, c in
-                zip([t for t, _ in reply.events], reply.chunks) if c["choices"][0]["delta"].get("content")]
+    contents = [(t - start, c["choices"][0]["delta"]["content"])
+                for t, c in zip([t for t, _ in reply.events], reply.chunks, strict=False)
+                if c["choices"][0]["delta"].get("content")]
     # same pacing as a full answer: 1 s latency, then one piece every 0.5 s
     assert contents == [(1.0, " is Paris, a"), (1.5, " city on"), (2.0, " the Seine.")]
 

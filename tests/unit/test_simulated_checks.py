@@ -7,9 +7,9 @@ import httpx
 import pytest
 
 from switchyard.config.schema import Simulation
-from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.simulated.anthropic import SimulatedAnthropicTransport
 from switchyard.protocol.simulated.checks import MAX_DIMENSIONS, MAX_INPUTS
+from switchyard.protocol.simulated.openai import SimulatedTransport
 
 USER = {"role": "user", "content": "hi"}
 

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
+from switchyard.config.classifier_backend import classifier_backend
 from switchyard.config.load import ConfigError, load_text
 from switchyard.config.load_smart_routing import SmartRoutingError, parse_model_profiles, parse_routing_policies
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.config.classifier_backend import classifier_backend
 from switchyard.config.smart_routing import (
     BUILTIN_DOMAINS,
     ClassifierSettings,
@@ -142,7 +142,8 @@ def test_top_level_field_errors_name_the_field(line, path):
     (policy("{colour: [x]}"), "smart_routing.routing_policies[0].when.colour"),
     ("routing_policies:\n  - {name: p, route_to: {tier: 1, model: m}}",
      "smart_routing.routing_policies[0].route_to.model"),
-    ("routing_policies:\n  - {name: p, route_to: {tier: 1}, priority: 1}", "smart_routing.routing_policies[0].priority"),
+    ("routing_policies:\n  - {name: p, route_to: {tier: 1}, priority: 1}",
+     "smart_routing.routing_policies[0].priority"),
     ("classifier: {mode: rule}", "smart_routing.classifier.mode"),
     ("classifier: {rule: {threshold: 0.5}}", "smart_routing.classifier.rule.threshold"),
     ("classifier: {llm: {model: m, seed: 1}}", "smart_routing.classifier.llm.seed"),
@@ -168,7 +169,8 @@ def test_profile_names_are_at_most_200_characters(key):
 
 
 def test_profile_names_must_not_be_empty():
-    assert "smart_routing.model_profiles[0].model: must not be empty" in errors_of('model_profiles:\n  - {model: "", tier: 1}')
+    assert "smart_routing.model_profiles[0].model: must not be empty" in \
+        errors_of('model_profiles:\n  - {model: "", tier: 1}')
 
 
 def test_model_pattern_uses_only_star_as_wildcard():
@@ -217,7 +219,8 @@ def test_policy_name_is_required_non_empty_and_unique():
         errors_of("routing_policies:\n  - {route_to: {tier: 1}}")
     assert "smart_routing.routing_policies[0].name: must not be empty" in \
         errors_of('routing_policies:\n  - {name: "", route_to: {tier: 1}}')
-    assert "smart_routing.routing_policies[1].name: duplicate policy name 'p' (also smart_routing.routing_policies[0])" \
+    assert "smart_routing.routing_policies[1].name: duplicate policy name 'p' " \
+           "(also smart_routing.routing_policies[0])" \
         in errors_of("routing_policies:\n  - {name: p, route_to: {tier: 1}}\n  - {name: p, route_to: {tier: 2}}")
 
 
@@ -312,12 +315,15 @@ def test_input_tokens_ranges_admitting_two_or_more_estimates_load(bounds, expect
 ])
 def test_input_tokens_invalid_ranges_are_load_errors(bounds, rule):
     errors = errors_of(policy(f"{{input_tokens: {bounds}}}"))
-    assert any(e.startswith("smart_routing.routing_policies[0].when.input_tokens:") and rule in e for e in errors), errors
+    assert any(e.startswith("smart_routing.routing_policies[0].when.input_tokens:") and rule in e
+               for e in errors), errors
 
 
 def test_route_to_tier_is_required_and_1_to_3():
-    assert "smart_routing.routing_policies[0].route_to.tier: is required" in errors_of("routing_policies:\n  - {name: p}")
-    assert any(e.startswith("smart_routing.routing_policies[0].route_to.tier: must be 1") for e in errors_of(policy(tier=5)))
+    assert "smart_routing.routing_policies[0].route_to.tier: is required" in \
+        errors_of("routing_policies:\n  - {name: p}")
+    assert any(e.startswith("smart_routing.routing_policies[0].route_to.tier: must be 1")
+               for e in errors_of(policy(tier=5)))
 
 
 def test_route_to_domains_and_capabilities_are_known_values():
@@ -326,7 +332,8 @@ def test_route_to_domains_and_capabilities_are_known_values():
     assert s.routing_policies[0].route_to == RouteTo(1, ("medical",), ("tools", "vision"))
     errors = errors_of("routing_policies:\n  - {name: p, route_to: {tier: 1, prefer_domains: [legal], "
                        "require_capabilities: [audio]}}")
-    assert any(e.startswith("smart_routing.routing_policies[0].route_to.prefer_domains: item [0] 'legal'") for e in errors)
+    assert any(e.startswith("smart_routing.routing_policies[0].route_to.prefer_domains: item [0] 'legal'")
+               for e in errors)
     assert any(e.startswith("smart_routing.routing_policies[0].route_to.require_capabilities: item [0] 'audio'")
                for e in errors)
 
@@ -358,7 +365,8 @@ def test_shadow_is_a_boolean():
 
 @pytest.mark.parametrize("value", [0, 0.0, 1, 1.0, 0.5])
 def test_confidence_threshold_takes_both_ends_of_0_to_1(value):
-    assert smart(f"classifier: {{rule: {{confidence_threshold: {value}}}}}").classifier.rule.confidence_threshold == value
+    rule = smart(f"classifier: {{rule: {{confidence_threshold: {value}}}}}").classifier.rule
+    assert rule.confidence_threshold == value
 
 
 @pytest.mark.parametrize("value", ["-0.01", "1.01", ".nan", ".inf", "-.inf", "high"])
@@ -506,7 +514,8 @@ def test_custom_complexity_levels_at_most_5_unique_not_builtin():
         errors_of(f"classifier:\n  custom_complexity_levels:{six}")
     errors = errors_of("classifier:\n  custom_complexity_levels:\n    - {name: expert}\n    - {name: x}\n"
                        "    - {name: x}\n    - {name: y, rank: high}")
-    assert "smart_routing.classifier.custom_complexity_levels[0].name: 'expert' is a built-in complexity level" in errors
+    assert "smart_routing.classifier.custom_complexity_levels[0].name: 'expert' is a built-in complexity level" \
+        in errors
     assert "smart_routing.classifier.custom_complexity_levels[2].name: duplicate custom complexity level 'x'" in errors
     assert any(e.startswith("smart_routing.classifier.custom_complexity_levels[3].rank: must be an integer")
                for e in errors)
@@ -577,7 +586,8 @@ backends:
 
 def test_llm_or_hybrid_without_a_resolvable_backend_warns_about_expert_too():
     for method in ("llm", "hybrid"):
-        section = f"enabled: true\nclassifier: {{method: {method}, rule: {{confidence_threshold: 1}}, llm: {{model: m}}}}"
+        section = f"enabled: true\nclassifier: {{method: {method}, rule: {{confidence_threshold: 1}}, " \
+                  f"llm: {{model: m}}}}"
         assert expert_warned(f"{section}\n{EXPERT_ONLY}", backends=NO_PUBLIC)
 
 
@@ -586,7 +596,8 @@ def test_llm_or_hybrid_without_a_classifier_backend_warns_the_router_classifies_
     warnings = warnings_of(f"classifier: {{method: {method}, llm: {{model: m}}}}", backends=NO_PUBLIC)
     assert any(w.startswith("smart_routing.classifier.llm.backend:") and "the router will classify by rule" in w
                for w in warnings)
-    assert warnings_of(f"classifier: {{method: {method}, llm: {{model: m, backend: hidden}}}}", backends=NO_PUBLIC) == []
+    assert warnings_of(f"classifier: {{method: {method}, llm: {{model: m, backend: hidden}}}}",
+                       backends=NO_PUBLIC) == []
 
 
 KEYS = """
@@ -646,7 +657,8 @@ def test_parse_model_profiles_validates_like_the_loader_and_lists_every_problem(
                             '(profile "gpt-x")') for e in errors)
     assert any(e.startswith("smart_routing.model_profiles[2]: needs exactly one of") for e in errors)
     assert any(e.startswith("smart_routing.model_profiles[2].tier:") for e in errors)
-    assert parse_model_profiles(raw[:1], BUILTIN_DOMAINS + ("medical",)) == (ModelProfile(1, "a", domains=("medical",)),)
+    assert parse_model_profiles(raw[:1], BUILTIN_DOMAINS + ("medical",)) == \
+        (ModelProfile(1, "a", domains=("medical",)),)
 
 
 def test_parse_routing_policies_uses_the_classifier_taxonomy_and_the_given_path():

@@ -219,7 +219,7 @@ _pieces_text = st.text(alphabet="ab \n", max_size=30)
 
 def _split(text: str, cuts: list[int]) -> list[str]:
     points = [0, *sorted(set(c % (len(text) + 1) for c in cuts)), len(text)]
-    return [text[a:b] for a, b in zip(points, points[1:])]
+    return [text[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
 @given(_pieces_text, _pieces_text, st.lists(st.integers(0, 100), max_size=8))

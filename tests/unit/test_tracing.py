@@ -5,9 +5,9 @@ import secrets
 
 import pytest
 
-from switchyard.config.operations import Tracing, TracingHeaders
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.trace import TraceContext, outbound_headers
+from switchyard.config.operations import Tracing, TracingHeaders
 from switchyard.protocol.http.tracing import response_request_id, trace_context
 
 TID = "0af7651916cd43dd8448eb211c80319c"

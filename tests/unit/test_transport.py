@@ -18,9 +18,9 @@ import pytest
 import trio
 import trio.testing
 
+from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.config.load import load_text
 from switchyard.protocol.wires.transport import COALESCE_MAX, PooledTransport
-from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.protocol.wires.upstream import Upstream
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw

@@ -18,9 +18,9 @@ def test_base_ending_in_v1_names_the_api_root(base, path, expected):
 
 
 def test_chat_requests_carry_the_basic_credentials_of_a_userinfo_url():
+    from switchyard.actors.addressing import api_url
     from switchyard.config.schema import Snapshot
     from switchyard.protocol.wires.upstream import Upstream
-    from switchyard.actors.addressing import api_url
 
     upstream = Upstream(Snapshot())
     url = api_url("https://user:secret@vllm.internal:8000", "/v1/chat/completions")
@@ -33,9 +33,9 @@ def test_chat_requests_carry_the_basic_credentials_of_a_userinfo_url():
 
 
 def test_chat_requests_carry_host_and_content_length_once_and_their_body():
+    from switchyard.actors.addressing import api_url
     from switchyard.config.schema import Snapshot
     from switchyard.protocol.wires.upstream import Upstream
-    from switchyard.actors.addressing import api_url
 
     upstream = Upstream(Snapshot())
     request = upstream.request("POST", api_url("http://user:pw@vllm.internal:8000/v1", "/v1/chat/completions"),

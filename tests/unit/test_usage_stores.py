@@ -496,6 +496,7 @@ def test_open_store_only_constructs(tmp_path):
 def test_sqlite_stores_opened_together_on_a_new_file_both_open(tmp_path):
     """The workers of one instance open a new usage.db at once; switching it to WAL must not fail either."""
     import threading
+
     from switchyard.protocol.stores.sqlite import SqliteStore
     errors: list[BaseException] = []
     stores = [SqliteStore(tmp_path / "usage.db") for _ in range(6)]

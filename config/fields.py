@@ -27,29 +27,43 @@ _OPTIONAL = "switchyard.config.optional"
 _KEY = "switchyard.config.key"
 YAML_KEY = _KEY   # for readers of a field's metadata: the YAML key it is read from, when not its name
 _CHECK = "switchyard.config.check"
+_RESTART = "switchyard.config.restart"   # the running process keeps its value until a restart (watch.py)
 
 
-def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True, secret: bool = False) -> Any:
+def field(default: Any, rule: Rule[Any], *, key: str | None = None, repr: bool = True, secret: bool = False,
+          restart: bool = False) -> Any:
     """A field read from YAML key ``key`` (default: the field's name) with ``rule``.
 
     An absent or null key, or an invalid value (reported), leaves ``default``;
     an ``attrs.Factory`` default is called for each instance. ``secret``: the
     admin API masks its value (``metadata["secret"]``) and repr leaves it out.
+    ``restart``: a reload keeps the running value until the process restarts
+    (``watch.py``).
     """
-    metadata = {_RULE: rule, _KEY: key, **({"secret": True} if secret else {})}
+    metadata = {_RULE: rule, _KEY: key, _RESTART: restart, **({"secret": True} if secret else {})}
     return attrs.field(default=default, repr=repr and not secret, metadata=metadata)
 
 
 def section(cls: type, *, optional: bool = False, key: str | None = None,
-            check: Callable[[Any, Reader], None] | None = None) -> Any:
+            check: Callable[[Any, Reader], None] | None = None, restart: bool = False) -> Any:
     """A nested mapping loaded as ``cls`` by the same walk (``check`` as in ``load_section``).
 
     ``optional``: the field is None unless the key holds a value (``engine:``
     alone is None too, yet no unknown key); otherwise an absent key loads
-    ``cls()``.
+    ``cls()``. ``restart``: the whole section waits for a restart (``field``).
     """
-    meta = {_SECTION: cls, _OPTIONAL: optional, _KEY: key, _CHECK: check}
+    meta = {_SECTION: cls, _OPTIONAL: optional, _KEY: key, _CHECK: check, _RESTART: restart}
     return attrs.field(default=None if optional else cls(), metadata=meta)
+
+
+def restart_section(default: Any) -> Any:
+    """A section of a class loaded by hand (the Snapshot's) that waits, whole, for a restart."""
+    return attrs.field(default=default, metadata={_RESTART: True})
+
+
+def waits_for_restart(f: attrs.Attribute) -> bool:  # type: ignore[type-arg]
+    """Whether a reload keeps ``f``'s running value until the process restarts."""
+    return bool(f.metadata.get(_RESTART))
 
 
 def yaml_key(f: attrs.Attribute) -> str:  # type: ignore[type-arg]

@@ -54,7 +54,7 @@ class Timeouts:
     """YAML nests ``standard`` and ``streaming`` under ``request`` and the ceiling
     under ``limits``: ``load_resilience.timeouts`` reads those, with their checks."""
 
-    connection: float = field(10.0, rules.duration(maximum=300))
+    connection: float = field(10.0, rules.duration(maximum=300), restart=True)   # the shared client's, at start
     standard: StandardTimeouts = StandardTimeouts()
     streaming: StreamingTimeouts = StreamingTimeouts()
     model_overrides: Mapping[str, ModelTimeouts] = attrs.field(factory=dict)

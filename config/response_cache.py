@@ -32,12 +32,12 @@ class CacheStore(enum.Enum):
 @frozen
 class ResponseCacheConfig:
     enabled: bool = field(False, rules.boolean)
-    store: CacheStore = field(CacheStore.MEMORY, rules.one_of({s.value: s for s in CacheStore}))
+    store: CacheStore = field(CacheStore.MEMORY, rules.one_of({s.value: s for s in CacheStore}), restart=True)
     # how long an answer is served after it was stored
     ttl: float = field(300.0, rules.duration(minimum=0.001, maximum=30 * 86_400))
     # memory: entries and bytes this worker keeps; past either the least recently used go first
-    max_entries: int = field(10_000, rules.integer(1, 10_000_000))
-    max_bytes: int = field(64 * 1024 * 1024, rules.size(1024, 64 * 1024**3))
+    max_entries: int = field(10_000, rules.integer(1, 10_000_000), restart=True)
+    max_bytes: int = field(64 * 1024 * 1024, rules.size(1024, 64 * 1024**3), restart=True)
     # an answer larger than this (its stored form) is not stored, in either store
     max_entry_bytes: int = field(1024 * 1024, rules.size(256, 512 * 1024**2))
     # globs on the model that runs (fnmatch); the default caches every model

@@ -16,7 +16,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.access import Access
-from switchyard.config.fields import field, section
+from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
 from switchyard.config.metadata import (
@@ -87,18 +87,18 @@ class Strategy(str, Enum):
 
 @frozen
 class ServerConfig:
-    bind_address: str = field("0.0.0.0:8080", values.bind_address)
+    bind_address: str = field("0.0.0.0:8080", values.bind_address, restart=True)
     max_body_bytes: int = field(10 * 1024 * 1024, rules.size(minimum=1024, maximum=1024**3))
     # a file upload's whole form (/v1/images/edits and /variations): images are larger than JSON calls
     max_upload_bytes: int = field(50 * 1024 * 1024, rules.size(minimum=1024, maximum=1024**3))
-    connection_pool_size: int = field(100, rules.integer(1, 100_000))
-    workers: int = field(1, rules.integer(1, 256))
+    connection_pool_size: int = field(100, rules.integer(1, 100_000), restart=True)
+    workers: int = field(1, rules.integer(1, 256), restart=True)
     max_concurrent_requests: int = field(0, rules.integer(0, 1_000_000))         # 0: no cap
     # gateways a request may have passed before this one (x-continuum-hops); past it: 508 Loop Detected
     max_hops: int = field(3, rules.integer(0, 100))
     # CIDRs whose X-Forwarded-For is believed
     trusted_proxies: tuple[str, ...] = field((), rules.list_of(values.cidr, "CIDR blocks"))
-    shutdown_drain_timeout: float = field(30.0, rules.duration(maximum=3600, allow_zero=True))
+    shutdown_drain_timeout: float = field(30.0, rules.duration(maximum=3600, allow_zero=True), restart=True)
     # a realtime websocket with no message either way is closed
     realtime_idle_timeout: float = field(300.0, rules.duration(minimum=1, maximum=86_400))
     # a request body must arrive whole within this ...
@@ -106,13 +106,13 @@ class ServerConfig:
     # ... and never pause longer than this between chunks
     request_body_idle_timeout: float = field(15.0, rules.duration(minimum=0.1, maximum=3600))
     # idle connections, and the wait for a request's headers
-    keep_alive_timeout: float = field(75.0, rules.duration(minimum=1, maximum=3600))
+    keep_alive_timeout: float = field(75.0, rules.duration(minimum=1, maximum=3600), restart=True)
     # h2c: HTTP/2 without TLS (upgrade or prior knowledge)
-    http2_cleartext: bool = field(False, rules.boolean)
+    http2_cleartext: bool = field(False, rules.boolean, restart=True)
     # a buffered backend answer past this is a 502
     max_upstream_response_bytes: int = field(64 * 1024 * 1024, rules.size(minimum=64 * 1024, maximum=16 * 1024**3))
     # where the gateway keeps its files (the SQLite ledger, its spill file); None: the user's data directory
-    data_dir: str | None = field(None, rules.string())
+    data_dir: str | None = field(None, rules.string(), restart=True)   # the ledger's files, opened at start
 
     def data_path(self) -> Path:
         """``data_dir``, else ``$XDG_DATA_HOME/switchyard``, else ``~/.local/share/switchyard``."""
@@ -278,8 +278,8 @@ class Snapshot:
     fallback: Fallback = Fallback()
     circuit_breaker: CircuitBreaker = CircuitBreaker()   # per-(backend, model) circuits of real calls
     streaming: Streaming = Streaming()
-    tracing: Tracing = Tracing()
-    logging: Logging = Logging()
+    tracing: Tracing = restart_section(Tracing())     # the exporter and its thread, set up at start
+    logging: Logging = restart_section(Logging())     # the handlers, set up at start
     admin: Admin = Admin()
     proxy: Proxy = Proxy()
     api_keys: Access = Access()
@@ -295,10 +295,10 @@ class Snapshot:
     model_metadata_file: str | None = field(None, rules.string())
     model_metadata_dirs: tuple[str, ...] = field((), rules.string_list(rules.string()))
     models: ModelCatalogue = ModelCatalogue()     # the metadata file layers, merged
-    usage: UsageConfig = UsageConfig()             # the usage ledger
+    usage: UsageConfig = restart_section(UsageConfig())   # the usage ledger: its store, opened at start
     rate_limiting: RateLimiting = RateLimiting()   # client limits by scope
     organizations: Mapping[str, Organization] = attrs.field(factory=dict)   # by id, in file order
-    state: State = State()                         # where the limiters' counters live
+    state: State = restart_section(State())   # where the limiters' counters live: its Redis, dialled at start
     response_cache: ResponseCacheConfig = ResponseCacheConfig()   # answers kept and served again
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     revision: str = ""

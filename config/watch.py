@@ -3,40 +3,55 @@
 A new file revision is fully validated into a Snapshot first (an invalid one
 changes nothing). Fields the running process cannot change in place -- the
 listening socket, worker count, the shared client's pool and connect limit,
-the drain window, hypercorn's keep-alive and h2c settings, the log format and tracing setup -- keep their running
-values and are reported as pending a restart instead of being half-applied.
+the drain window, hypercorn's keep-alive and h2c settings, the log format and
+tracing setup, the stores opened at start -- keep their running values and
+are reported as pending a restart instead of being half-applied. Each says
+so where it is declared (``field(..., restart=True)``, ``section(...,
+restart=True)`` or ``restart_section``); both the list of such fields and
+the keeping of their values are derived from those declarations here.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 from attrs import frozen
 
+from switchyard.config.fields import waits_for_restart, yaml_key
 from switchyard.config.schema import Snapshot
 
-# field path -> how to read it from a Snapshot
-RESTART_FIELDS: dict[str, Callable[[Snapshot], Any]] = {
-    "server.bind_address": lambda s: s.server.bind_address,
-    "server.workers": lambda s: s.server.workers,
-    "server.connection_pool_size": lambda s: s.server.connection_pool_size,
-    "server.shutdown_drain_timeout": lambda s: s.server.shutdown_drain_timeout,
-    "server.keep_alive_timeout": lambda s: s.server.keep_alive_timeout,     # hypercorn's, set at start
-    "server.http2_cleartext": lambda s: s.server.http2_cleartext,
-    "server.data_dir": lambda s: s.server.data_dir,     # the ledger's files, opened at start
-    "usage": lambda s: s.usage,                         # the ledger's store and batching, opened at start
-    "state": lambda s: s.state,     # the limiters' Redis and its fault settings, read when it connects at start
-    "timeouts.connection": lambda s: s.timeouts.connection,
-    "logging": lambda s: s.logging,
-    "tracing": lambda s: s.tracing,
-    # the response cache's store object, made at start (the rest of the section applies live)
-    "response_cache.store": lambda s: s.response_cache.store,
-    "response_cache.max_entries": lambda s: s.response_cache.max_entries,
-    "response_cache.max_bytes": lambda s: s.response_cache.max_bytes,
-}
+
+def _restart_paths(cls: type, prefix: str = "") -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(dotted YAML path, attribute names from the Snapshot) of every restart-only field under ``cls``."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for f in attrs.fields(cls):
+        path = f"{prefix}{yaml_key(f)}"
+        if waits_for_restart(f):
+            out.append((path, (f.name,)))
+        elif attrs.has(type(f.default)):   # a section: its own fields
+            out += [(inner, (f.name, *names)) for inner, names in _restart_paths(type(f.default), f"{path}.")]
+    return tuple(out)
+
+
+# Every restart-only field, in declaration order: its YAML path and how to reach it from a Snapshot.
+RESTART_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = _restart_paths(Snapshot)
+
+
+def _value(snapshot: Snapshot, names: tuple[str, ...]) -> Any:
+    value: Any = snapshot
+    for name in names:
+        value = getattr(value, name)
+    return value
+
+
+def _kept(new: Any, running: Any, names: tuple[str, ...]) -> Any:
+    """``new`` with the field at ``names`` (relative to it) set to its ``running`` value."""
+    head, *rest = names
+    value = getattr(running, head) if not rest else _kept(getattr(new, head), getattr(running, head), tuple(rest))
+    return attrs.evolve(new, **{head: value})
 
 
 @frozen
@@ -47,23 +62,10 @@ class Applied:
 
 def apply_live(running: Snapshot, new: Snapshot) -> Applied:
     """``new`` with every restart-only field kept at its running value."""
-    pending = tuple(name for name, read in RESTART_FIELDS.items() if read(running) != read(new))
-    kept = attrs.evolve(
-        new,
-        server=attrs.evolve(new.server, bind_address=running.server.bind_address, workers=running.server.workers,
-                            connection_pool_size=running.server.connection_pool_size,
-                            shutdown_drain_timeout=running.server.shutdown_drain_timeout,
-                            keep_alive_timeout=running.server.keep_alive_timeout,
-                            http2_cleartext=running.server.http2_cleartext, data_dir=running.server.data_dir),
-        timeouts=attrs.evolve(new.timeouts, connection=running.timeouts.connection),
-        logging=running.logging,
-        tracing=running.tracing,
-        usage=running.usage,
-        state=running.state,
-        response_cache=attrs.evolve(new.response_cache, store=running.response_cache.store,
-                                    max_entries=running.response_cache.max_entries,
-                                    max_bytes=running.response_cache.max_bytes),
-    )
+    pending = tuple(path for path, names in RESTART_FIELDS if _value(running, names) != _value(new, names))
+    kept = new
+    for _, names in RESTART_FIELDS:
+        kept = _kept(kept, running, names)
     return Applied(kept, pending)
 
 

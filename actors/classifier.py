@@ -195,7 +195,7 @@ class ClassifierActor:
             self._cache.move_to_end(key)
             while len(self._cache) > settings.llm.max_cache_entries:
                 self._cache.popitem(last=False)
-        return self._with_rule(found, rule, "llm"), None
+        return self._with_rule(found, rule, "llm"), ""
 
     @staticmethod
     def _with_rule(found: Classification, rule: Classification, source: str) -> Classification:

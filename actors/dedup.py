@@ -45,7 +45,8 @@ Lead = Callable[[ResponseSink, Disconnected], Awaitable[None]]
 class StreamingSink(ResponseSink, Protocol):
     """A client's sink; ``streaming`` decides the join window of the flight it leads."""
 
-    streaming: bool
+    @property
+    def streaming(self) -> bool: ...
 
 
 def dedup_key(call: Call, key_id: str | None, model: str | None = None) -> bytes:

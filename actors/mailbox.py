@@ -57,7 +57,7 @@ class Reply(Generic[M]):
     """The one-shot reply half an ask message carries."""
 
     def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[Any](1)
+        self._send, self._receive = trio.open_memory_channel[M](1)
 
     def answer(self, value: M) -> None:
         try:

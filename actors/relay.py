@@ -58,14 +58,16 @@ COST_HEADER = b"x-continuum-cost"
 COST_ESTIMATED_HEADER = b"x-continuum-cost-estimated"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
 
-Transform = Callable[[dict, bytes], list[tuple[bytes, dict]]]
+Transform = Callable[[dict[str, Any], bytes], list[tuple[bytes, dict[str, Any]]]]
 
 
 class ResponseSink(Protocol):
     """Where the response goes; the protocol layer implements it per ingress."""
 
-    started: bool
-    finished: bool     # the whole response went out
+    @property
+    def started(self) -> bool: ...
+    @property
+    def finished(self) -> bool: ...     # the whole response went out
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
     async def send(self, chunk: bytes) -> None: ...
@@ -411,7 +413,7 @@ def _empty_reply(payload: Any) -> bool:
     return not (message.get("content") or message.get("tool_calls") or choice.get("text"))   # text: completions
 
 
-def refused_by_policy(backend: str, obj: dict, body: bytes) -> None:
+def refused_by_policy(backend: str, obj: dict[str, Any], body: bytes) -> None:
     """An in-band error whose code says content policy (a native wire's refusal: Gemini's blocked prompt),
     before anything reached the client, is the backend's 400 content-policy refusal: failover treats it as
     one (never the same model again), and the client gets it as a 400, not a 502."""
@@ -421,7 +423,7 @@ def refused_by_policy(backend: str, obj: dict, body: bytes) -> None:
                             UpstreamStatusError(backend, 400, body, b"application/json"))
 
 
-def _error_message(obj: dict) -> str:
+def _error_message(obj: dict[str, Any]) -> str:
     err = obj.get("error")
     if isinstance(err, dict):
         return str(err.get("message") or err)

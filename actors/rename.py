@@ -4,7 +4,7 @@ the name it asked for. Used by the relay on every answer of an attempt that need
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 
 class Rename:
@@ -44,10 +44,10 @@ class Rename:
         up = json.dumps(value, ensure_ascii=False).encode()
         return (b'"model":' + up, b'"model": ' + up)
 
-    def _matches(self, value: Any) -> bool:
+    def _matches(self, value: Any) -> TypeGuard[str]:
         if self.upstream is None:
             return isinstance(value, str) and value != self.public
-        return value == self.upstream
+        return isinstance(value, str) and value == self.upstream
 
     def payload(self, payload: Any, body: bytes) -> bytes:
         """The buffered body with the public id restored (the same bytes if nothing changed)."""

@@ -19,13 +19,13 @@ Pure: no I/O, no clock, no trio.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
             "top_logprobs": 0}
 
 
-def _number(body: dict[str, Any], key: str) -> Any:
+def _number(body: Mapping[str, Any], key: str) -> Any:
     value = body.get(key)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULTS[key]
 
@@ -38,19 +38,23 @@ def _tool(tool: Any) -> Any:
             "strict": tool["strict"] if isinstance(tool.get("strict"), bool) else True}
 
 
-def _service_tier(body: dict[str, Any]) -> str:
+def _service_tier(body: Mapping[str, Any]) -> str:
     tier = body.get("service_tier")
     return tier if isinstance(tier, str) and tier != "auto" else "default"
 
 
-def _text(body: dict[str, Any]) -> dict[str, Any]:
-    text = body.get("text") if isinstance(body.get("text"), dict) else {}
+def _text(body: Mapping[str, Any]) -> dict[str, Any]:
+    text = body.get("text")
+    if not isinstance(text, dict):
+        text = {}
     return {"format": {"type": "text"}, "verbosity": "medium", **text}
 
 
-def response_fields(body: dict[str, Any]) -> dict[str, Any]:
+def response_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     """Every field of the Response object that comes from the request (or the API's default for it)."""
-    reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+    reasoning = body.get("reasoning")
+    if not isinstance(reasoning, dict):
+        reasoning = {}
     tools = body.get("tools")
     fields: dict[str, Any] = {
         "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),

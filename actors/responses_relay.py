@@ -63,9 +63,8 @@ async def relay_responses(relay: Relay, backend: str, response: httpx.Response, 
 
 def _response_id(obj: Any) -> str | None:
     """``obj.id`` of a Response object (``object: response``), else None."""
-    if isinstance(obj, dict) and obj.get("object") == "response" and isinstance(obj.get("id"), str):
-        return obj["id"]
-    return None
+    found = obj.get("id") if isinstance(obj, dict) and obj.get("object") == "response" else None
+    return found if isinstance(found, str) else None
 
 
 def _usage(relay: Relay, usage: Any) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 import trio
 from attrs import frozen
@@ -43,7 +43,13 @@ PRUNE_EVERY = 60.0    # seconds between prunes of the store
 MISS_RETRIES = (0.05, 0.1, 0.2)   # seconds before a store's miss is asked again (another worker's row in flight)
 STORE_CALLS = 4       # store calls in flight at once (worker threads)
 
-ToThread = Callable[..., Awaitable[Any]]   # trio.to_thread.run_sync's shape
+R = TypeVar("R")
+
+
+class ToThread(Protocol):
+    """trio.to_thread.run_sync's shape: (fn, *args, limiter=), answering what ``fn`` returns."""
+
+    def __call__(self, fn: Callable[..., R], /, *args: Any, limiter: trio.CapacityLimiter) -> Awaitable[R]: ...
 
 
 @frozen
@@ -196,6 +202,6 @@ class StoredOwners:
             self._opened = False
             await self._to_thread(self.store.close, limiter=self._calls)
 
-    async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _store_call(self, fn: Callable[..., R], *args: Any) -> R:
         """One blocking store call in a worker thread (a cancel waits for it: a write is never half-known)."""
         return await self._to_thread(fn, *args, limiter=self._calls)

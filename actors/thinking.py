@@ -107,11 +107,17 @@ class ThinkingStream:
         entry = _Entry(obj, raw, piece)
         self._queue.append(entry)
         if piece is not None:
-            self._assign(self._classifier.feed(piece) if self._classifier else [self._splitter.feed(piece)])
+            self._assign(self._split(piece))
         leftover: list[Pair] = []
         if finished:
             leftover = self._assign(self._end())
         return self._drain(leftover_into=entry if leftover else None, leftover=leftover)
+
+    def _split(self, piece: str) -> list[Pair]:
+        if self._classifier is not None:
+            return self._classifier.feed(piece)
+        assert self._splitter is not None
+        return [self._splitter.feed(piece)]
 
     def timeout(self) -> Out:
         """``reasoning_timeout`` passed since the first text: decide on what arrived."""
@@ -126,7 +132,8 @@ class ThinkingStream:
         leftover = self._assign(self._end())
         out = self._drain()
         if leftover and self._template is not None:
-            obj = {k: self._template[k] for k in ("id", "object", "created", "model") if k in self._template}
+            obj: dict[str, Any] = {k: self._template[k] for k in ("id", "object", "created", "model")
+                                   if k in self._template}
             obj["choices"] = [{"index": 0, "delta": _delta({}, _join(leftover)), "finish_reason": None}]
             out.append((_encode(obj), obj))
         return out
@@ -185,7 +192,9 @@ def _piece(obj: Any) -> str | None:
 
 def _finish_reason(obj: Any) -> bool:
     choices = obj.get("choices") if isinstance(obj, dict) else None
-    return bool(choices) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    if not isinstance(choices, list):
+        return False   # a malformed chunk finishes nothing (as for the relay): no TypeError on {"choices": 5}
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def _join(pairs: list[Pair]) -> Pair:

@@ -108,8 +108,8 @@ def usage_total(usage: Any, parts: tuple[str, str] = ("prompt_tokens", "completi
         return None
     total = usage.get("total_tokens")
     if not isinstance(total, int) or isinstance(total, bool):
-        counts = [usage.get(part) for part in parts]
-        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        counts = [c for c in (usage.get(part) for part in parts) if isinstance(c, int) and not isinstance(c, bool)]
+        if len(counts) < len(parts):
             return None
         total = sum(counts)
     return total if total >= 0 else None

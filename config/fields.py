@@ -19,7 +19,7 @@ import attrs
 
 from switchyard.config.rules import Reader, Rule
 
-C = TypeVar("C")
+C = TypeVar("C", bound=attrs.AttrsInstance)
 
 _RULE = "switchyard.config.rule"
 _SECTION = "switchyard.config.section"
@@ -61,12 +61,12 @@ def restart_section(default: Any) -> Any:
     return attrs.field(default=default, metadata={_RESTART: True})
 
 
-def waits_for_restart(f: attrs.Attribute) -> bool:  # type: ignore[type-arg]
+def waits_for_restart(f: attrs.Attribute[Any]) -> bool:
     """Whether a reload keeps ``f``'s running value until the process restarts."""
     return bool(f.metadata.get(_RESTART))
 
 
-def yaml_key(f: attrs.Attribute) -> str:  # type: ignore[type-arg]
+def yaml_key(f: attrs.Attribute[Any]) -> str:
     return f.metadata.get(_KEY) or f.name
 
 
@@ -82,7 +82,7 @@ def read(r: Reader, cls: type, name: str, default: Any = _DECLARED) -> Any:
     return _read(r, f, default)
 
 
-def _read(r: Reader, f: attrs.Attribute, default: Any = _DECLARED) -> Any:  # type: ignore[type-arg]
+def _read(r: Reader, f: attrs.Attribute[Any], default: Any = _DECLARED) -> Any:
     key = yaml_key(f)
     if _SECTION in f.metadata:
         nested = r.section(key)    # read even when null, so `key:` alone is no unknown key
@@ -91,7 +91,7 @@ def _read(r: Reader, f: attrs.Attribute, default: Any = _DECLARED) -> Any:  # ty
         return load_section(f.metadata[_SECTION], nested, f.metadata[_CHECK])
     if _RULE in f.metadata:
         if default is _DECLARED:
-            default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type]
+            default = f.default.factory() if isinstance(f.default, attrs.Factory) else f.default  # type: ignore[arg-type, union-attr]  # attrs' stub: Factory a function
         return r.get(key, f.metadata[_RULE], default)
     raise TypeError(f"{f.name} declares no rule: pass it to load_section")
 

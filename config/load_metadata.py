@@ -422,7 +422,7 @@ def model_configs(r: Reader, *, chain_model_name: Callable[[Any], str],
         if not item.has("id"):
             item.problems.error(child(item.path, "id"), "is required")
         model = item.get("id", chain_model_name, "")
-        aliases = item.get("aliases", rules.string_list(model_name), ())
+        aliases: tuple[str, ...] = item.get("aliases", rules.string_list(model_name), ())
         upstream_id = item.get("upstream_id", rules.string(), None)
         raw = item.section("metadata")
         meta = ModelMetadata.from_dict(validate_metadata(raw.raw, raw.path, model, r.problems, strict=True))

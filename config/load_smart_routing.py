@@ -15,9 +15,9 @@ which the loader runs once every backend is known to be complete.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from switchyard.config import rules
 from switchyard.config import smart_routing as sr
@@ -34,6 +34,8 @@ from switchyard.config.smart_routing import (
 from switchyard.config.smart_routing import tier as _tier
 
 PATH = "smart_routing"
+R = TypeVar("R")
+X = TypeVar("X")   # what a list parser needs to know besides the list (the domains, the classifier)
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
@@ -254,7 +256,7 @@ def parse_routing_policies(raw: Any, classifier: ClassifierSettings, path: str =
     return _strict(_policies, raw, path, classifier)
 
 
-def _strict(parse: Any, raw: Any, path: str, context: Any) -> Any:
+def _strict(parse: Callable[[Any, str, X, Problems], R], raw: Any, path: str, context: X) -> R:
     problems = Problems()
     out = parse(raw, path, context, problems)
     if problems.errors:
@@ -275,7 +277,7 @@ def _keywords(r: Reader) -> Mapping[str, Mapping[str, tuple[str, ...]]]:
             r.problems.error(table.path, str(exc))
             continue
         for category in list(table.raw):
-            words = table.get(category, _listed(_keyword, "keywords"), ())
+            words: tuple[str, ...] = table.get(category, _listed(_keyword, "keywords"), ())
             if category not in sr.KEYWORD_CATEGORIES:
                 r.problems.error(child(table.path, str(category)),
                                  f"is not a keyword table (one of {', '.join(sr.KEYWORD_CATEGORIES)})")

@@ -112,7 +112,7 @@ class ModelMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set, nested; lists as lists (JSON/YAML-ready)."""
-        return _plain(attrs.asdict(self, filter=lambda _a, v: v is not None))
+        return {k: _plain(v) for k, v in attrs.asdict(self, filter=lambda _a, v: v is not None).items()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelMetadata:

@@ -325,7 +325,7 @@ class Trace:
     steps: tuple[str, ...]
 
 
-class _Steps(list):
+class _Steps(list[str]):
     def add(self, name: str) -> None:
         if not self or self[-1] != name:
             self.append(name)

@@ -163,7 +163,7 @@ def string(pattern: str | None = None, what: str | None = None) -> Rule[str]:
         if not value:
             raise Invalid("must not be empty")
         if compiled and not compiled.fullmatch(value):
-            raise Invalid(f"must be {what or 'match ' + pattern}, got {value!r}")
+            raise Invalid(f"must be {what or 'match ' + compiled.pattern}, got {value!r}")
         return value
     return rule
 

@@ -131,7 +131,9 @@ class _Choice:
         self.extra: dict[str, Any] = {}              # stop_reason (which stop string), logprobs
 
     def feed(self, c: dict[str, Any]) -> None:
-        delta = c.get("delta") if isinstance(c.get("delta"), dict) else {}
+        delta = c.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         if isinstance(delta.get("role"), str):
             self.role = delta["role"]
         for key in _TEXT_KEYS:
@@ -158,7 +160,9 @@ class _Choice:
                                          {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
             if call.get("id"):
                 tool["id"] = call["id"]
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = call.get("function")
+            if not isinstance(function, dict):
+                function = {}
             if isinstance(function.get("name"), str):
                 tool["function"]["name"] += function["name"]
             if isinstance(function.get("arguments"), str):

@@ -91,7 +91,7 @@ def settled(actor: Actor) -> BackendConfig | str:
         return "fallback_chain"
     serving = rt.pool.serving(model, rt.discovery.view, snap)
     allowed = actor.reach.of(model)   # computed when the call was admitted
-    eligible = [b for b in serving if allowed is None or b.name in allowed]
+    eligible: list[BackendConfig] = [b for b in serving if allowed is None or b.name in allowed]
     if call.pin is not None:
         eligible = [b for b in eligible if b.name == call.pin]
     if not eligible:

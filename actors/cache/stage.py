@@ -161,7 +161,8 @@ class ResponseCache:
     def recording(self, actor: Actor, lookup: Lookup) -> Run:
         """``actor.run``, recording its answer and storing it if clean (a miss); as it is otherwise."""
         if lookup.key is None:
-            return actor.run
+            unchanged: Run = actor.run
+            return unchanged
         key, backend = lookup.key, lookup.backend
         assert backend is not None
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import trio
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
 
 
-def _policy_view(call: "Call") -> dict:
+def _policy_view(call: "Call") -> dict[str, Any]:
     """The body as the policy reads it: a Responses body's max_output_tokens under the chat name."""
     if call.endpoint != "responses" or "max_output_tokens" not in call.payload:
         return call.payload

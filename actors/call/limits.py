@@ -19,7 +19,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from switchyard.actors.errors import BudgetExceeded, LimitExceeded, Unavailable
+from switchyard.actors.errors import BudgetExceeded, GatewayError, LimitExceeded, Unavailable
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
 from switchyard.actors.limits.port import Admission, Demand, Quota, Refusal
@@ -102,21 +102,21 @@ def _pricings(snap: "Snapshot", model: str) -> tuple[Any, ...]:
     return found
 
 
-def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> Exception:
+def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> GatewayError:
     """The 429 the client gets for ``refusal`` (with the rate headers of its key)."""
     retry = refusal.retry_after
     if refusal.dimension == UNAVAILABLE:   # Redis away under state.on_unavailable: fail_closed
         return unavailable_error()
     if refusal.dimension.startswith("budget_"):
         # A total budget never renews: a day's Retry-After (and x-should-retry: false) says stop.
-        err: Exception = BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None
-                                        else TOTAL_RETRY_AFTER)
+        err: GatewayError = BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None
+                                           else TOTAL_RETRY_AFTER)
     else:
         kind = "tokens" if refusal.dimension == "tokens_per_minute" else "requests"
         # A refusal waiting cannot fix (max_concurrent, a reservation past the whole limit) still says when
         # to look again: a second.
         err = LimitExceeded(refusal.message, kind=kind, retry_after=_seconds(retry) if retry is not None else 1)
-    err.extra_headers.extend(rate_headers(admission, anthropic))   # type: ignore[attr-defined]
+    err.extra_headers.extend(rate_headers(admission, anthropic))
     return err
 
 

@@ -19,7 +19,7 @@ from attrs import frozen
 from switchyard.actors.call import limits
 from switchyard.actors.call.request import RequestActor
 from switchyard.actors.classifier import load_state
-from switchyard.actors.dedup import Role, dedup_key
+from switchyard.actors.dedup import Role, StreamingSink, dedup_key
 from switchyard.actors.errors import GatewayError
 from switchyard.actors.guardrails import stage as guardrails
 from switchyard.actors.guardrails.output import guard
@@ -58,7 +58,7 @@ class Door:
     """The ingress's part: how its body becomes a Call, and the sink its answer goes to."""
 
     parse: Callable[..., Call]                     # (payload, body, snapshot, headers, request_id) -> Call
-    sink_for: Callable[[Call], ResponseSink]
+    sink_for: Callable[[Call], StreamingSink]
     endpoint: str = "chat"
     shape: Callable[[Call], Call] | None = None    # fixes the Call once parsed, before anything is decided
 
@@ -121,8 +121,9 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     if cached.answered:
         return
     run = runtime.cache.recording(actor, cached)   # a miss stores its answer if it comes back clean
-    if call.snapshot.dedup.enabled and runtime.nursery is not None:
-        await dispatch(runtime, actor, sink, disconnected, run)
+    nursery = runtime.nursery
+    if call.snapshot.dedup.enabled and nursery is not None:
+        await dispatch(runtime, actor, sink, disconnected, nursery, run)
     else:   # the common case, one frame shorter on every wake-up
         await run(sink, disconnected)
 
@@ -150,8 +151,8 @@ async def within_limits(runtime: "Runtime", actor: RequestActor, sink: ResponseS
     return True
 
 
-async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
-                   disconnected: Callable[[], Awaitable[None]],
+async def dispatch(runtime: "Runtime", actor: RequestActor, sink: StreamingSink,
+                   disconnected: Callable[[], Awaitable[None]], nursery: trio.Nursery,
                    run: Callable[[ResponseSink, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None) -> None:
     """Run the admitted call shared with identical calls in flight (``dedup`` is on); ``run`` is how the
     flight's lead runs it (``actor.run``, or the cache's recording of it)."""
@@ -160,7 +161,7 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: ResponseSink,
     shares = call.prefs is None or call.prefs.empty
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
     try:
-        served = await runtime.dedup.serve(key, sink, disconnected, run or actor.run, runtime.nursery,
+        served = await runtime.dedup.serve(key, sink, disconnected, run or actor.run, nursery,
                                            flight_id=call.request_id)
     except BaseException:
         # Cancelled from outside (a drain's end, say) before this call's actor ran: nothing else would

@@ -12,7 +12,7 @@ attempt and its route events) and keeps nothing of the actor's.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import attrs
 
@@ -121,10 +121,11 @@ class Recovery:
             model, backend, self.runtime.prompts, refused=self.runtime.stream_usage.refused(backend))
         transform = None
         if mode is ResumeMode.RESTART:
-            marker = {"id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,
-                      "model": self.acc.model, "choices": [],
-                      "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
-                                       "error": failed.error.message, "backend": backend.name, "model": model}}
+            marker: dict[str, Any] = {
+                "id": self.acc.id, "object": "chat.completion.chunk", "created": self.acc.created,
+                "model": self.acc.model, "choices": [],
+                "route_change": {"discard_previous_output": True, "reason": failed.failure.kind.value,
+                                 "error": failed.error.message, "backend": backend.name, "model": model}}
             transform = RestartFilter(self.acc, marker).feed
         await self.attempt(backend, plan, budget, bounded=True, model=model, body=json.dumps(payload).encode(),
                             transform=transform)

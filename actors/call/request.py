@@ -211,8 +211,8 @@ class RequestActor:
         self.trace.spent = (meter.counts.input, meter.counts.output, cost)   # for the spans (tracing.otlp)
         self.runtime.traces.store(self.trace)
         if self.ticket is not None:
-            counts = meter.counts
-            self.runtime.limiter.settle(self.ticket, counts.input + counts.output,
+            used = meter.counts
+            self.runtime.limiter.settle(self.ticket, used.input + used.output,
                                         float(meter.cost) if meter.cost is not None else None)
             self.ticket = None
         self.runtime.ledger.record(call_record(
@@ -401,8 +401,8 @@ class RequestActor:
         self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
         permit = await fallback_permit(rt, call, backend, budget) if bounded else None
-        whole = permit is not None and permit_spans_answer(backend, call.stream)   # else freed at the headers
-        held = permit is not None and not whole
+        whole = permit if permit is not None and permit_spans_answer(backend, call.stream) else None
+        held = permit if whole is None else None   # freed at the headers
         attempt = AttemptBudget(limits, budget)
         probe = rt.health.dispatching(backend.name, model, trio.current_time())
         settled = False   # the route's circuit heard how it went
@@ -417,9 +417,9 @@ class RequestActor:
                                     await wire.sign(request, backend)
                                 response = wire.answer(await rt.upstream.send(request), call)
                             finally:
-                                if held:
-                                    held = False
-                                    permit.release()   # held from dial to response headers only
+                                if held is not None:
+                                    held.release()   # held from dial to response headers only
+                                    held = None
                             # An answer arrived (whatever its status): its rate-limit headers describe the key.
                             rt.quota.observe(backend.name, response.headers, trio.current_time())
                             try:
@@ -438,8 +438,8 @@ class RequestActor:
                             self.trace.add("stream_usage_refused", backend=backend.name, model=model, status=status)
                             request = rt.upstream.request("POST", url, headers=headers, content=content)
                 if attempt.scope.cancelled_caught and not await self.relay.finish_if_complete():
-                    err = attempt.expired(backend.name)
-                    raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=err.details["timeout"]), err)
+                    expired = attempt.expired(backend.name)
+                    raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=(expired.details or {}).get("timeout")), expired)
             except AttemptFailed as failed:
                 settled = True
                 if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
@@ -465,8 +465,8 @@ class RequestActor:
                 # 500, never the backend's failure; its circuit hears nothing (a probe is given back below).
                 raise our_failure(exc, backend.name) from None
             finally:
-                if whole:
-                    permit.release()
+                if whole is not None:
+                    whole.release()
                 self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images)
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left), or our own code failed, before the probe proved anything

@@ -22,15 +22,19 @@ from switchyard.actors.guardrails.verdicts import Verdict
 from switchyard.config.guardrails import Guardrail
 
 if TYPE_CHECKING:
+    from switchyard.actors.dedup import StreamingSink
     from switchyard.actors.guardrails.stage import Screen
     from switchyard.actors.messages import Call
-    from switchyard.actors.relay import ResponseSink
 
 
 class _Wrapping:
-    """What a sink wrapper passes on: the inner sink's other attributes (``streaming``, ...)."""
+    """What a sink wrapper passes on: the inner sink's ``streaming`` and its other attributes."""
 
-    inner: "ResponseSink"
+    inner: "StreamingSink"
+
+    @property
+    def streaming(self) -> bool:
+        return self.inner.streaming
 
     def __getattr__(self, name: str) -> object:
         if name == "inner":   # not set yet: no recursion
@@ -41,7 +45,7 @@ class _Wrapping:
 class GuardedSink(_Wrapping):
     """The door's sink behind the output guardrails (``ResponseSink``)."""
 
-    def __init__(self, inner: "ResponseSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:
+    def __init__(self, inner: "StreamingSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:
         self.inner = inner
         self.screen = screen
         self.guardrails = tuple(guardrails)
@@ -116,7 +120,7 @@ class GuardedSink(_Wrapping):
 class _StreamNote(_Wrapping):
     """A streamed answer's sink: passed through; once a 200 starts, each output guardrail's ``skipped``."""
 
-    def __init__(self, inner: "ResponseSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:
+    def __init__(self, inner: "StreamingSink", screen: "Screen", guardrails: Sequence[Guardrail]) -> None:
         self.inner, self.screen, self.guardrails = inner, screen, guardrails
 
     @property
@@ -143,7 +147,7 @@ class _StreamNote(_Wrapping):
         await self.inner.fail(error)
 
 
-def guard(sink: "ResponseSink", screen: "Screen", call: "Call") -> "ResponseSink":
+def guard(sink: "StreamingSink", screen: "Screen", call: "Call") -> "StreamingSink":
     """``sink`` behind the screen's output guardrails (a chat call's; another endpoint's were settled
     as ``unread`` by the input stage)."""
     guardrails = screen.output()

@@ -17,7 +17,7 @@ recorded as ``unread``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 
@@ -141,7 +141,7 @@ def _what(stage: str) -> str:
     return "request" if stage == "input" else "answer"
 
 
-def _rewritten(call: Call, payload: dict) -> Call:
+def _rewritten(call: Call, payload: dict[str, Any]) -> Call:
     """The call with its masked payload (and body). A Messages call's own body (the native passthrough)
     is the unmasked original, so it is dropped: the masked translation goes to every backend."""
     ingress = call.ingress

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from attrs import frozen
 
-Path = tuple[str | int, ...]
+Path = tuple[str, *tuple[str | int, ...]]   # begins with a key of the top-level object
 
 
 @frozen
@@ -76,7 +76,8 @@ def rewrite(doc: dict[str, Any], slots: Sequence[Slot], texts: Sequence[str]) ->
         if text == slot.text:
             continue
         node: Any = out
-        for step in slot.path[:-1]:
+        steps: tuple[str | int, ...] = slot.path
+        for step in steps[:-1]:
             node = node[step]
-        node[slot.path[-1]] = text
+        node[steps[-1]] = text
     return out

@@ -83,10 +83,11 @@ def _read(name: str, raw: bytes, count: int) -> Answer:
         messages = answer.get("messages")
         if not isinstance(messages, list) or len(messages) != count:
             return _failed(name, "malformed", f"a rewrite must hold {count} messages")
-        texts = [m.get("content") if isinstance(m, dict) else None for m in messages]
-        if not all(isinstance(t, str) for t in texts):
+        given = [m.get("content") if isinstance(m, dict) else None for m in messages]
+        texts = tuple(t for t in given if isinstance(t, str))
+        if len(texts) != len(given):
             return _failed(name, "malformed", "every rewritten message needs a string content")
-        return Answer("rewrite", texts=tuple(texts))   # type: ignore[arg-type]
+        return Answer("rewrite", texts=texts)
     return _failed(name, "malformed", "'action' must be allow, block or rewrite")
 
 

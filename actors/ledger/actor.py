@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 import trio
 
@@ -52,7 +52,13 @@ RETENTION_EVERY = 3600.0  # seconds between purges
 READERS = 4              # concurrent reads, on a store that says it is thread-safe
 SPILL_WARN_AT = 0.8      # of usage.spill_max_bytes: the spill file's size that is warned of once
 
-ToThread = Callable[..., Awaitable[Any]]   # trio.to_thread.run_sync's shape: (fn, *args, limiter=)
+R = TypeVar("R")
+
+
+class ToThread(Protocol):
+    """trio.to_thread.run_sync's shape: (fn, *args, limiter=), answering what ``fn`` returns."""
+
+    def __call__(self, fn: Callable[..., R], /, *args: Any, limiter: trio.CapacityLimiter) -> Awaitable[R]: ...
 
 
 class LedgerActor:
@@ -428,17 +434,17 @@ class LedgerActor:
     async def for_request(self, request_id: str) -> list[LedgerRecord]:
         return await self._read(self.store.for_request, request_id)
 
-    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _read(self, fn: Callable[..., R], *args: Any) -> R:
         if not self._opened:
             raise StoreUnavailable(f"the {self.store.name} usage store is not open")
         return await self._to_thread(fn, *args, limiter=self._reads)
 
     # --- blocking calls -----------------------------------------------------
 
-    async def _store(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _store(self, fn: Callable[..., R], *args: Any) -> R:
         return await self._to_thread(fn, *args, limiter=self._writes)
 
-    async def _file(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _file(self, fn: Callable[..., R], *args: Any) -> R:
         return await self._to_thread(fn, *args, limiter=self._files)
 
 

@@ -106,14 +106,19 @@ class LedgerRecord:
 
 
 FIELDS = tuple(a.name for a in LedgerRecord.__attrs_attrs__)   # the store's columns, in order
+
+
+def _kinds(annotation: object) -> tuple[type, ...]:
+    """The types a field may hold, from its annotation: text, as this module's annotations are postponed."""
+    return ((str, type(None)) if annotation in ("str", "str | None") else
+            (int,) if annotation == "int" else
+            (bool,) if annotation == "bool" else
+            (int, float) if annotation == "float" else
+            (int, float, type(None)))
+
+
 # What each field may hold when a record is read back from outside (a spill-file line).
-_KINDS: dict[str, tuple[type, ...]] = {
-    a.name: (str, type(None)) if a.type in ("str", "str | None") else
-    (int,) if a.type == "int" else
-    (bool,) if a.type == "bool" else
-    (int, float) if a.type == "float" else
-    (int, float, type(None))
-    for a in LedgerRecord.__attrs_attrs__}
+_KINDS: dict[str, tuple[type, ...]] = {a.name: _kinds(a.type) for a in LedgerRecord.__attrs_attrs__}
 
 
 @frozen

@@ -31,6 +31,7 @@ import trio
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
 from switchyard.actors.limits.port import Admission, Demand, Ticket
 from switchyard.actors.routing import limits as core
+from switchyard.actors.routing.budget_periods import Bucket, bucket_of
 from switchyard.config.limits import Budget
 from switchyard.config.schema import Snapshot
 
@@ -80,7 +81,7 @@ class LocalLimiter:
         if demand.budgets:
             wall = self._wall()
             for line in demand.budgets:
-                await self._seed(line.owner, line.owner_id, core.bucket_of(line.budget.period, wall))
+                await self._seed(line.owner, line.owner_id, bucket_of(line.budget.period, wall))
         now = self._clock()
         if now - self._pruned_at >= PRUNE_EVERY:
             self._pruned_at = now
@@ -123,7 +124,7 @@ class LocalLimiter:
                       wall: float) -> dict[str, Any] | None:
         if budget is None:
             return None
-        await self._seed(owner, owner_id, core.bucket_of(budget.period, wall))
+        await self._seed(owner, owner_id, bucket_of(budget.period, wall))
         view = core.budget_view(self.counters, owner, owner_id, budget, wall)
         state = self.counters.budgets.get((owner, owner_id, view["bucket"]))
         view["seeded"] = state is not None and state.seeded
@@ -131,7 +132,7 @@ class LocalLimiter:
 
     # --- seeding from the ledger ------------------------------------------------------------
 
-    async def _seed(self, owner: str, owner_id: str, bucket: core.Bucket) -> None:
+    async def _seed(self, owner: str, owner_id: str, bucket: Bucket) -> None:
         key = (owner, owner_id, bucket.name)
         state = self.counters.budgets.get(key)
         if state is not None and state.seeded:
@@ -164,7 +165,7 @@ class LocalLimiter:
         state.seed_tokens = max(0, tokens - state.spent_tokens)
         state.seeded = True
 
-    async def _read(self, owner: str, owner_id: str, bucket: core.Bucket) -> dict[str, Any] | None:
+    async def _read(self, owner: str, owner_id: str, bucket: Bucket) -> dict[str, Any] | None:
         """The ledger's totals of one owner since the bucket began, or None if it cannot say in time."""
         assert self._ledger is not None
         query = UsageQuery(key=owner_id if owner == "key" else None,

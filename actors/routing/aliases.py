@@ -63,9 +63,9 @@ def alias_owner(requested: str, snapshot: Snapshot) -> str | None:
             for model, aliases in b.model_aliases.items():
                 if name in aliases and model != name:
                     return model
-        model = snapshot.models.aliases.get(name)
-        if model is not None and model != name:
-            return model
+        owner = snapshot.models.aliases.get(name)
+        if owner is not None and owner != name:
+            return owner
     return None
 
 

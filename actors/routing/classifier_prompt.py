@@ -142,8 +142,8 @@ def system_prompt(settings: ClassifierSettings, strategy: str) -> str:
     for rank, level in enumerate(COMPLEXITY_LEVELS, start=1):
         lines.append(f"- {level} (rank {rank}): {BUILTIN_LEVEL_DESCRIPTIONS[level]}")
     for custom in settings.custom_complexity_levels:
-        rank = f"rank {custom.rank}" if custom.rank is not None else "unranked"
-        lines.append(f"- {custom.name} ({rank}): {custom.description or 'a level of this deployment'}")
+        ranked = f"rank {custom.rank}" if custom.rank is not None else "unranked"
+        lines.append(f"- {custom.name} ({ranked}): {custom.description or 'a level of this deployment'}")
     lines += ["", "Domains:"]
     lines += [f"- {name}: {text}" for name, text in BUILTIN_DOMAIN_DESCRIPTIONS.items()]
     lines += [f"- {d.name}: {d.description or 'a domain of this deployment'}" for d in settings.custom_domains]

@@ -36,7 +36,7 @@ Pure: no clock, no I/O, no trio. Time comes in as an argument.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, TypeGuard
 
 from attrs import frozen
 
@@ -81,7 +81,7 @@ def max_age(interval: float, max_staleness_intervals: int) -> float:
     return interval * max_staleness_intervals
 
 
-def is_fresh(sample: EngineLoadSample | None, now: float, window: float) -> bool:
+def is_fresh(sample: EngineLoadSample | None, now: float, window: float) -> TypeGuard[EngineLoadSample]:
     """True while the sample is at most ``window`` seconds old (the boundary is fresh)."""
     return sample is not None and now - sample.observed_at <= window
 
@@ -110,11 +110,11 @@ def scores(fresh: Mapping[str, EngineLoadSample], weight: float) -> dict[str, fl
     top = max(s.waiting for s in samples)
     out: dict[str, float] = {}
     for name, s in fresh.items():
-        if by_slots:
-            waiting = s.waiting / s.total_slots  # type: ignore[operator]
+        if by_slots and s.total_slots:   # by_slots: every sample has some
+            waiting = s.waiting / s.total_slots
         else:
             waiting = s.waiting / top if top > 0 else 0.0
-        kv = float(s.kv_cache_usage) if with_kv else 0.0  # type: ignore[arg-type]
+        kv = float(s.kv_cache_usage) if with_kv and s.kv_cache_usage is not None else 0.0
         out[name] = weight * (waiting + kv)
     return out
 
@@ -166,7 +166,7 @@ def admission_refuses(candidates: Sequence[str], samples: Mapping[str, EngineLoa
         sample = samples.get(name)
         if not is_fresh(sample, now, window):
             return False
-        kv = sample.kv_cache_usage  # type: ignore[union-attr]
+        kv = sample.kv_cache_usage
         if kv is None or not kv > threshold:
             return False
     return True

@@ -108,7 +108,8 @@ def _relevant(text: str) -> str:
             parts = stripped.split(None, 3)
             name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
         else:
-            name = _NAME.match(stripped).group()
+            found = _NAME.match(stripped)   # it matches any line (perhaps empty)
+            name = found.group() if found is not None else ""
         if name in WANTED:
             keep.append(stripped)
     return "\n".join(keep) + "\n" if keep else ""

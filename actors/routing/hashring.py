@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 
 def stable_hash(text: str) -> int:
@@ -29,7 +29,7 @@ class HashRing:
         self._points = [p for p, _ in points]
         self._owners = [n for _, n in points]
 
-    def walk(self, key: str):
+    def walk(self, key: str) -> Iterator[str]:
         """Distinct members in ring order, starting at the key's position."""
         if not self._points:
             return

@@ -9,6 +9,7 @@ faster warm-up interval so a starting backend joins as soon as it can.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 import attrs
 from attrs import frozen
@@ -69,7 +70,7 @@ def observe(h: BackendHealth, outcome: Outcome, now: float, t: Thresholds, error
     return _moved(h, state, now, successes=0, failures=failures, last_error=error, last_check=now)
 
 
-def _moved(h: BackendHealth, state: HealthState, now: float, **changes: object) -> BackendHealth:
+def _moved(h: BackendHealth, state: HealthState, now: float, **changes: Any) -> BackendHealth:
     since = now if state is not h.state else h.since
     return attrs.evolve(h, state=state, since=since, **changes)
 

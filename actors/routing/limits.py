@@ -224,13 +224,13 @@ class Counters:
     def prune(self, now: float, wall: float) -> None:
         """Drop what no longer counts: idle windows (TAT past: the same as fresh), empty lease
         sets, and budget buckets two periods past their end."""
-        for key in [k for k, tat in self.tat.items() if tat <= now]:
-            del self.tat[key]
-        for key in list(self.leases):
-            if not self.live_leases(*key, now):
-                del self.leases[key]
-        for key in [k for k, s in self.budgets.items() if s.expires is not None and s.expires <= wall]:
-            del self.budgets[key]
+        for idle in [k for k, tat in self.tat.items() if tat <= now]:
+            del self.tat[idle]
+        for kind, name in list(self.leases):
+            if not self.live_leases(kind, name, now):
+                del self.leases[kind, name]
+        for ended in [k for k, s in self.budgets.items() if s.expires is not None and s.expires <= wall]:
+            del self.budgets[ended]
 
 
 # --- deciding ---------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ SORT_DIRECTION = {"price": ASCENDING, "latency": ASCENDING, "throughput": DESCEN
 
 # --- filters -------------------------------------------------------------------------------
 
-def filter_stages(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf) -> list[tuple[str, list[T]]]:
+def filter_stages(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf[T]) -> list[tuple[str, list[T]]]:
     """What is left after each stated filter, in the order applied: only, ignore, max_price.
 
     Unstated filters are skipped. Each stage is a subset of the one before,
@@ -68,7 +68,7 @@ def filter_stages(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf)
     return stages
 
 
-def client_filter(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf) -> list[T]:
+def client_filter(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf[T]) -> list[T]:
     """The candidates the client's filters keep: a subset of ``candidates``, order kept.
 
     ``price`` is asked only when ``max_price`` is stated.
@@ -77,7 +77,7 @@ def client_filter(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf)
     return stages[-1][1] if stages else list(candidates)
 
 
-def emptied_by(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf) -> str | None:
+def emptied_by(prefs: ProviderPrefs, candidates: Sequence[T], price: PriceOf[T]) -> str | None:
     """The field whose filter left nothing of a non-empty set (for the 400's ``param``); else None."""
     if not candidates:
         return None
@@ -100,7 +100,7 @@ def _within(price: float | None, ceiling: float | None) -> bool:
 
 # --- rank groups ---------------------------------------------------------------------------
 
-def rank_groups(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal | None = None) -> list[list[T]]:
+def rank_groups(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal[T] | None = None) -> list[list[T]]:
     """``candidates`` split into rank groups, best first; together they are exactly the input.
 
     Keys, in order: the ``order`` rank (a listed name by its index; every
@@ -112,25 +112,25 @@ def rank_groups(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal | 
     """
     if not candidates:
         return []
-    use_signal = prefs.sort is not None and signal is not None
-    if not prefs.order and not use_signal:
+    ranked_by = signal if prefs.sort is not None else None
+    if not prefs.order and ranked_by is None:
         return [list(candidates)]
     position = {name: i for i, name in enumerate(prefs.order)}
     unlisted = len(prefs.order)
     sign = -1.0 if SORT_DIRECTION.get(prefs.sort or "", ASCENDING) == DESCENDING else 1.0
 
-    def key(c: T) -> tuple:
+    def key(c: T) -> tuple[float, ...]:
         tier = position.get(c.name, unlisted)
-        if not use_signal:
+        if ranked_by is None:
             return (tier,)
-        value = signal(c)  # type: ignore[misc]
+        value = ranked_by(c)
         if value is None or not math.isfinite(value):
             return (tier, 1, 0.0)
         return (tier, 0, sign * value + 0.0)     # + 0.0: -0.0 and 0.0 are one value
 
     keyed = sorted(((key(c), i, c) for i, c in enumerate(candidates)), key=lambda t: (t[0], t[1]))
     groups: list[list[T]] = []
-    last: tuple | None = None
+    last: tuple[float, ...] | None = None
     for k, _, c in keyed:
         if groups and k == last:
             groups[-1].append(c)
@@ -140,7 +140,7 @@ def rank_groups(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal | 
     return groups
 
 
-def top_group(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal | None = None) -> list[T]:
+def top_group(prefs: ProviderPrefs, candidates: Sequence[T], signal: Signal[T] | None = None) -> list[T]:
     """The best rank group (for ``BackendPool.choose``'s ``prefer`` hook); [] for no candidates."""
     groups = rank_groups(prefs, candidates, signal)
     return groups[0] if groups else []

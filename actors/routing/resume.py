@@ -103,7 +103,9 @@ class RestartFilter:
             return [(raw, obj)]
         choices = obj.get("choices") or []
         choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         new_delta: dict[str, Any] = {}
         ok = True
         for key in ("reasoning_content", "reasoning"):

@@ -12,7 +12,7 @@ strategy on reload keeps them.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, TypeVar
 
 from attrs import frozen
 
@@ -25,6 +25,9 @@ class Candidate(Protocol):
     def name(self) -> str: ...
     @property
     def weight(self) -> int: ...
+
+
+C = TypeVar("C", bound=Candidate)   # a picker answers one of the candidates it was given, of their type
 
 
 @frozen
@@ -45,7 +48,7 @@ class RoundRobin:
     def __init__(self) -> None:
         self._next: OrderedDict[tuple[str, ...], int] = OrderedDict()
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
         key = tuple(c.name for c in cands)
         i = self._next.pop(key, 0)
         self._next[key] = (i + 1) % len(cands)
@@ -65,14 +68,14 @@ class WeightedRoundRobin:
     def __init__(self) -> None:
         self._scores: OrderedDict[tuple[str, ...], dict[str, int]] = OrderedDict()
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
         key = tuple(c.name for c in cands)
         scores = self._scores.pop(key, None) or {c.name: 0 for c in cands}
         self._scores[key] = scores
         if len(self._scores) > _MAX_TRACKED_SETS:
             self._scores.popitem(last=False)
         total = 0
-        best: Candidate | None = None
+        best: C | None = None
         for c in cands:
             scores[c.name] += c.weight
             total += c.weight
@@ -86,8 +89,8 @@ class WeightedRoundRobin:
 class LeastLatency:
     """Lowest moving-average latency; a never-measured backend goes first."""
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
-        def rank(c: Candidate) -> tuple[float, int]:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
+        def rank(c: C) -> tuple[float, int]:
             return (ctx.latency.get(c.name, -1.0), ctx.in_flight.get(c.name, 0))
         return min(cands, key=rank)
 
@@ -95,7 +98,7 @@ class LeastLatency:
 class Random:
     """Uniform over the candidates."""
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
         return cands[min(int(ctx.random * len(cands)), len(cands) - 1)]
 
 
@@ -113,7 +116,7 @@ class _Rings:
         return ring
 
 
-def _by_name(cands: Sequence[Candidate], name: str) -> Candidate:
+def _by_name(cands: Sequence[C], name: str) -> C:
     return next(c for c in cands if c.name == name)
 
 
@@ -128,7 +131,7 @@ class ConsistentHash:
         self._rings = _Rings(cfg.virtual_nodes)
         self._fallback = RoundRobin()
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
         if not ctx.hash_key:
             return self._fallback.pick(cands, ctx)
         return _by_name(cands, self._rings.ring(cands).lookup(ctx.hash_key))
@@ -143,7 +146,7 @@ class PrefixAwareHash:
         self._rings = _Rings(cfg.virtual_nodes)
         self.epsilon = cfg.load_factor_epsilon
 
-    def pick(self, cands: Sequence[Candidate], ctx: PickContext) -> Candidate:
+    def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
         if not ctx.prefix_key:
             return min(cands, key=lambda c: ctx.in_flight.get(c.name, 0))
         ring = self._rings.ring(cands)

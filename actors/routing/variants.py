@@ -18,7 +18,7 @@ Pure: no clock, no I/O, no trio. Time comes in as an argument.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from attrs import frozen
 
@@ -107,7 +107,7 @@ def price_per_million(input_tokens: float | None, output_tokens: float | None) -
     return input_tokens + output_tokens
 
 
-def with_effort(payload: dict, effort: str = THINKING_EFFORT) -> dict:
+def with_effort(payload: dict[str, Any], effort: str = THINKING_EFFORT) -> dict[str, Any]:
     """The payload ``:thinking`` sends: the client's own ``reasoning_effort`` wins."""
     if payload.get("reasoning_effort") is not None:
         return payload

@@ -63,7 +63,7 @@ class AdminApi:
         respond = private(respond)
         self.respond = respond
         # Exact paths: path -> method -> handler(runtime, scope, receive, send).
-        self.routes: dict[str, dict[str, Handler]] = {
+        self.routes: dict[str, Mapping[str, Handler]] = {
             "/admin/config": {"GET": self.config},
             "/admin/backends": {"GET": self.backends},
             "/admin/config/reload": {"POST": self.reload},

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Iterable
+from typing import Any, Iterable
 
 COOKIE = "switchyard_console"
 LIFETIME = 12 * 3600            # seconds a login lasts
@@ -87,7 +87,7 @@ def clear_cookie(secure: bool) -> bytes:
     return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{flags}".encode()
 
 
-def over_https(scope: dict) -> bool:
+def over_https(scope: dict[str, Any]) -> bool:
     """The browser reached us over HTTPS: directly, or through a proxy that says so (X-Forwarded-Proto)."""
     if scope.get("scheme") == "https":
         return True

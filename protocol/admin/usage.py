@@ -105,7 +105,8 @@ async def kept_route_events(runtime: "Runtime", request_id: str) -> dict[str, An
     records = await ask(runtime, lambda reader: reader.for_request(request_id))
     for rec in records:
         if rec.purpose == "client" and rec.route_events is not None:
-            return json.loads(rec.route_events)
+            events: dict[str, Any] = json.loads(rec.route_events)   # a trace's as_dict() (ledger/entries.py)
+            return events
     return None
 
 

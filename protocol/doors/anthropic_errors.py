@@ -30,7 +30,8 @@ def anthropic_envelope(err: GatewayError, request_id: str | None = None) -> dict
         except ValueError:
             raw = None
         inner = raw.get("error") if isinstance(raw, dict) else None
-        if isinstance(inner, dict) and raw.get("type") == "error" and isinstance(inner.get("type"), str):
+        if isinstance(raw, dict) and isinstance(inner, dict) and raw.get("type") == "error" \
+                and isinstance(inner.get("type"), str):
             return raw
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             message = inner["message"]

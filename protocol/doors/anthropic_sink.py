@@ -50,7 +50,8 @@ def usage_of(usage: Any) -> dict[str, Any]:
     prompt = usage.get("prompt_tokens")
     prompt = prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else 0
     output = usage.get("completion_tokens")
-    out = {"input_tokens": prompt, "output_tokens": output if isinstance(output, int) and output >= 0 else 0}
+    out: dict[str, Any] = {"input_tokens": prompt,
+                           "output_tokens": output if isinstance(output, int) and output >= 0 else 0}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= prompt:
@@ -101,7 +102,9 @@ def message_from_chat(payload: Any, *, message_id: str, model: str, stop_sequenc
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise UpstreamProtocolError("The backend's answer has no choices to translate into a message")
     choice = choices[0]
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     blocks = message.get("reasoning_blocks")
@@ -125,7 +128,9 @@ def message_from_chat(payload: Any, *, message_id: str, model: str, stop_sequenc
     refused = isinstance(refusal, str) and bool(refusal)
     if refused:
         content.append({"type": "text", "text": refusal})
-    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        calls = []
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
@@ -173,9 +178,9 @@ class StreamTranslator:
         self.ended = False
 
     def begin(self) -> bytes:
-        message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
-                   "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": 0, "output_tokens": 0}}
+        message: dict[str, Any] = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
+                                   "content": [], "stop_reason": None, "stop_sequence": None,
+                                   "usage": {"input_tokens": 0, "output_tokens": 0}}
         return encode("message_start", {"type": "message_start", "message": message}) + PING
 
     def feed(self, chunk: Any) -> bytes:
@@ -187,7 +192,9 @@ class StreamTranslator:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return b""
         choice = choices[0]
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         out: list[bytes] = []
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if self.show_thinking and isinstance(reasoning, str) and reasoning:
@@ -233,7 +240,9 @@ class StreamTranslator:
     def _tool(self, out: list[bytes], call: dict[str, Any]) -> None:
         at = call.get("index", 0)
         at = at if isinstance(at, int) else 0
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
         if at not in self.tools:
             self.tools[at] = self._block(out, ("tool", at), {"type": "tool_use", "id": call.get("id") or tool_id(),
                                                             "name": function.get("name") or "", "input": {}})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
+    from switchyard.actors.dedup import StreamingSink
     from switchyard.actors.messages import Call
-    from switchyard.actors.relay import ResponseSink
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
     from switchyard.protocol.doors.models import ModelRoutes
@@ -19,7 +19,7 @@ class DoorHost(Protocol):
     model_routes: "ModelRoutes"
 
     def serve_chat(self, runtime: "Runtime", scope: "Scope", receive: "Receive", payload: dict[str, Any],
-                   body: bytes, sink_for: Callable[["Call"], "ResponseSink"], endpoint: str = ...,
+                   body: bytes, sink_for: Callable[["Call"], "StreamingSink"], endpoint: str = ...,
                    parse: Callable[..., "Call"] = ..., shape: Callable[["Call"], "Call"] | None = ...
                    ) -> Awaitable[None]: ...   # the call's coroutine, for the door to await
 

@@ -74,7 +74,8 @@ def _form_call(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers
 
 
 def _content_type(scope: Scope) -> str:
-    for name, value in scope["headers"]:
+    headers: list[tuple[bytes, bytes]] = scope["headers"]   # ASGI's
+    for name, value in headers:
         if name == b"content-type":
             return value.decode("latin-1")
     return ""

@@ -42,7 +42,7 @@ class ModelRoutes:
         self._runtime = runtime   # the running Runtime, or Unavailable while starting or stopping
         self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
         self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
-        self.models_cache = limits.ModelListCache()
+        self.models_cache = limits.ModelListCache[CachedListing]()
 
     def _rate_limit(self, limiter: limits.Limiter, client: str, now: float) -> None:
         refused = limiter.check(client, now)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # there at runtime; typeshed omits it
 from typing import Any
 
 from switchyard.actors import json_read

@@ -29,7 +29,7 @@ import hashlib
 import ipaddress
 import math
 from itertools import islice
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generic, Iterable, TypeVar
 
 import attrs
 from attrs import frozen
@@ -305,7 +305,10 @@ def empty_ttl(streak: int) -> float:
     return min(EMPTY_TTL_FIRST * 2.0 ** (streak - 1), EMPTY_TTL_MAX)
 
 
-class ModelListCache:
+B = TypeVar("B")
+
+
+class ModelListCache(Generic[B]):
     """The model list (whatever the app keeps: the rows and their rendered ``/v1/models``
     body), for one Snapshot, until its TTL passes.
 
@@ -318,17 +321,17 @@ class ModelListCache:
     """
 
     def __init__(self) -> None:
-        self.body: Any = None
+        self.body: B | None = None
         self.expires = 0.0
         self.empty_streak = 0
         self._owner: object = None
 
-    def get(self, owner: object, now: float) -> Any:
+    def get(self, owner: object, now: float) -> B | None:
         if self.body is not None and owner is self._owner and now < self.expires:
             return self.body
         return None
 
-    def put(self, owner: object, body: Any, empty: bool, now: float) -> float:
+    def put(self, owner: object, body: B, empty: bool, now: float) -> float:
         """Keep ``body``; returns its TTL."""
         if owner is not self._owner:
             self._owner, self.empty_streak = owner, 0

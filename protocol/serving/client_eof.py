@@ -107,12 +107,14 @@ class ReleasingTCPServer(TCPServer):
                 await self._over.wait()
             if self._over.is_set():
                 return
-            connection = self.protocol.protocol.connection   # type: ignore[union-attr]
-            if connection.our_state is h11.SEND_RESPONSE:   # once the answer started, its writes probe
+            protocol = self.protocol.protocol   # HTTP/1.1, as _answer_owed found
+            connection = protocol.connection if isinstance(protocol, H11Protocol) else None
+            # Once the answer started, its writes probe.
+            if isinstance(connection, h11.Connection) and connection.our_state is h11.SEND_RESPONSE:
                 await self.protocol_send(RawData(connection.send(CONTINUE)))
         await self._over.wait()
 
 
 def install() -> None:
     """Serve hypercorn's trio connections with ``ReleasingTCPServer`` in this process (every worker calls it)."""
-    hypercorn_run.TCPServer = ReleasingTCPServer  # type: ignore[misc]
+    hypercorn_run.TCPServer = ReleasingTCPServer  # type: ignore[attr-defined]  # a module global, not re-exported

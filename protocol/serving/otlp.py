@@ -155,7 +155,7 @@ class SpanExport:
         flush.start()
         flush.join(self.config.timeout)
         self.exporter.shutdown()
-        self.processor.shutdown()
+        self.processor.shutdown()   # type: ignore[no-untyped-call]  # the SDK leaves this one unannotated
 
     def _address(self, backend: str) -> tuple[str, int | None] | None:
         snapshot = self.snapshot()

@@ -108,7 +108,9 @@ async def worker_main(config_path: str | None, hc: Any, watch: bool = True, sock
                 nursery.start_soon(on_signals)
 
                 async def serve(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                    await worker_serve(wrap_app(app, hc.wsgi_max_body_size, "asgi"), hc, sockets=sockets,
+                    # The App takes plain dicts where hypercorn's types name TypedDicts (which no dict is).
+                    wrapped = wrap_app(app, hc.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]  # plain-dict ASGI
+                    await worker_serve(wrapped, hc, sockets=sockets,
                                        shutdown_trigger=shutdown.wait, task_status=task_status)
                     nursery.cancel_scope.cancel()
 

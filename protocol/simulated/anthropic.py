@@ -43,7 +43,8 @@ from typing import Any, AsyncIterator
 import httpx
 import trio
 
-from switchyard.config.schema import SimulatedFailure, Simulation
+from switchyard.config.schema import SimulatedFailure
+from switchyard.config.simulation import Simulation
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.simulated.anthropic_checks import betas_of, problem_in
 from switchyard.protocol.simulated.openai import SimulatedTransport

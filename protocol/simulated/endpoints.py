@@ -24,13 +24,13 @@ from typing import Any, AsyncIterator
 import httpx
 import trio
 
-from switchyard.config.schema import Simulation
+from switchyard.config.simulation import Simulation
 from switchyard.protocol.simulated.parts import IN_BAND_ERROR, SimulatedStream, Simulator
 
 DIMENSIONS = 8   # an embedding's length when the request names no ``dimensions``
 
 
-def answer(owner: "Simulator", sim: Simulation, path: str, body: dict) -> httpx.Response:
+def answer(owner: "Simulator", sim: Simulation, path: str, body: dict[str, Any]) -> httpx.Response:
     """The 200 answer (its body paced and failing as scripted) for a completions or embeddings request."""
     model = body.get("model", "")
     if path.endswith("/embeddings"):
@@ -62,7 +62,7 @@ def _tokens(item: Any) -> int:
     return len(item) if isinstance(item, list) else max(1, len(str(item)) // 4)
 
 
-async def _embeddings(owner: "Simulator", sim: Simulation, model: str, body: dict) -> AsyncIterator[bytes]:
+async def _embeddings(owner: "Simulator", sim: Simulation, model: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
     fail = sim.failure
     if fail.malformed_chunk is not None:
         owner.record("completed")
@@ -91,13 +91,13 @@ def _choices(n: int, text: str, finish_reason: str | None) -> list[dict[str, Any
     return [{"text": text, "index": i, "logprobs": None, "finish_reason": finish_reason} for i in range(n)]
 
 
-def _usage(body: dict, produced: int) -> dict[str, int]:
+def _usage(body: dict[str, Any], produced: int) -> dict[str, int]:
     prompt = sum(_tokens(item) for item in inputs_of(body.get("prompt", "")))
     return {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
 
 
 def _completion(owner: "Simulator", sim: Simulation, cid: str, model: str,
-                body: dict) -> AsyncIterator[bytes]:
+                body: dict[str, Any]) -> AsyncIterator[bytes]:
     n = len(inputs_of(body.get("prompt", "")))
 
     def render(tokens: list[str]) -> str:
@@ -108,7 +108,7 @@ def _completion(owner: "Simulator", sim: Simulation, cid: str, model: str,
 
 
 async def _completion_sse(owner: "Simulator", sim: Simulation, cid: str, model: str,
-                          body: dict) -> AsyncIterator[bytes]:
+                          body: dict[str, Any]) -> AsyncIterator[bytes]:
     fail = sim.failure
     if fail.stall_before_first_byte:
         await trio.sleep_forever()

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from switchyard.actors.errors import InvalidRequest
-from switchyard.config.schema import Simulation
+from switchyard.config.simulation import Simulation
 from switchyard.protocol.http.multipart import parse_form
 from switchyard.protocol.simulated.parts import Simulator
 

@@ -41,13 +41,14 @@ import json
 import time
 from collections import deque
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Callable, ClassVar
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, ClassVar
 
 import attrs
 import httpx
 import trio
 
-from switchyard.config.schema import SimulatedEngine, SimulatedFailure, Simulation
+from switchyard.config.schema import SimulatedEngine, SimulatedFailure
+from switchyard.config.simulation import Simulation
 from switchyard.protocol.simulated import responses_store
 from switchyard.protocol.simulated.checks import refusal
 from switchyard.protocol.simulated.choices import buffered_choices, choice_count, chunk_choice
@@ -242,7 +243,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         first = f"Hello from {self.name}."
         return [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
 
-    def reply_pieces(self, sim: Simulation, body: dict, chat: bool = True) -> list[str]:
+    def reply_pieces(self, sim: Simulation, body: dict[str, Any], chat: bool = True) -> list[str]:
         """What this request gets, piece by piece: text, tool arguments, or one empty piece. Only a chat
         body (``chat``) has messages whose trailing assistant turn is a prefill to continue."""
         if sim.failure.tool_call:
@@ -260,7 +261,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self.record("prefill_ignored")
         return tokens
 
-    async def paced_pieces(self, sim: Simulation, pieces: list[str]) -> AsyncIterator[tuple[int, str]]:
+    async def paced_pieces(self, sim: Simulation, pieces: list[str]) -> AsyncGenerator[tuple[int, str], None]:
         """Pieces with their 1-based number, paced and failing as scripted."""
         fail = sim.failure
         gap = 1.0 / sim.tokens_per_second if sim.tokens_per_second > 0 else 0.0
@@ -276,7 +277,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                 self.record(f"reset_after:{k}")
                 raise httpx.ReadError("simulated connection reset by peer")
 
-    async def _sse(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
+    async def _sse(self, sim: Simulation, cid: str, model: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
         fail = sim.failure
         if fail.stall_before_first_byte:
             await trio.sleep_forever()
@@ -314,7 +315,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"
 
-    def _buffered(self, sim: Simulation, cid: str, model: str, body: dict) -> AsyncIterator[bytes]:
+    def _buffered(self, sim: Simulation, cid: str, model: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
         fail = sim.failure
 
         def render(tokens: list[str]) -> str:
@@ -326,8 +327,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             })
         return self.buffered_body(sim, cid, body, render)
 
-    async def buffered_body(self, sim: Simulation, cid: str, body: dict,
-                            render: Callable[[list[str]], str]) -> AsyncIterator[bytes]:
+    async def buffered_body(self, sim: Simulation, cid: str, body: dict[str, Any],
+                            render: Callable[[list[str]], str]) -> AsyncGenerator[bytes, None]:
         """A buffered body: the pieces paced, then ``render(pieces)``, unless a scripted failure breaks or cuts it."""
         fail = sim.failure
         tokens: list[str] = []
@@ -372,10 +373,10 @@ def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
     return {"role": "assistant", "content": token, "refusal": None} if k == 1 else {"content": token}
 
 
-def _event(payload: dict) -> bytes:
+def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _prompt_tokens(body: dict) -> int:
+def _prompt_tokens(body: dict[str, Any]) -> int:
     text = json.dumps(body.get("messages", []))
     return max(1, len(text) // 4)

@@ -4,12 +4,12 @@ that paces an answer (``protocol/simulated/openai.py`` and the endpoint simulato
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Protocol
 
 import httpx
 
 if TYPE_CHECKING:
-    from switchyard.config.schema import Simulation
+    from switchyard.config.simulation import Simulation
 
 _WORDS = ("The quick brown fox jumps over the lazy dog while the router keeps every "
           "stream flowing and every budget honest").split()
@@ -54,7 +54,7 @@ def _group(tokens: list[str], n: int) -> list[str]:
     return out
 
 
-def prefill_of(body: dict) -> str | None:
+def prefill_of(body: dict[str, Any]) -> str | None:
     """The text of a trailing assistant message, or None when the last message is not one."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
@@ -79,11 +79,12 @@ class Simulator(Protocol):
 
     def record(self, kind: str) -> None: ...
 
-    def reply_pieces(self, sim: "Simulation", body: dict, chat: bool = True) -> list[str]: ...
+    def reply_pieces(self, sim: "Simulation", body: dict[str, Any], chat: bool = True) -> list[str]: ...
 
-    def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncIterator[tuple[int, str]]: ...
+    def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncGenerator[tuple[int, str], None]: ...
 
-    def buffered_body(self, sim: "Simulation", cid: str, body: dict, *args: Any, **kwargs: Any) -> Any: ...
+    def buffered_body(self, sim: "Simulation", cid: str, body: dict[str, Any],
+                      render: Callable[[list[str]], str]) -> AsyncGenerator[bytes, None]: ...
 
 
 class SimulatedStream(httpx.AsyncByteStream):

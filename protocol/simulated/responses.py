@@ -36,7 +36,7 @@ import trio
 from attrs import frozen
 
 from switchyard.actors.response_echo import response_fields
-from switchyard.config.schema import Simulation
+from switchyard.config.simulation import Simulation
 from switchyard.protocol.simulated import responses_store as stored
 from switchyard.protocol.simulated.choices import token_logprob
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME, SimulatedStream, Simulator, split_words
@@ -61,7 +61,7 @@ def script_responses(owner: "Simulator", *turns: ResponsesTurn) -> None:
     owner.responses_script = queue   # type: ignore[attr-defined]
 
 
-def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
+def answer(owner: "Simulator", sim: Simulation, body: dict[str, Any]) -> httpx.Response:
     refused = stored.unknown_previous(owner, body) or stored.unmatched_call_output(owner, body)
     if refused is not None:
         owner.record("invalid")
@@ -85,7 +85,7 @@ def answer(owner: "Simulator", sim: Simulation, body: dict) -> httpx.Response:
                           stream=SimulatedStream(owner, reply.buffered()))
 
 
-def offered_tool(body: dict) -> str | None:
+def offered_tool(body: dict[str, Any]) -> str | None:
     """The function tool a request offers to call: ``tool_choice``'s, else the first; None when it offers none,
     forbids calls (``tool_choice: none``) or ends with a tool's output (the answer reads that output)."""
     tools = [t for t in body.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"
@@ -100,7 +100,7 @@ def offered_tool(body: dict) -> str | None:
 
 
 class _Reply:
-    def __init__(self, owner: "Simulator", sim: Simulation, turn: ResponsesTurn, body: dict, rid: str,
+    def __init__(self, owner: "Simulator", sim: Simulation, turn: ResponsesTurn, body: dict[str, Any], rid: str,
                  tool_name: str = TOOL_NAME):
         self.owner, self.sim, self.turn, self.body, self.id = owner, sim, turn, body, rid
         self.tool_name = tool_name
@@ -117,7 +117,7 @@ class _Reply:
             return []
         return [token_logprob(p, first + i, self.top) for i, p in enumerate(pieces) if p]
 
-    def response(self, status: str, usage: dict | None = None) -> dict[str, Any]:
+    def response(self, status: str, usage: dict[str, Any] | None = None) -> dict[str, Any]:
         turn = self.turn
         return {
             "id": self.id, "object": "response", "created_at": self.created, "status": status,

@@ -65,7 +65,9 @@ def unknown_previous(owner: "Simulator", body: dict[str, Any]) -> httpx.Response
 def unmatched_call_output(owner: "Simulator", body: dict[str, Any]) -> httpx.Response | None:
     """OpenAI's 400 for a ``function_call_output`` whose ``call_id`` no earlier ``function_call`` made (in the
     input, or in the stored responses ``previous_response_id`` chains back to), else None."""
-    items = body.get("input") if isinstance(body.get("input"), list) else []
+    items = body.get("input")
+    if not isinstance(items, list):
+        items = []
     calls = _chain_calls(owner, body.get("previous_response_id"))
     for item in items:
         if not isinstance(item, dict):
@@ -118,6 +120,7 @@ async def serve(owner: Any, request: httpx.Request) -> httpx.Response:
     """Any path under ``/v1/responses/`` of the simulator (a ``SimulatedTransport``): compaction arrives like
     a Responses call (its script, latency, scripted failures); the stored-response routes answer at once."""
     if request.method == "POST" and request.url.path.endswith("/responses/compact"):
+        failed: httpx.Response | None   # the simulator's (openai.py)
         sim, body, _, failed = await owner._arrive(request)
         if failed is not None:
             return failed

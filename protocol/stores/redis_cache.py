@@ -41,9 +41,11 @@ class RedisCacheStore:
 
     async def get(self, key: bytes) -> bytes | None:
         reply = await self._call("GET", PREFIX + key.hex().encode())
-        if reply is None:
-            return None
-        return reply.encode() if isinstance(reply, str) else bytes(reply)
+        if reply is None or isinstance(reply, bytes):
+            return reply
+        if isinstance(reply, str):   # the wire decodes a value that is UTF-8
+            return reply.encode()
+        raise StoreFailed(f"Redis GET answered a {type(reply).__name__}")
 
     async def put(self, key: bytes, value: bytes, ttl: float) -> None:
         await self._call("SET", PREFIX + key.hex().encode(), value, "PX", max(1, round(ttl * 1000)))

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from switchyard.actors.limits.port import Demand, Ticket
 from switchyard.actors.routing import limits as core
+from switchyard.actors.routing.budget_periods import bucket_of
 
 PREFIX = "sy:{sy}:"            # every key in one hash tag: one cluster slot for a whole call
 INFLIGHT = PREFIX + "inflight"
@@ -160,11 +161,11 @@ class Plan:
     def __init__(self, demand: Demand, wall: float) -> None:
         self.demand = demand
         self.call = quoted(demand.call_id)
-        self.buckets = tuple(core.bucket_of(line.budget.period, wall) for line in demand.budgets)
+        self.buckets = tuple(bucket_of(line.budget.period, wall) for line in demand.budgets)
         self.bucket_names = tuple(b.name for b in self.buckets)
         shape = self.shape = shape_of(demand, self.bucket_names)
         self.budgets = [(demand.budgets[i], self.buckets[i]) for i in shape.order]
-        amounts = []
+        amounts: list[str] = []
         for line, _ in self.budgets:
             amounts += (_number(line.worst_usd), _number(line.tokens))
         self.spec = shape.spec.format(*amounts, *[_number(demand.tokens)] * shape.costs)

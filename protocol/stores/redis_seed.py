@@ -14,6 +14,7 @@ import trio
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
 from switchyard.actors.limits.local import Summary
 from switchyard.actors.routing import limits as core
+from switchyard.actors.routing.budget_periods import Bucket, bucket_expiry
 from switchyard.protocol.stores.redis_script import budget_key
 
 log = logging.getLogger("switchyard.limits")
@@ -36,7 +37,7 @@ class Seeder:
         self._me = uuid.uuid4().hex[:12]           # who seeded a counter (for a person reading Redis)
         self.seeds = 0                             # counters this worker seeded
 
-    async def seed(self, lines: list[tuple[core.BudgetLine, core.Bucket]], wall: float) -> bool:
+    async def seed(self, lines: list[tuple[core.BudgetLine, Bucket]], wall: float) -> bool:
         """Seed each missing counter from the ledger (one read per counter however many calls
         wait for it); False if one could not be (the ledger did not answer)."""
         for line, bucket in lines:
@@ -59,7 +60,7 @@ class Seeder:
                 self._seed_failed.pop(key, None)
                 usd = float(totals.get("cost") or 0.0)
                 tokens = int(totals.get("input_tokens") or 0) + int(totals.get("output_tokens") or 0)
-                expiry = core.bucket_expiry(bucket)   # as a TTL: Redis's clock need not agree with ours
+                expiry = bucket_expiry(bucket)   # as a TTL: Redis's clock need not agree with ours
                 ttl = "" if expiry is None else str(max(1, math.ceil(expiry - wall)))
                 wrote = await self._op("seed", [key], [repr(usd), str(tokens), ttl, self._me])
                 self.seeds += int(wrote == 1)
@@ -68,7 +69,7 @@ class Seeder:
                 done.set()
         return True
 
-    async def read(self, owner: str, owner_id: str, bucket: core.Bucket) -> dict[str, Any] | None:
+    async def read(self, owner: str, owner_id: str, bucket: Bucket) -> dict[str, Any] | None:
         """The ledger's totals of one owner since the bucket began, or None if it cannot say in time."""
         if self._ledger is None:
             return {}

@@ -92,7 +92,7 @@ class Settles:
             await self._apply(self._take())
 
     def _take(self) -> list[Settle]:
-        items = []
+        items: list[Settle] = []
         while self._queue and len(items) < SETTLE_BATCH:
             items.append(self._queue.popleft())
         self._sending += len(items)

@@ -9,6 +9,7 @@ import math
 from typing import Any, Awaitable, Callable
 
 from switchyard.actors.routing import limits as core
+from switchyard.actors.routing.budget_periods import Bucket, bucket_of
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.redis_script import (
     RATE_DIMENSIONS,
@@ -20,7 +21,7 @@ from switchyard.protocol.stores.redis_script import (
 )
 
 Op = Callable[..., Awaitable[Any]]
-Seed = Callable[[list[tuple[core.BudgetLine, core.Bucket]], float], Awaitable[bool]]
+Seed = Callable[[list[tuple[core.BudgetLine, Bucket]], float], Awaitable[bool]]
 
 
 async def shared_view(op: Op, seed: Seed, now_arg: str, snapshot: Snapshot, key: Any, wall: float) -> dict[str, Any]:
@@ -29,7 +30,7 @@ async def shared_view(op: Op, seed: Seed, now_arg: str, snapshot: Snapshot, key:
     scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
     org = snapshot.organizations.get(key.organization_id) if key.organization_id is not None else None
     owners = [("key", key.id, key.budget), ("organization", key.organization_id, org.budget if org else None)]
-    lines = [(owner, owner_id, budget, core.bucket_of(budget.period, wall))
+    lines = [(owner, owner_id, budget, bucket_of(budget.period, wall))
              for owner, owner_id, budget in owners if budget is not None and owner_id is not None]
     shown = [s for s in (scopes.get("key"), scopes.get("organization")) if s is not None]
     keys = Keys()

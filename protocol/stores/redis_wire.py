@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 import trio
 from coredis.constants.resp import DataType
 from coredis.exceptions import InvalidResponse, RedisError
-from coredis.parser import NOT_ENOUGH_DATA, Parser
+from coredis.parser import NotEnoughData, Parser
 
 DEFAULT_PORT = 6379
 IDLE_MOST = 8          # idle connections kept; more are closed
@@ -70,16 +70,15 @@ class Connection:
         await self.stream.send_all(pack(command, args))
         while True:
             parsed = self._parser.parse(decode=True, encoding="utf-8")
-            if parsed is not NOT_ENOUGH_DATA:
+            if not isinstance(parsed, NotEnoughData):
                 break
             data = await self.stream.receive_some(READ_SIZE)
             if not data:
                 raise ConnectionResetError("Redis closed the connection")
-            self._parser.feed(data)
-        kind, value = parsed
-        if kind == DataType.ERROR:
-            raise value
-        return value
+            self._parser.feed(bytes(data))   # the same object when it is bytes; coredis' feed takes no bytearray
+        if parsed[0] == DataType.ERROR:
+            raise parsed[1]
+        return parsed[1]
 
     def closed_while_idle(self) -> bool:
         """Whether the idle connection can be read from: the server closed it (its idle ``timeout``, a

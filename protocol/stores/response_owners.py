@@ -17,12 +17,20 @@ Each method blocks: ``actors/stored_owners.py`` calls them in worker threads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from switchyard.actors.owner_writes import Op
 from switchyard.actors.stored_owners import Found, OwnerStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import DEFAULT_SQLITE
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import psycopg
+
+    from switchyard.protocol.stores.postgresql import PostgresStore
+    from switchyard.protocol.stores.sqlite import SqliteStore
 
 TABLE = "stored_response_owners"
 # Seconds any call to the map's store may take, its own deadline (a lock waited for, a connection, a
@@ -34,7 +42,7 @@ class SqlOwnerStore:
     """The owner map on a ledger store (``SqliteStore`` or ``PostgresStore``) of its own: a connection apart
     from the ledger's, so a lookup never waits behind a batch of records."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: SqliteStore | PostgresStore) -> None:
         self.db = db
         self.name = db.name
         p = db.dialect.placeholder
@@ -83,7 +91,7 @@ class SqlOwnerStore:
 
     def prune(self, before: float, max_entries: int) -> int:
         """Delete the rows created at or before ``before`` and those past the newest ``max_entries``; how many."""
-        def work(cur: Any) -> int:
+        def work(cur: sqlite3.Cursor | psycopg.Cursor[Any]) -> int:
             return cur.execute(self._old, (before,)).rowcount + cur.execute(self._over, (max_entries,)).rowcount
         return self.db.transact(work)
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 
-from switchyard.actors.ledger.record import LedgerRecord, RecordRefused, StoreUnavailable
+from switchyard.actors.ledger.record import FIELDS, LedgerRecord, RecordRefused, StoreUnavailable
 from switchyard.protocol.stores import migrations, sql
 
 DIALECT = sql.Dialect(
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 # As many rows a statement as stay under SQLite's oldest limit of 999 parameters, whatever the columns
 # (38 rows of 26 now; a fixed 40 passed it once the ledger gained columns).
-ROWS_PER_INSERT = 999 // len(sql.FIELDS)
+ROWS_PER_INSERT = 999 // len(FIELDS)
 
 
 class SqliteStore(sql.Reads):

@@ -28,7 +28,7 @@ import functools
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeGuard
 
 import httpx
 import trio
@@ -97,9 +97,12 @@ def from_files(profile: str, env: Mapping[str, str]) -> Credentials | None:
 
 async def from_container(env: Mapping[str, str], client: httpx.AsyncClient) -> Credentials | None:
     relative, full = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"), env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-    if not relative and not full:
+    if relative:
+        url = CONTAINER_HOST + relative
+    elif full:
+        url = full
+    else:
         return None
-    url = CONTAINER_HOST + relative if relative else full
     token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
     token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
     if token_file:
@@ -145,7 +148,7 @@ class CredentialProvider:
         self.lock = trio.Lock()
         self.failed: tuple[float, CredentialsUnavailable] | None = None   # until when, and why
 
-    def fresh(self, credentials: Credentials | None, margin: float) -> bool:
+    def fresh(self, credentials: Credentials | None, margin: float) -> TypeGuard[Credentials]:
         return credentials is not None and (credentials.expires is None or credentials.expires - margin > self.clock())
 
     async def get(self) -> Credentials:
@@ -154,17 +157,17 @@ class CredentialProvider:
             if env_credentials is not None:
                 return env_credentials
         if self.fresh(self.cached, REFRESH_BEFORE):
-            return self.cached   # type: ignore[return-value]
+            return self.cached
         async with self.lock:   # one fetch for every call waiting
             if self.fresh(self.cached, REFRESH_BEFORE):
-                return self.cached   # type: ignore[return-value]
+                return self.cached
             if self.failed is not None and self.failed[0] > self.clock() and not self.fresh(self.cached, 0):
                 raise self.failed[1]
             try:
                 self.cached = await self._resolve()
             except (CredentialsUnavailable, httpx.HTTPError, ValueError, OSError) as exc:
                 if self.fresh(self.cached, 0):
-                    return self.cached   # type: ignore[return-value]
+                    return self.cached
                 err = exc if isinstance(exc, CredentialsUnavailable) else \
                     CredentialsUnavailable(f"no AWS credentials: {type(exc).__name__}: {exc}")
                 self.failed = (self.clock() + FAILURE_TTL, err)

@@ -126,7 +126,8 @@ class BedrockAttempt:
 
 def error_kind(response: httpx.Response) -> str:
     """The exception's name: ``x-amzn-errortype`` (``ThrottlingException:http://...``), else none."""
-    return response.headers.get("x-amzn-errortype", "").split(":", 1)[0]
+    named: str = response.headers.get("x-amzn-errortype", "")
+    return named.split(":", 1)[0]
 
 
 class ErrorTranslator(WholeBody):

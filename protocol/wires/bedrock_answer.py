@@ -116,7 +116,7 @@ class StreamTranslator(ChunkWriter):
         super().__init__(model, created, new_id(request_id))
         self.buffer = EventStreamBuffer()
         self.include_usage = include_usage
-        self.tools: dict[int, int] = {}   # content block index -> tool call index
+        self.tools: dict[object, int] = {}   # content block index (as the backend sent it) -> tool call index
         self.finished = False             # the finish_reason chunk went out
         self.fed = self.parsed = 0        # bytes received, and those of whole frames
 
@@ -164,7 +164,9 @@ class StreamTranslator(ChunkWriter):
             return self.fail("an event whose payload is not a JSON object", "upstream_malformed_event")
         event = headers.get(":event-type")
         if event == "contentBlockStart":
-            start = obj.get("start") if isinstance(obj.get("start"), dict) else {}
+            start = obj.get("start")
+            if not isinstance(start, dict):
+                start = {}
             use = start.get("toolUse")
             if isinstance(use, dict):
                 index = obj.get("contentBlockIndex")

@@ -120,7 +120,7 @@ def chat_to_response(answer: Any, request: Mapping[str, Any]) -> JSONObject:
     choices = answer.get("choices") if isinstance(answer, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
     message = choice.get("message") if choice is not None else None
-    if not isinstance(message, dict):
+    if choice is None or not isinstance(message, dict):
         return protocol_error("The chat backend answered without a message in choices[0]")
     refusal = message.get("refusal") if isinstance(message.get("refusal"), str) and message.get("refusal") else None
     status, incomplete = status_of(choice.get("finish_reason"), refusal is not None)

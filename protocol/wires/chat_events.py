@@ -95,7 +95,9 @@ class ChatToEvents:
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         reasoning = reasoning_of(delta)
         if reasoning is not None:
             out += self._text_delta("reasoning", reasoning)
@@ -174,7 +176,9 @@ class ChatToEvents:
     def _call_delta(self, call: JSONObject) -> list[bytes]:
         out: list[bytes] = []
         key = call.get("index", 0)
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        fn = call.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         if key not in self._calls:
             out += self._close_text()
             out.append(self._added(restore(call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name"),

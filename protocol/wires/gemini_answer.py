@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -204,7 +204,7 @@ class StreamTranslator(EventTranslator):
         return out
 
 
-def chat_answer(model: str, include_usage: bool):
+def chat_answer(model: str, include_usage: bool) -> Callable[[httpx.Response, Call], httpx.Response]:
     """The answer side for one attempt on ``model`` (its wire id): a success translated as it is read;
     an error status goes to ``gemini_errors.openai_error``."""
     def answer(response: httpx.Response, call: Call) -> httpx.Response:

@@ -183,8 +183,9 @@ def _tool_result(msg: dict[str, Any], path: str, names: dict[str, str]) -> dict[
                                               f"Gemini answers a call by its function's name")
     content = msg.get("content")
     if isinstance(content, list):   # text parts only: a function's response is one value
-        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
+        given = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [t for t in given if isinstance(t, str)]
+        if len(texts) != len(content):
             raise unsupported(f"{path}.content", "a tool result holds text only on a gemini backend")
         content = "".join(texts)
     if content is not None and not isinstance(content, str):

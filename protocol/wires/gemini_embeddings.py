@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -90,7 +90,7 @@ class EmbeddingsTranslator(WholeBody):
         return [json.dumps({"object": "list", "data": data, "model": self.model}).encode()]
 
 
-def embeddings_answer(model: str):
+def embeddings_answer(model: str) -> Callable[[httpx.Response, Call], httpx.Response]:
     def answer(response: httpx.Response, call: Call) -> httpx.Response:
         if response.status_code >= 300:
             return openai_error(response)

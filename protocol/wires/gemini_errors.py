@@ -57,12 +57,15 @@ def envelope(obj: Any) -> tuple[dict[str, Any], float | None] | None:
     error = obj.get("error") if isinstance(obj, dict) else None
     if not isinstance(error, dict) or not isinstance(error.get("message"), str):
         return None
-    status = error.get("status") if isinstance(error.get("status"), str) else ""
+    status = error.get("status")
+    if not isinstance(status, str):
+        status = ""
     kind, code = STATUSES.get(status, ("upstream_error", status.lower() or "upstream_error"))
     message = error["message"]
     details: dict[str, Any] = {"status": status} if status else {}
     delay = None
-    for item in error.get("details") if isinstance(error.get("details"), list) else ():
+    listed = error.get("details")
+    for item in listed if isinstance(listed, list) else ():
         if not isinstance(item, dict):
             continue
         if item.get("@type") == RETRY_INFO:

@@ -45,7 +45,9 @@ def _count(value: Any) -> int:
 def error_object(response: Any, default_message: str = "The upstream response failed") -> JSONObject:
     """A failed or cancelled Response (or an ``error`` stream event) as an OpenAI error envelope."""
     source = response if isinstance(response, dict) else {}
-    err = source.get("error") if isinstance(source.get("error"), dict) else source
+    err = source.get("error")
+    if not isinstance(err, dict):
+        err = source
     if source.get("status") == "cancelled" and not isinstance(source.get("error"), dict):
         return {"error": {"message": "The upstream cancelled the response", "type": "server_error",
                           "param": None, "code": "response_cancelled"}}

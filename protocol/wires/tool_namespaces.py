@@ -37,7 +37,8 @@ def names_of(request: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 def restore(item: dict[str, Any], names: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
     """A ``function_call`` item whose name is a flattened one, as the namespace's own (in place)."""
-    found = names.get(item.get("name")) if isinstance(item.get("name"), str) else None
+    name = item.get("name")
+    found = names.get(name) if isinstance(name, str) else None
     if found is not None:
         item["namespace"], item["name"] = found
     return item

@@ -26,6 +26,7 @@ import ssl
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 import h11
 import httpcore
@@ -114,7 +115,7 @@ class _MapErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind: object, exc: object, tb: object) -> Literal[False]:
         if not isinstance(exc, Exception):
             return False
         for source, target in _ERRORS:
@@ -388,7 +389,8 @@ class _PooledStream(httpx.AsyncByteStream):
 
     __slots__ = ("_conn", "_done", "_key", "_parts", "_pool", "_stream")
 
-    def __init__(self, pool: PooledTransport, key: Key, conn: Conn, stream) -> None:
+    def __init__(self, pool: PooledTransport, key: Key, conn: Conn, stream: Any) -> None:
+        # ``stream``: httpcore's, async-iterable with an ``aclose`` (which its type, ``Response.stream``, omits)
         self._pool, self._key, self._conn, self._stream = pool, key, conn, stream
         self._parts: AsyncIterator[bytes] | None = None
         self._done = False

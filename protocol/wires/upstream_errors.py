@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import httpx
 
 from switchyard.actors.errors import UpstreamConnectError, UpstreamFailure, UpstreamProtocolError, UpstreamTimeout
@@ -23,7 +25,7 @@ class map_upstream_exceptions:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+    def __exit__(self, kind: object, exc: object, tb: object) -> Literal[False]:
         if not isinstance(exc, (httpx.TransportError, httpx.DecodingError)):
             return False
         backend = self.backend

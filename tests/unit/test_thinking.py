@@ -155,6 +155,12 @@ def test_stream_rewrites_changed_chunks_and_passes_the_rest_raw():
     assert ts.feed(obj, raw) == [(raw, obj)]
 
 
+def test_stream_passes_a_chunk_whose_choices_are_no_list():
+    ts = ThinkingStream(Thinking(pattern="unterminated_start", assume_reasoning_first=True))
+    obj, raw = {"choices": 5}, b'data: {"choices": 5}\n\n'
+    assert ts.feed(obj, raw) == [(raw, obj)]                        # was a TypeError in the relay
+
+
 def test_stream_tail_goes_into_the_finish_chunk():
     ts = ThinkingStream(Thinking(pattern="unterminated_start", assume_reasoning_first=True))
     ts.feed(*chunk("abc</"))

@@ -61,7 +61,7 @@ class Scanned:
 
     def __init__(self, text: str) -> None:
         self.text = head_and_tail(text).lower()
-        sentences = []
+        sentences: list[tuple[str, ...]] = []
         index: dict[str, list[tuple[int, int]]] = {}
         for sentence in SENTENCE_END.split(self.text):
             tokens = tuple(t for t in (w.strip(PUNCTUATION) for w in sentence.split()) if t)

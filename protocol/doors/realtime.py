@@ -54,8 +54,9 @@ from switchyard.actors.routing.aliases import dispatch_target
 from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
 from switchyard.actors.trace import new_span_id, outbound_headers
+from switchyard.config import kinds
 from switchyard.config.access import ApiKey
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 from switchyard.config.unix_socket import is_unix
 from switchyard.protocol.doors.openai import check_model_name
 from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
@@ -72,7 +73,7 @@ log = logging.getLogger("switchyard.realtime")
 
 PATH = "/v1/realtime"
 # Backend types that speak OpenAI's realtime websocket; `generic` is the way to name any other server that does.
-REALTIME_TYPES = frozenset({BackendType.OPENAI, BackendType.GENERIC})
+REALTIME_TYPES = kinds.speaking(kinds.REALTIME)   # (config/kinds: Kind.endpoints)
 KEY_SUBPROTOCOL = "openai-insecure-api-key."   # how a browser, which cannot set headers, sends its key
 FORWARDED_HEADERS = frozenset({b"openai-beta"})
 MAX_MESSAGE = 16 * 1024 * 1024   # what the upstream may send in one message: hypercorn's limit for the client

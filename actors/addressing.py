@@ -7,7 +7,8 @@ import functools
 import httpx
 
 from switchyard.config import unix_socket
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.kinds import kind_of
+from switchyard.config.schema import BackendConfig
 
 
 @functools.lru_cache(maxsize=1024)
@@ -37,16 +38,9 @@ def join_url(base: str, path: str) -> str:
 
 
 def auth_headers(backend: BackendConfig) -> list[tuple[str, str]]:
-    """The credentials for a backend's own routes (health, models, engine page).
-
-    Anthropic takes its key as ``x-api-key`` and wants ``anthropic-version`` on every call."""
-    if backend.type is BackendType.ANTHROPIC:
-        key = [("x-api-key", backend.api_key)] if backend.api_key else []
-        return [*key, ("anthropic-version", backend.anthropic_version)]
-    if backend.type is BackendType.GEMINI:  # Google takes its key as x-goog-api-key
-        return [("x-goog-api-key", backend.api_key)] if backend.api_key else []
-    if backend.type is BackendType.AZURE:   # Azure OpenAI takes its key as api-key
-        return [("api-key", backend.api_key)] if backend.api_key else []
-    if backend.api_key:
-        return [("authorization", f"Bearer {backend.api_key}")]
-    return []
+    """The credentials for a backend's own routes (health, models, engine page), as its kind's ``auth``
+    says: the key in its header (``Authorization: Bearer`` unless the kind names another), then the
+    headers the kind sends on every route (anthropic: ``anthropic-version``)."""
+    auth = kind_of(backend).auth
+    key = [(auth.header, auth.prefix + backend.api_key)] if backend.api_key else []
+    return [*key, *auth.always(backend)]

@@ -16,7 +16,7 @@ loader cannot know (``config/load_resilience.py``: ``check_chain_models``).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 import trio
@@ -24,23 +24,33 @@ import trio
 from switchyard.actors.addressing import auth_headers, join_url
 from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.candidates import unserved_chain_entries
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import ListShape
 from switchyard.config.load_resilience import chains_checked_at_load
 from switchyard.config.rules import child
-from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.config.schema import BackendConfig, Snapshot
 
 log = logging.getLogger("switchyard.discovery")
 
 
-GEMINI_PAGES = 20   # pages of 1,000 read of a gemini backend's list, at most
+GOOGLE_PAGES = 20   # pages of 1,000 read of a Google-shaped list (a gemini backend's), at most
 
 
-async def gemini_ids(upstream: Upstream, backend: BackendConfig) -> list[str]:
-    """A gemini backend's ``GET /v1beta/models`` (``{"models": [{"name": "models/ID"}], "nextPageToken"}``),
+async def openai_ids(upstream: Upstream, backend: BackendConfig, path: str) -> list[str]:
+    """``GET {path}`` in OpenAI's shape (``{"data": [{"id": ...}]}``): one page."""
+    response = await upstream.client.get(join_url(backend.url, path), headers=auth_headers(backend))
+    response.raise_for_status()
+    data = response.json().get("data", [])
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+
+
+async def google_ids(upstream: Upstream, backend: BackendConfig, path: str) -> list[str]:
+    """``GET {path}`` in Google's shape (``{"models": [{"name": "models/ID"}], "nextPageToken"}``),
     every page, the ids without their ``models/`` prefix."""
     ids: list[str] = []
     params = {"pageSize": "1000"}
-    for _ in range(GEMINI_PAGES):
-        response = await upstream.client.get(join_url(backend.url, "/v1beta/models"), params=params,
+    for _ in range(GOOGLE_PAGES):
+        response = await upstream.client.get(join_url(backend.url, path), params=params,
                                              headers=auth_headers(backend))
         response.raise_for_status()
         body = response.json()
@@ -52,7 +62,14 @@ async def gemini_ids(upstream: Upstream, backend: BackendConfig) -> list[str]:
         if not isinstance(token, str) or not token:
             return ids
         params = {"pageSize": "1000", "pageToken": token}
-    raise ValueError(f"the model list has more than {GEMINI_PAGES} pages")
+    raise ValueError(f"the model list has more than {GOOGLE_PAGES} pages")
+
+
+# The reader of each model-list shape a kind declares (config/kinds: Kind.model_list).
+READERS: Mapping[ListShape, Callable[[Upstream, BackendConfig, str], Awaitable[list[str]]]] = {
+    ListShape.OPENAI: openai_ids,
+    ListShape.GOOGLE: google_ids,
+}
 
 
 def public_ids(backend: BackendConfig, ids: Iterable[str]) -> frozenset[str]:
@@ -63,6 +80,11 @@ def public_ids(backend: BackendConfig, ids: Iterable[str]) -> frozenset[str]:
     return frozenset(public.get(i, i) for i in ids)
 
 
+def asked(backend: BackendConfig) -> bool:
+    """Whether ``backend`` is asked for its models: enabled, with discovery on and a kind that lists them."""
+    return backend.enabled and backend.discovery and kind_of(backend).model_list is not None
+
+
 class ModelDiscoveryActor:
     name = "discovery"
 
@@ -70,7 +92,7 @@ class ModelDiscoveryActor:
         self.snapshot = snapshot
         self.upstream = upstream
         self.view: Mapping[str, frozenset[str]] = {}
-        self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
+        self.targets = [b for b in snapshot.backends if asked(b)]
         self._warned: tuple[str, set[str]] = (snapshot.revision, set())   # revision, chain entries warned about
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -90,7 +112,7 @@ class ModelDiscoveryActor:
         """New or changed backends are asked for their models at once; removed ones are dropped."""
         old = {b.name: (b.url, b.api_key, dict(b.upstream_ids)) for b in self.targets}
         self.snapshot = snapshot
-        self.targets = [b for b in snapshot.backends if b.enabled and b.discovery]
+        self.targets = [b for b in snapshot.backends if asked(b)]
         names = {b.name for b in self.targets}
         self.view = {n: ids for n, ids in self.view.items() if n in names}
         nursery = getattr(self, "_nursery", None)
@@ -137,16 +159,9 @@ class ModelDiscoveryActor:
         ids: frozenset[str] | None = None
         with trio.move_on_after(timeout):
             try:
-                if backend.type is BackendType.GEMINI:   # Google's own list shape, in pages
-                    ids = public_ids(backend, await gemini_ids(self.upstream, backend))
-                else:
-                    # Anthropic pages its list (20 by default); one page of 1,000 covers any real catalogue.
-                    path = "/v1/models?limit=1000" if backend.type is BackendType.ANTHROPIC else "/v1/models"
-                    response = await self.upstream.client.get(join_url(backend.url, path),
-                                                              headers=auth_headers(backend))
-                    response.raise_for_status()
-                    data = response.json().get("data", [])
-                    ids = public_ids(backend, (str(m["id"]) for m in data if isinstance(m, dict) and "id" in m))
+                listing = kind_of(backend).model_list
+                assert listing is not None   # asked(backend)
+                ids = public_ids(backend, await READERS[listing.shape](self.upstream, backend, listing.path))
             except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
                 log.warning("model discovery on %s failed: %s", backend.name, exc)
             except Exception as exc:   # inside the backend's adapter: its failed round, never the actor's crash

@@ -32,14 +32,15 @@ from switchyard.actors.addressing import auth_headers, join_url
 from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.engine_metrics import EngineSnapshot, parse_exposition, throughput
 from switchyard.actors.routing.variants import ThroughputSample
-from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import EnginePage
+from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.config.telemetry import EngineStatsConfig
 
 MAX_PAGE_BYTES = 16 * 1024 * 1024   # engine pages are hundreds of KB; more is not a metrics page
 
 log = logging.getLogger("switchyard.engine_stats")
 
-ENGINE_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -59,10 +60,10 @@ def polled(backend: BackendConfig) -> bool:
     """Whether ``backend`` has an engine page to read (enabled backends only)."""
     if not backend.enabled:
         return False
-    if backend.engine_stats_url or backend.type in ENGINE_TYPES:
+    page = kind_of(backend).engine_page   # without engine_stats_url: the kind's (vllm, sglang; a simulated engine)
+    if backend.engine_stats_url or page is EnginePage.ALWAYS:
         return True
-    return backend.type is BackendType.SIMULATED and backend.simulation is not None \
-        and backend.simulation.engine is not None
+    return page is EnginePage.SIMULATED and backend.simulation is not None and backend.simulation.engine is not None
 
 
 def stats_url(backend: BackendConfig, cfg: EngineStatsConfig) -> str:

@@ -2,8 +2,8 @@
 
 Each enabled backend gets a check loop (``GET {url}{path}`` under the check
 timeout; 2xx is up, 503 is warming, anything else or no answer is a
-failure), except a type whose every route needs a signed model call
-(``PASSIVE_HEALTH_TYPES``: bedrock), which its calls alone judge. Real
+failure), except a kind whose every route needs a signed model call
+(``Kind.passive_health``: bedrock), which its calls alone judge. Real
 calls feed per-(backend, model) circuits: failures that make up enough of
 a window's calls, even without its worst callers' failures, take that pair
 out of rotation at once, and a half-open probe brings it back. Requests report
@@ -50,13 +50,15 @@ from switchyard.actors.routing.health import (
     next_check_delay,
     observe,
 )
-from switchyard.config.schema import PASSIVE_HEALTH_TYPES, BackendConfig, Snapshot
+from switchyard.config.kinds import health_path, kind_of
+from switchyard.config.schema import BackendConfig, Snapshot
 
 log = logging.getLogger("switchyard.health")
 
 
 def _check_target(b: BackendConfig, snapshot: Snapshot) -> tuple[Any, ...]:
-    return (b.url, b.type, b.api_key, b.anthropic_version, snapshot.health_checks.path_for(b))
+    """What a check of ``b`` asks, and with which credentials: a change restarts its loop."""
+    return (b.url, b.type, tuple(auth_headers(b)), health_path(snapshot.health_checks, b))
 
 
 def circuit_policy(snapshot: Snapshot) -> Policy:
@@ -216,9 +218,9 @@ class BackendHealthActor:
         nursery = getattr(self, "_nursery", None)
         if nursery is None:
             return  # not running yet: run() starts the loops
-        # A type with no route to check unsigned (bedrock) is judged by its calls alone (its circuits).
+        # A kind with no route to check unsigned (bedrock) is judged by its calls alone (its circuits).
         wanted = {b.name: b for b in self.snapshot.backends
-                  if b.enabled and b.type not in PASSIVE_HEALTH_TYPES} if self.view.checks_enabled else {}
+                  if b.enabled and not kind_of(b).passive_health} if self.view.checks_enabled else {}
         for name in list(self._loops):
             if name not in wanted or name in restart:
                 self._loops.pop(name).cancel()
@@ -231,7 +233,7 @@ class BackendHealthActor:
         with scope:
             while True:
                 cfg = self.snapshot.health_checks  # re-read: intervals and timeouts change live
-                url = join_url(backend.url, cfg.path_for(backend))
+                url = join_url(backend.url, health_path(cfg, backend))
                 began = trio.current_time()  # a fixed cadence: a slow check does not push the next one
                 outcome, error = await self._check(backend.name, url, auth_headers(backend), cfg.timeout)
                 self._record(backend.name, outcome, error)

@@ -21,48 +21,19 @@ from typing import Any, Iterable, Mapping
 from attrs import frozen
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.config.kinds import kind_of
 from switchyard.config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 
 HEADER = b"x-continuum-request-params"
 
 _ALL = frozenset(PARAMS)
-_NO_TOP_K_MIN_P = _ALL - {"top_k", "min_p"}
-
-# What each backend type carries of the canonical parameters. `openai` is the
-# strict cloud API and `ollama` its OpenAI-compatible endpoint: neither takes
-# top_k or min_p. The engines take all seven; `generic` is trusted to, since
-# it is the type for "another OpenAI-compatible engine".
-CARRIES: Mapping[BackendType, frozenset[str]] = {
-    BackendType.OPENAI: _NO_TOP_K_MIN_P,
-    BackendType.AZURE: _NO_TOP_K_MIN_P,
-    BackendType.OLLAMA: _NO_TOP_K_MIN_P,
-    BackendType.VLLM: _ALL,
-    BackendType.SGLANG: _ALL,
-    BackendType.GENERIC: _ALL,
-    BackendType.SIMULATED: _ALL,
-    BackendType.GEMINI: _ALL - {"min_p"},   # generationConfig: maxOutputTokens, temperature, topP, topK, penalties
-}
 
 
 def carried_by(backend: BackendConfig) -> frozenset[str]:
-    """The canonical parameters ``backend`` takes. An anthropic backend takes max_tokens, and the
-    sampling fields only while its ``anthropic_version`` still accepts them."""
-    if backend.type is BackendType.ANTHROPIC:
-        return ANTHROPIC_ALL if takes_sampling(backend.anthropic_version) else ANTHROPIC_NO_SAMPLING
-    return CARRIES.get(backend.type, frozenset())
-
-
-SAMPLING_REJECTED_FROM = "2026-10-21"   # the anthropic-version from which Messages refuses sampling fields
-
-
-def takes_sampling(version: str) -> bool:
-    """Whether this anthropic-version still accepts temperature, top_p and top_k."""
-    return version < SAMPLING_REJECTED_FROM
-
-
-ANTHROPIC_NO_SAMPLING = frozenset({"max_tokens"})
-ANTHROPIC_ALL = ANTHROPIC_NO_SAMPLING | {"temperature", "top_p", "top_k"}
+    """The canonical parameters ``backend`` takes: its kind's ``carries``, under its own settings (an
+    anthropic backend takes the sampling fields only while its ``anthropic_version`` accepts them)."""
+    return kind_of(backend).carried(backend)
 
 
 @frozen
@@ -247,7 +218,7 @@ def limited_only(tokens: Iterable[str]) -> frozenset[str]:
 def carried_everywhere(backends: Iterable[BackendConfig]) -> frozenset[str]:
     """What every one of ``backends`` carries (all parameters when there are none). A policy that
     writes only these fields needs no ``check_carriable`` over the backends a call may reach: those
-    are among them, and an anthropic hop carries at least what ``carried_by`` says."""
+    are among them, and a hop carries at least what ``carried_by`` says."""
     out = _ALL
     for backend in backends:
         out = out & carried_by(backend)
@@ -263,11 +234,11 @@ def check_carriable(managed: frozenset[str], backends: Iterable[BackendConfig],
         return
     fields = [name for name in PARAMS if name in managed] + sorted(managed - _ALL)
     for backend in backends:
-        carried = carried_by(backend)
-        if backend.type is BackendType.ANTHROPIC:
-            # Such a hop leaves a client's sampling value out, so a limit on one changes nothing there:
-            # the field counts as absent (the spec's rule); only a value the policy wrote must arrive.
-            carried = carried | (limited & ANTHROPIC_ALL)
+        kind = kind_of(backend)
+        # A field the kind carries but this backend's setting refuses (an anthropic hop's sampling fields from
+        # 2026-10-21) is left out of the hop, so a limit on one changes nothing there: the field counts as
+        # absent (the spec's rule); only a value the policy wrote must arrive.
+        carried = kind.carried(backend) | (limited & kind.carries)
         for field in fields:
             if field not in carried:
                 raise UnsupportedRequestParameter(

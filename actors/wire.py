@@ -4,8 +4,9 @@ The RequestActor, the relay, failover and the metrics think in the OpenAI
 formats of the call's endpoint (Chat Completions for chat). A ``Wire`` turns
 an attempt's body into what one kind of backend takes (path, headers, body)
 and that backend's answer back into the endpoint's format, so everything
-behind it sees one format whatever the backend speaks. A backend type that
-speaks the OpenAI format natively uses the plain wire of the endpoint.
+behind it sees one format whatever the backend speaks. A backend kind spoken
+to in OpenAI's wire (``config/kinds``: ``Kind.api``) uses the plain wire of
+the endpoint; every other wire API has its own (``Wires.native``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from switchyard.actors.addressing import auth_headers
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.uploads import encode_form
+from switchyard.config.kinds import kind_of, speaking, types_where
+from switchyard.config.kinds.base import IMAGES, Api
 from switchyard.config.schema import BackendConfig, BackendType
 
 JSON = ("content-type", "application/json")
@@ -40,29 +43,20 @@ class Wire:
     sign: Callable[[httpx.Request, BackendConfig], Awaitable[None]] | None = None
 
 
-# endpoint -> its plain wire; (endpoint, backend type) -> a translating one
+# endpoint -> its plain wire, the one a kind spoken to in OpenAI's wire is sent
 ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
 ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/doors/endpoints.py)
 ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
 ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/doors/responses.py)
-# The types with the Responses API (simulated: the OpenAI emulator; azure: Azure OpenAI's v1 API). Every
-# type serves /v1/responses: the others through the reverse bridge, as chat (protocol/wires/responses_on_chat.py).
-RESPONSES_API_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.SIMULATED})
+# The types whose kind has the Responses API (Kind.responses_api). Every type serves /v1/responses: the
+# others through the reverse bridge, as chat (protocol/wires/responses_on_chat.py).
+RESPONSES_API_TYPES = types_where(lambda kind: kind.responses_api)
 RESPONSES_OVER_CHAT = "switchyard.responses_over_chat"   # marks such an answer (an httpx response extension)
-# endpoint -> the backend types that speak it; every type speaks an endpoint not listed. Another type
-# serving the model is no candidate for such a call (actors/call/route_choice.py).
-ENDPOINT_TYPES: dict[str, frozenset[BackendType]] = {}
-# Text completions and embeddings: every OpenAI-compatible type (the native Anthropic and Bedrock APIs have neither).
-ENDPOINT_TYPES["completions"] = ENDPOINT_TYPES["embeddings"] = \
-    frozenset(BackendType) - {BackendType.ANTHROPIC, BackendType.BEDROCK}
-ENDPOINT_TYPES["completions"] -= {BackendType.GEMINI}   # Gemini embeds (protocol/wires/gemini.py), never completes text
 # POST /v1/responses/compact (protocol/doors/responses.py): only the Responses API compacts (no chat form).
 ENDPOINTS["compact"] = Wire("/v1/responses/compact")
-ENDPOINT_TYPES["compact"] = RESPONSES_API_TYPES
 # The images API (protocol/doors/images.py): JSON generations; edits and variations as multipart forms,
 # written anew for each attempt (actors/uploads.py). Spoken by OpenAI's API and the servers that copy it.
-IMAGE_ENDPOINTS = frozenset({"images_generations", "images_edits", "images_variations"})
-IMAGE_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.GENERIC, BackendType.SIMULATED})
+IMAGE_ENDPOINTS = IMAGES
 
 
 def form_headers(backend: BackendConfig, call: Call) -> list[tuple[str, str]]:
@@ -81,40 +75,55 @@ def form_body(body: bytes, backend: BackendConfig, call: Call) -> bytes:
 ENDPOINTS["images_generations"] = Wire("/v1/images/generations")
 ENDPOINTS["images_edits"] = Wire("/v1/images/edits", headers=form_headers, body=form_body)
 ENDPOINTS["images_variations"] = Wire("/v1/images/variations", headers=form_headers, body=form_body)
-ENDPOINT_TYPES.update(dict.fromkeys(IMAGE_ENDPOINTS, IMAGE_TYPES))
+# endpoint -> the backend types whose kind speaks it (Kind.endpoints). Another type serving the model is no
+# candidate for such a call (actors/call/route_choice.py).
+ENDPOINT_TYPES: Mapping[str, frozenset[BackendType]] = {endpoint: speaking(endpoint) for endpoint in ENDPOINTS}
 
 
 @frozen
 class Special:
-    """A wire consulted before the endpoint's, for what depends on the model and not only on the backend's
-    type (a model the backend serves only through another API)."""
+    """A wire made for one attempt, consulted before the endpoint's: what depends on the call and its model
+    whatever the backend's kind (a model the backend serves only through another API), or a wire API's own
+    (the model in its URL)."""
 
     wire: Callable[[Call, BackendConfig, str], "Wire | None"]   # None: does not apply
     applies: Callable[[Call, BackendConfig, str], bool]        # the same test, with no log, count or refusal
 
 
+# OpenAI's wire API: no wire of its own, the endpoint's plain one.
+PLAIN = Special(lambda call, backend, model: None, lambda call, backend, model: False)
+
+
 @frozen
 class Wires:
-    """The translating wires a Runtime speaks through, registered at start (``protocol/serving/wiring.py``)."""
+    """The wires a Runtime speaks through, registered at start (``protocol/serving/wiring.py``).
 
-    translated: Mapping[tuple[str, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
+    For an attempt: the first ``special`` that applies (what depends on the call and its model, whatever
+    the backend's kind), else a ``translated`` wire registered for the endpoint and type, else the wire of
+    the kind's wire API (``native``, by ``Kind.api``), else the endpoint's plain wire.
+    """
+
+    native: Mapping[Api, Special] = attrs.field(factory=dict)   # every wire API's own (protocol/wires/native.py)
     special: tuple[Special, ...] = ()
+    translated: Mapping[tuple[str, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
 
     def translates(self, call: Call, backend: BackendConfig, model: str) -> bool:
         """Whether ``backend`` is spoken to through a translation for this call (asked, not dispatched)."""
         return (call.endpoint, backend.type) in self.translated or any(
-            s.applies(call, backend, model) for s in self.special)
+            s.applies(call, backend, model) for s in self.special) \
+            or self.native[kind_of(backend).api].applies(call, backend, model)
 
     def wire_for(self, call: Call, backend: BackendConfig, model: str) -> Wire:
         for special in self.special:
             found = special.wire(call, backend, model)
             if found is not None:
                 return found
-        return self.translated.get((call.endpoint, backend.type)) or ENDPOINTS[call.endpoint]
+        return self.translated.get((call.endpoint, backend.type)) \
+            or self.native[kind_of(backend).api].wire(call, backend, model) or ENDPOINTS[call.endpoint]
 
 
 def unfit(call: Call, backends: Iterable[BackendConfig]) -> list[BackendConfig]:
-    """The backends among ``backends`` whose type does not speak ``call``'s endpoint."""
+    """The backends among ``backends`` whose kind does not speak ``call``'s endpoint."""
     types = ENDPOINT_TYPES.get(call.endpoint)
     return [] if types is None else [b for b in backends if b.type not in types]
 

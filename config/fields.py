@@ -70,6 +70,11 @@ def yaml_key(f: attrs.Attribute[Any]) -> str:
     return f.metadata.get(_KEY) or f.name
 
 
+def has_rule(cls: type, name: str) -> bool:
+    """Whether field ``name`` of ``cls`` declares a rule (``read`` can read it)."""
+    return _RULE in getattr(attrs.fields(cls), name).metadata
+
+
 _DECLARED = object()
 
 

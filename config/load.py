@@ -34,11 +34,12 @@ from switchyard.config import (
 from switchyard.config import response_cache as load_cache
 from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import InProcess
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import (
-    BackendType,
     ConsistentHashConfig,
     Dedup,
     Discovery,
@@ -188,7 +189,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         problems.warn("prefix_routing.enabled",
                       "false while selection_strategy is PrefixAwareHash: requests go to the least-loaded backend")
     for b in backends:
-        if b.type is not BackendType.SIMULATED and not b.models and not b.discovery:
+        # an always-simulated kind is a test double: serving nothing is no deployment's mistake there
+        if kind_of(b).in_process is not InProcess.ALWAYS and not b.models and not b.discovery:
             problems.warn(child("backends", backends.index(b)),
                           "no models listed and discovery off: this backend serves nothing")
     self_address.check(backends, server.bind_address, problems)
@@ -198,7 +200,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_access.check_alias_reach(api_keys, backends, models.aliases, problems)
         load_access.check_catch_all(backends, models.aliases, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
-        load_params.check_anthropic_sampling(request_params, backends, problems)
+        load_params.check_narrowed(request_params, backends, problems)
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)
         load_limits.check_per_model(rate_limiting, backends, load_access.dispatch_aliases(backends, models.aliases),
                                     problems)

@@ -13,9 +13,10 @@ import unicodedata
 from typing import Any, Iterable, Mapping, Sequence
 
 from switchyard.config import rules
+from switchyard.config.kinds import kind_of
 from switchyard.config.params import PARAMS, SPECS, Bound, Number, ParamPolicy, ParamScope, Preset
 from switchyard.config.rules import Invalid, Problems, Reader, child
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 
 MODES = ("defaults", "overrides", "limits")
 MAX_MODEL_SCOPES = 64
@@ -182,24 +183,26 @@ def _preset(slug: str, r: Reader) -> Preset | None:
     return Preset(slug=slug, model=model, params=params)
 
 
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
-ANTHROPIC_NO_SAMPLING_FROM = "2026-10-21"   # as actors/params.py: SAMPLING_REJECTED_FROM
-
-
-def check_anthropic_sampling(policy: ParamPolicy, backends: Sequence[BackendConfig], problems: Problems) -> None:
-    """Warn where the policy writes a sampling field for a model an anthropic backend serves at an
-    anthropic-version that rejects them: such calls are refused there (a limit alone is fine)."""
+def check_narrowed(policy: ParamPolicy, backends: Sequence[BackendConfig], problems: Problems) -> None:
+    """Warn where the policy writes, for a model a backend serves, a parameter its kind carries but the
+    backend's own setting makes it refuse (``Kind.narrowing``: an anthropic backend's anthropic_version
+    from 2026-10-21 and the sampling fields): such calls are refused there (a limit alone is fine)."""
     for i, b in enumerate(backends):
-        if b.type is not BackendType.ANTHROPIC or b.anthropic_version < ANTHROPIC_NO_SAMPLING_FROM:
+        kind = kind_of(b)
+        if kind.narrowing is None:
             continue
+        refused = kind.carries - kind.narrowing.carried(b)
+        if not refused:
+            continue
+        key = kind.narrowing.key
         for model in b.models or ("*",):
             scope = policy.scope_for(model) if model != "*" else policy.base
-            written = sorted(f for f in SAMPLING_FIELDS if f in scope.defaults or f in scope.overrides)
+            written = sorted(f for f in refused if f in scope.defaults or f in scope.overrides)
             if written:
-                problems.warn(f"backends[{i}].anthropic_version",
-                              f"{b.anthropic_version} rejects {', '.join(written)} for every model, and "
+                problems.warn(f"backends[{i}].{key}",
+                              f"{getattr(b, key)} rejects {', '.join(written)} for every model, and "
                               f"request_params writes {'it' if len(written) == 1 else 'them'} for '{model}': "
                               f"calls that reach this backend with it are refused (use an earlier "
-                              f"anthropic_version, or a limit instead of a default or override)")
+                              f"{key}, or a limit instead of a default or override)")
                 break
 

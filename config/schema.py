@@ -42,6 +42,8 @@ from switchyard.config.usage import UsageConfig
 
 
 class BackendType(str, Enum):
+    """A backend's ``type``; what each one is and does is its kind (config/kinds/), never a switch on this."""
+
     OPENAI = "openai"
     VLLM = "vllm"
     SGLANG = "sglang"
@@ -52,28 +54,6 @@ class BackendType(str, Enum):
     AZURE = "azure"               # Azure OpenAI's v1 API: OpenAI's wire, the key in an api-key header
     GEMINI = "gemini"             # the native Gemini API, generateContent (protocol/wires/gemini.py)
     BEDROCK = "bedrock"           # Amazon Bedrock's Converse API, SigV4-signed (protocol/wires/bedrock.py)
-
-
-# Health-check path used when `health_checks.path` is not set: engines with a
-# cheap liveness route use it, the rest answer `GET /v1/models` cheaply.
-DEFAULT_HEALTH_PATHS = {
-    BackendType.OPENAI: "/v1/models",
-    BackendType.VLLM: "/health",
-    BackendType.SGLANG: "/health",
-    BackendType.OLLAMA: "/api/version",
-    BackendType.GENERIC: "/v1/models",
-    BackendType.SIMULATED: "/health",
-    BackendType.ANTHROPIC: "/v1/models",    # with x-api-key and anthropic-version (protocol/wires/upstream.py)
-    BackendType.AZURE: "/v1/models",        # under the resource's /openai/v1 root
-    BackendType.GEMINI: "/v1beta/models",   # with x-goog-api-key
-    BackendType.BEDROCK: "/",               # never requested: checked by its calls only (PASSIVE_HEALTH_TYPES)
-}
-# Backend types with no route a check may ask without signing a model call: their health is their calls'.
-PASSIVE_HEALTH_TYPES = frozenset({BackendType.BEDROCK})
-# Backend types spoken to in OpenAI's wire: a stream reports its usage only when asked
-# (`stream_options.include_usage`), which `backends[].stream_usage` governs (actors/stream_usage.py).
-OPENAI_WIRE_TYPES = frozenset({BackendType.OPENAI, BackendType.AZURE, BackendType.VLLM, BackendType.SGLANG,
-                               BackendType.OLLAMA, BackendType.GENERIC, BackendType.SIMULATED})
 
 
 class Strategy(str, Enum):
@@ -143,7 +123,8 @@ class BackendConfig:
     name: str
     type: BackendType
     url: str
-    # Read one by one in config/load_backends.py: a backend's fields depend on its type.
+    # Read one by one in config/load_backends.py: a backend's fields depend on its type. The fields only some
+    # kinds take are each declared by the kinds that own them (config/kinds/: Kind.keys), which read them.
     api_key: str | None = field(None, rules.any_string, repr=False)   # "" means none (`${KEY:-}`)
     models: tuple[str, ...] = field((), rules.string_list(values.model_name))
     weight: int = field(1, rules.integer(1, 10_000))
@@ -153,7 +134,8 @@ class BackendConfig:
     simulation: Simulation | None = None
     retry_override: RetryPolicy | None = None
     replay: bool = field(True, values.replay)      # `replay: disabled` -> never send one request twice here
-    # OpenAI-wire types: ask a stream for its usage chunk (auto: until it refuses the option; always; never)
+    # kinds spoken to in OpenAI's wire: ask a stream for its usage chunk (auto: until it refuses the option;
+    # always; never)
     stream_usage: str = field("auto", values.words("auto", "always", "never"))
     model_configs: Mapping[str, ModelConfig] = attrs.field(factory=dict)       # routing view
     model_metadata: Mapping[str, ModelMetadata] = attrs.field(factory=dict)    # the full backend layer
@@ -210,10 +192,7 @@ class HealthChecks:
     unhealthy_threshold: int = field(3, rules.integer(1, 100))
     healthy_threshold: int = field(2, rules.integer(1, 100))
     warmup_check_interval: float = field(1.0, rules.duration(minimum=0.1, maximum=3600))
-    path: str | None = field(None, values.http_path)     # None: DEFAULT_HEALTH_PATHS by backend type
-
-    def path_for(self, backend: BackendConfig) -> str:
-        return self.path or DEFAULT_HEALTH_PATHS[backend.type]
+    path: str | None = field(None, values.http_path)     # None: the kind's own (config/kinds: health_path)
 
 
 @frozen

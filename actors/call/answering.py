@@ -23,7 +23,8 @@ from switchyard.actors.relay import AttemptFailed, Relay, read_answer
 from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.routing.failover import Failure, Kind, classify_status, parse_retry_after
 from switchyard.actors.wire import IMAGE_ENDPOINTS, RESPONSES_OVER_CHAT
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.kinds import kind_of
+from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -34,8 +35,9 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
     """Relay ``response`` to the client, or raise AttemptFailed for an error status or a redirect.
     ``route_headers`` are the call's own (fallback, variant, parameter and route headers)."""
     status = response.status_code
-    # A native Anthropic backend's own request id reaches the client (the Messages door shows it).
-    own_id = response.headers.get("request-id") if backend.type is BackendType.ANTHROPIC else None
+    # A kind's own request id reaches the client (a native Anthropic backend's: the Messages door shows it).
+    id_header = kind_of(backend).request_id_header
+    own_id = response.headers.get(id_header) if id_header is not None else None
     passed = [(b"request-id", own_id.encode("latin-1"))] if own_id else []
     if status >= 400:
         body = await read_answer(backend.name, response, relay.answer_limit)

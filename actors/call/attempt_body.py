@@ -26,9 +26,10 @@ from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageRecord, token_counts
-from switchyard.actors.wire import RESPONSES_API_TYPES
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import StreamUsage
 from switchyard.config.params import SPELLINGS
-from switchyard.config.schema import OPENAI_WIRE_TYPES, BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
     from switchyard.actors.prompts import PromptStore
@@ -95,25 +96,28 @@ def asks_usage(call: Call, backend: BackendConfig, refused: bool) -> bool:
 
     Every call is priced on the tokens it used (the usage ledger), and
     usage_weight meters them per backend; an OpenAI-style stream reports
-    them only with ``stream_options.include_usage``. Every OpenAI-wire type
-    is asked, as its ``stream_usage`` says: ``always``, ``auto`` unless the
-    backend refused the option (``refused``: ``actors/stream_usage.py``),
-    never ``never``; a gemini wire reads the option itself. The usage chunk
-    is not relayed to a client that did not ask for it (``hides_usage``).
+    them only with ``stream_options.include_usage``. Every kind whose stream
+    reports usage when asked (``StreamUsage.OPTION``: OpenAI's wire) is asked,
+    as its ``stream_usage`` says: ``always``, ``auto`` unless the backend
+    refused the option (``refused``: ``actors/stream_usage.py``), never
+    ``never``; a kind whose wire reads the option (gemini) is always asked.
+    The usage chunk is not relayed to a client that did not ask for it
+    (``hides_usage``).
     """
     if not call.stream or call.endpoint not in USAGE_ENDPOINTS or client_asks_usage(call):
         return False
-    if backend.type is BackendType.GEMINI:   # its wire reads the option (protocol/wires/gemini.py)
+    usage = kind_of(backend).stream_usage
+    if usage is StreamUsage.WIRE:   # its wire reads the option (protocol/wires/gemini.py)
         return True
     mode = backend.stream_usage
-    return backend.type in OPENAI_WIRE_TYPES and (mode == "always" or mode == "auto" and not refused)
+    return usage is StreamUsage.OPTION and (mode == "always" or mode == "auto" and not refused)
 
 
 def drops_usage_on_refusal(call: Call, backend: BackendConfig, refused: bool) -> bool:
     """Whether this attempt, refused for the usage option, is sent again without it: the option is ours alone
     (the client wrote no ``stream_options``, which would make the refusal its own, or its door wrote them:
     ``door_usage``) and ``backend`` says ``auto``."""
-    return backend.stream_usage == "auto" and backend.type in OPENAI_WIRE_TYPES \
+    return backend.stream_usage == "auto" and kind_of(backend).stream_usage is StreamUsage.OPTION \
         and (asks_usage(call, backend, refused) and not client_options(call.payload) or door_usage(call, backend))
 
 
@@ -125,7 +129,7 @@ def door_usage(call: Call, backend: BackendConfig) -> bool:
     if not call.stream:
         return False
     if call.endpoint == "responses":
-        return backend.type not in RESPONSES_API_TYPES
+        return not kind_of(backend).responses_api
     return call.ingress.get("api") == "anthropic"
 
 
@@ -133,7 +137,7 @@ def leaves_out_door_usage(call: Call, backend: BackendConfig, refused: bool) -> 
     """Whether a door's usage option is left out of this attempt's body: ``backend`` says ``never``, or it
     refused the option under ``auto``. Its answer then ends without usage (the call is estimated)."""
     mode = backend.stream_usage
-    return backend.type in OPENAI_WIRE_TYPES and (mode == "never" or mode == "auto" and refused) \
+    return kind_of(backend).stream_usage is StreamUsage.OPTION and (mode == "never" or mode == "auto" and refused) \
         and door_usage(call, backend)
 
 

@@ -23,10 +23,10 @@ from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed
 from switchyard.actors.routing.failover import Kind, RoutePlan
 from switchyard.actors.routing.resume import (
-    PREFILL_TYPES,
     RestartFilter,
     ResumeMode,
     choose_mode,
+    kind_takes_prefill,
     resume_payload,
     takes_resume,
 )
@@ -135,7 +135,7 @@ def _takes_prefill(snapshot: Snapshot, backend: BackendConfig, model: str) -> bo
     meta = snapshot.metadata_for(model, backend.name)
     if meta is not None and meta.supports_assistant_prefill is not None:
         return meta.supports_assistant_prefill
-    return backend.type in PREFILL_TYPES
+    return kind_takes_prefill(backend.type)
 
 
 def can_resume(call: Call, model: str | None = None) -> bool:

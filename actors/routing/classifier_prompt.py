@@ -23,19 +23,10 @@ from typing import Any
 
 from switchyard.actors.routing.classification import Classification
 from switchyard.actors.routing.classify.turn import turn_of
+from switchyard.config.kinds import KINDS
 from switchyard.config.schema import BackendType
 from switchyard.config.smart_routing import COMPLEXITY_LEVELS, ClassifierSettings, FewShotExample
 
-# What ``structured_output: auto`` means per backend type. An Anthropic backend type, once it
-# exists, maps to "tool_use" here (Anthropic has no JSON mode; a forced tool call is its form).
-AUTO_STRATEGY = {
-    BackendType.OPENAI: "json_schema",
-    BackendType.VLLM: "json_schema",
-    BackendType.SGLANG: "json_schema",
-    BackendType.SIMULATED: "json_schema",
-    BackendType.OLLAMA: "json_object",
-    BackendType.GENERIC: "prompt_only",
-}
 TOOL_NAME = "classify"
 SCHEMA_NAME = "request_classification"
 DEFAULT_CONFIDENCE = 0.8         # an answer without a confidence
@@ -89,10 +80,11 @@ class MalformedAnswer(ValueError):
 
 
 def strategy_for(setting: str, backend_type: BackendType) -> str:
-    """The structured-output form to ask for: the configured one, or for ``auto`` the backend type's best."""
+    """The structured-output form to ask for: the configured one, or for ``auto`` the backend kind's best
+    (``Kind.structured_output``)."""
     if setting != "auto":
         return setting
-    return AUTO_STRATEGY.get(backend_type, "prompt_only")
+    return KINDS[backend_type].structured_output
 
 
 # --- what is sent --------------------------------------------------------------------

@@ -27,11 +27,17 @@ from enum import Enum
 from typing import Any
 
 from switchyard.actors.routing.stream_state import Aligner, StreamAccumulator
+from switchyard.config.kinds import KINDS
+from switchyard.config.kinds.base import Prefill
 from switchyard.config.resilience import MidStreamFallback
 from switchyard.config.schema import BackendConfig, BackendType
 from switchyard.config.unix_socket import is_unix
 
-PREFILL_TYPES = frozenset({BackendType.VLLM, BackendType.SGLANG, BackendType.SIMULATED})
+
+def kind_takes_prefill(backend_type: BackendType) -> bool:
+    """Whether a backend of this type continues a trailing assistant message (``Kind.prefill``), when its
+    model's metadata does not say."""
+    return KINDS[backend_type].prefill is not Prefill.NONE
 
 
 def takes_resume(backend: BackendConfig) -> bool:
@@ -62,7 +68,7 @@ def resume_payload(payload: dict[str, Any], model: str, acc: StreamAccumulator, 
     messages.append({"role": "assistant", "content": acc.content})
     if mode is ResumeMode.PROMPT:
         messages.append({"role": "user", "content": cfg.continuation_prompt})
-    elif target_type in (BackendType.VLLM, BackendType.SGLANG):
+    elif KINDS[target_type].prefill is Prefill.CONTINUE_FINAL:
         # These engines need to be told the last message is to be continued,
         # not answered.
         out["continue_final_message"] = True

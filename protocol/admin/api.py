@@ -21,7 +21,8 @@ import trio
 from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.config.fields import YAML_KEY
-from switchyard.config.schema import OPENAI_WIRE_TYPES
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import StreamUsage
 from switchyard.protocol.admin import session
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
@@ -186,9 +187,9 @@ class AdminApi:
                 "circuits": circuits,
                 "in_flight": pool.in_flight.get(b.name, 0),
                 "latency_avg": pool.latency.get(b.name),
-                # OpenAI-wire types: whether streams are asked for usage, and when the backend refused that
+                # kinds asked for a stream's usage (OpenAI's wire): whether streams are, and when it refused that
                 "stream_usage": {"setting": b.stream_usage, "refused_at": runtime.stream_usage.refused_at(b)}
-                if b.type in OPENAI_WIRE_TYPES else None,
+                if kind_of(b).stream_usage is StreamUsage.OPTION else None,
             })
         body = {"now": now, "health_checks_enabled": view.checks_enabled, "backends": out}
         await self.respond(send, 200, json.dumps(body).encode())

@@ -33,21 +33,21 @@ from switchyard.protocol.doors.anthropic_format import Translated, to_chat
 from switchyard.protocol.doors.anthropic_sink import JSON_TYPE, AnthropicSink, answer_headers, respond_error
 from switchyard.protocol.doors.openai import parse_json_object
 from switchyard.protocol.http.asgi import Receive, Scope, Send, respond
-from switchyard.protocol.http.auth import authenticate
 from switchyard.protocol.http.client_json import utf8
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.protocol.doors.host import DoorHost
+    from switchyard.protocol.http.gate import Identity
 
 EPOCH = "1970-01-01T00:00:00Z"   # the Models API's "release date unknown"
 PAGE_DEFAULT, PAGE_MAX = 20, 1000
 FORWARDED_HEADERS = (b"anthropic-version", b"anthropic-beta")
 
 
-async def messages(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                   raw: bytes) -> None:
-    request_id = scope["switchyard.request_id"]
+async def messages(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                   send: Send, raw: bytes) -> None:
+    request_id = who.request_id
     sinks: list[AnthropicSink] = []
     try:
         translated = _translate(runtime, raw, count_only=False)
@@ -60,8 +60,9 @@ async def messages(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: R
             sinks.append(sink)
             return sink
 
-        await app.serve_chat(runtime, scope, receive, translated.payload, json.dumps(translated.payload).encode(),
-                             sink_for, shape=lambda call: attrs.evolve(call, ingress=ingress))
+        await app.serve_chat(runtime, who, scope, receive, translated.payload,
+                             json.dumps(translated.payload).encode(), sink_for,
+                             shape=lambda call: attrs.evolve(call, ingress=ingress))
     except GatewayError as err:
         if not sinks or any(s.started or s.finished for s in sinks):
             # Refused before the call had an actor (the App records the refusal and answers it in this
@@ -70,16 +71,13 @@ async def messages(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: R
         await respond_error(send, err, request_id)
 
 
-async def count_tokens(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                       raw: bytes) -> None:
+async def count_tokens(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                       send: Send, raw: bytes) -> None:
     """An estimate (``actors/routing/token_estimate.py``) of the translated request, not a tokenizer's count."""
-    request_id = scope["switchyard.request_id"]
+    request_id = who.request_id
     try:
         translated = _translate(runtime, raw, count_only=True)
-        snapshot = runtime.snapshot
-        key = scope.get("switchyard.key")
-        if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
-            key = authenticate(scope["headers"], snapshot.api_keys)
+        key = who.key_now(runtime.snapshot)   # a reload while the body came: judged by the new keys
         model = translated.payload["model"]
         if key is not None and not key.allows_model(model):
             raise PermissionDenied(f"The API key '{key.id}' may not use the model '{model}'", param="model",
@@ -90,15 +88,17 @@ async def count_tokens(app: "DoorHost", runtime: "Runtime", scope: Scope, receiv
         await respond_error(send, err, request_id)
 
 
-async def models(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def models(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                 send: Send) -> None:
     """The model list as the key may see it (the /v1/models rows and rate limit), in the Models API's pages."""
     def page(rows: list[ListedModel]) -> Any:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
         return model_page(rows, query)
-    await _listing(app, runtime, scope, send, page)
+    await _listing(app, runtime, who, send, page)
 
 
-async def model(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def model(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                send: Send) -> None:
     """``GET /anthropic/v1/models/{id}``: one row of that list, or a 404 in Anthropic's shape."""
     def one(rows: list[ListedModel]) -> Any:
         wanted = scope["path"][len(MODEL_PATH):]   # ASGI paths arrive decoded
@@ -106,18 +106,18 @@ async def model(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Rece
         if row is None:
             raise ModelNotFound(f"model: {wanted}", param="model")
         return model_row(row)
-    await _listing(app, runtime, scope, send, one)
+    await _listing(app, runtime, who, send, one)
 
 
-async def _listing(app: "DoorHost", runtime: "Runtime", scope: Scope, send: Send,
+async def _listing(app: "DoorHost", runtime: "Runtime", who: "Identity", send: Send,
                    shape: Callable[[list[ListedModel]], Any]) -> None:
     """The rows the key may see, under the /v1/models rate limit, shaped and answered in Anthropic's way."""
-    request_id = scope["switchyard.request_id"]
+    request_id = who.request_id
     try:
         now = trio.current_time()
         routes = app.model_routes
-        routes.check_limit(scope, runtime, now)
-        rows = routes.visible(routes.listing(runtime, now).rows, scope.get("switchyard.key"))
+        routes.check_limit(who, runtime, now)
+        rows = routes.visible(routes.listing(runtime, now).rows, who.key)
         body = utf8(shape(list(rows)))   # a discovered id may hold a lone surrogate
         await respond(send, 200, body, answer_headers([], JSON_TYPE, request_id))
     except GatewayError as err:

@@ -26,20 +26,21 @@ from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.protocol.doors.host import DoorHost
+    from switchyard.protocol.http.gate import Identity
 
 
-async def completions(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                      body: bytes) -> None:
-    await _serve(app, runtime, scope, receive, send, body, "completions", parse_completions_payload)
+async def completions(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                      send: Send, body: bytes) -> None:
+    await _serve(app, runtime, who, scope, receive, send, body, "completions", parse_completions_payload)
 
 
-async def embeddings(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                     body: bytes) -> None:
-    await _serve(app, runtime, scope, receive, send, body, "embeddings", parse_embeddings_payload)
+async def embeddings(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                     send: Send, body: bytes) -> None:
+    await _serve(app, runtime, who, scope, receive, send, body, "embeddings", parse_embeddings_payload)
 
 
-async def _serve(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, body: bytes,
-                 endpoint: str, parse: Callable[..., Call]) -> None:
+async def _serve(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
+                 body: bytes, endpoint: str, parse: Callable[..., Call]) -> None:
     payload = parse_json_object(body)
-    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),
+    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),
                          endpoint=endpoint, parse=parse)

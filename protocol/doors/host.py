@@ -11,16 +11,18 @@ if TYPE_CHECKING:
     from switchyard.actors.trace import TraceContext
     from switchyard.protocol.doors.models import ModelRoutes
     from switchyard.protocol.http.asgi import Receive, Scope
+    from switchyard.protocol.http.gate import Gate, Identity
 
 
 class DoorHost(Protocol):
     runtime: "Runtime | None"
-    active_requests: int                  # calls counted against server.max_concurrent_requests
+    gate: "Gate"                          # who asks, whether it may come in; what is in, for the cap
     model_routes: "ModelRoutes"
 
-    def serve_chat(self, runtime: "Runtime", scope: "Scope", receive: "Receive", payload: dict[str, Any],
-                   body: bytes, sink_for: Callable[["Call"], "StreamingSink"], endpoint: str = ...,
-                   parse: Callable[..., "Call"] = ..., shape: Callable[["Call"], "Call"] | None = ...
+    def serve_chat(self, runtime: "Runtime", who: "Identity", scope: "Scope", receive: "Receive",
+                   payload: dict[str, Any], body: bytes, sink_for: Callable[["Call"], "StreamingSink"],
+                   endpoint: str = ..., parse: Callable[..., "Call"] = ...,
+                   shape: Callable[["Call"], "Call"] | None = ...
                    ) -> Awaitable[None]: ...   # the call's coroutine, for the door to await
 
     def trace_context(self, scope: "Scope", request_id: str,

@@ -31,6 +31,7 @@ from switchyard.protocol.http.multipart import parse_form
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.protocol.doors.host import DoorHost
+    from switchyard.protocol.http.gate import Identity
 
 EDITS, VARIATIONS = "/v1/images/edits", "/v1/images/variations"
 MAX_EDIT_IMAGES = 16    # gpt-image-1 takes up to 16 input images
@@ -81,25 +82,25 @@ def _content_type(scope: Scope) -> str:
     return ""
 
 
-async def generations(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                      body: bytes) -> None:
+async def generations(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                      send: Send, body: bytes) -> None:
     payload = parse_json_object(body)
-    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, False),
+    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, False),
                          endpoint="images_generations", parse=parse_generation)
 
 
-async def edits(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
+async def edits(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
                 body: bytes) -> None:
-    await _form(app, runtime, scope, receive, send, body, edit=True)
+    await _form(app, runtime, who, scope, receive, send, body, edit=True)
 
 
-async def variations(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                     body: bytes) -> None:
-    await _form(app, runtime, scope, receive, send, body, edit=False)
+async def variations(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                     send: Send, body: bytes) -> None:
+    await _form(app, runtime, who, scope, receive, send, body, edit=False)
 
 
-async def _form(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send, body: bytes,
-                edit: bool) -> None:
+async def _form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
+                body: bytes, edit: bool) -> None:
     fields, files = parse_form(body, _content_type(scope))
     payload: dict[str, Any] = dict(fields)
 
@@ -107,5 +108,5 @@ async def _form(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Rece
               request_id: str = "") -> Call:
         return _form_call(shaped, raw, snapshot, headers, request_id, files, edit)
     parse_call: Callable[..., Call] = parse
-    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, False),
+    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, False),
                          endpoint="images_edits" if edit else "images_variations", parse=parse_call)

@@ -20,6 +20,7 @@ from switchyard.protocol.http.client_json import utf8
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
+    from switchyard.protocol.http.gate import Identity
 
 log = logging.getLogger("switchyard.app")
 
@@ -38,8 +39,7 @@ class ModelRoutes:
     """The list routes and what they keep: built-in, fixed protection of the model list
     (``protocol/http/limits.py``) and one cached listing, per worker process."""
 
-    def __init__(self, runtime: Callable[[], "Runtime"]) -> None:
-        self._runtime = runtime   # the running Runtime, or Unavailable while starting or stopping
+    def __init__(self) -> None:
         self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
         self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
         self.models_cache = limits.ModelListCache[CachedListing]()
@@ -76,14 +76,14 @@ class ModelRoutes:
             cached.body = utf8(model_list(cached.rows))
         return cached.body
 
-    def check_limit(self, scope: Scope, runtime: Runtime, now: float) -> None:
+    def check_limit(self, who: "Identity", runtime: Runtime, now: float) -> None:
         """The built-in /v1/models limit; /v1/models/extended and /v1/models/{model} share its buckets."""
-        key = scope.get("switchyard.key")
+        key = who.key
         if key is not None:   # a verified key: its own bucket, whatever header carried it
             self._rate_limit(self.models_limiter, "verified-key " + key.id, now)
             return
-        ip = limits.client_ip(scope, runtime.snapshot.server.trusted_proxies)
-        self._rate_limit(self.models_limiter, limits.models_client(scope["headers"], ip), now)
+        ip = who.client_ip(runtime.snapshot.server.trusted_proxies)
+        self._rate_limit(self.models_limiter, limits.models_client(who.headers, ip), now)
 
     @staticmethod
     def _backend_status(runtime: Runtime) -> Callable[[str, str], dict[str, Any]]:
@@ -109,11 +109,10 @@ class ModelRoutes:
                 out.append(attrs.evolve(row, backends=backends) if backends != row.backends else row)
         return tuple(out)
 
-    async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
+    async def models(self, runtime: Runtime, who: "Identity", scope: Scope, receive: Receive, send: Send) -> None:
         now = trio.current_time()
-        self.check_limit(scope, runtime, now)
-        await self._answer_models(send, runtime, scope.get("switchyard.key"))
+        self.check_limit(who, runtime, now)
+        await self._answer_models(send, runtime, who.key)
 
     async def _answer_models(self, send: Send, runtime: Runtime, key: ApiKey | None) -> None:
         """The /v1/models body, as the key may see it."""
@@ -124,30 +123,29 @@ class ModelRoutes:
         rows = self.visible(self.listing(runtime, now).rows, key)
         await respond(send, 200, utf8(model_list(rows)))
 
-    async def models_extended(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
+    async def models_extended(self, runtime: Runtime, who: "Identity", scope: Scope, receive: Receive,
+                              send: Send) -> None:
         now = trio.current_time()
-        self.check_limit(scope, runtime, now)
-        rows = self.visible(self.listing(runtime, now).rows, scope.get("switchyard.key"))
+        self.check_limit(who, runtime, now)
+        rows = self.visible(self.listing(runtime, now).rows, who.key)
         body = model_list_extended(rows, self._backend_status(runtime))
         await respond(send, 200, utf8(body))
 
-    async def model(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = self._runtime()
+    async def model(self, runtime: Runtime, who: "Identity", scope: Scope, receive: Receive, send: Send) -> None:
         now = trio.current_time()
-        self.check_limit(scope, runtime, now)
+        self.check_limit(who, runtime, now)
         model_id = scope["path"][len(MODEL_PREFIX):]
-        row = find(self.visible(self.listing(runtime, now).rows, scope.get("switchyard.key")), model_id)
+        row = find(self.visible(self.listing(runtime, now).rows, who.key), model_id)
         if row is None:
             raise ModelNotFound(f"The model '{model_id}' does not exist or no backend serves it", param="model")
         body = model_object_extended(row, self._backend_status(runtime))
         await respond(send, 200, utf8(body))
 
-    async def refresh_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def refresh_models(self, runtime: Runtime, who: "Identity", scope: Scope, receive: Receive,
+                             send: Send) -> None:
         """Drop the cached model list, ask every backend again, answer the fresh list."""
-        runtime = self._runtime()
         # A verified API key has a bucket of its own; without keys every caller shares one.
-        key = scope.get("switchyard.key")
+        key = who.key
         self._rate_limit(self.refresh_limiter, limits.refresh_client(key.id if key is not None else None),
                          trio.current_time())
         self.models_cache.clear()

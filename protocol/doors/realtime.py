@@ -41,8 +41,6 @@ from switchyard.actors.errors import (
     PermissionDenied,
     RouteNotFound,
     ShuttingDown,
-    TooManyConcurrentRequests,
-    Unavailable,
     UpstreamConnectError,
     UpstreamFailure,
     UpstreamStatusError,
@@ -53,15 +51,14 @@ from switchyard.actors.messages import Call
 from switchyard.actors.routing.aliases import dispatch_target
 from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
-from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.config.access import ApiKey
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.actors.trace import TraceContext, new_span_id, outbound_headers
+from switchyard.config import kinds
+from switchyard.config.schema import BackendConfig
 from switchyard.config.unix_socket import is_unix
 from switchyard.protocol.doors.openai import check_model_name
-from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end, clip
-from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
-from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, credential
-from switchyard.protocol.http.limits import client_address
+from switchyard.protocol.doors.realtime_relay import CLOSE_GRACE, SHUTDOWN, End, Relay, client_end
+from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id, refuse_handshake
+from switchyard.protocol.http.gate import SESSION, Identity, Passage
 from switchyard.protocol.wires.upstream import USER_AGENT, basic_auth
 
 if TYPE_CHECKING:
@@ -72,7 +69,7 @@ log = logging.getLogger("switchyard.realtime")
 
 PATH = "/v1/realtime"
 # Backend types that speak OpenAI's realtime websocket; `generic` is the way to name any other server that does.
-REALTIME_TYPES = frozenset({BackendType.OPENAI, BackendType.GENERIC})
+REALTIME_TYPES = kinds.speaking(kinds.REALTIME)   # (config/kinds: Kind.endpoints)
 KEY_SUBPROTOCOL = "openai-insecure-api-key."   # how a browser, which cannot set headers, sends its key
 FORWARDED_HEADERS = frozenset({b"openai-beta"})
 MAX_MESSAGE = 16 * 1024 * 1024   # what the upstream may send in one message: hypercorn's limit for the client
@@ -104,7 +101,8 @@ class RealtimeSession:
         self.accepted = False
         self.backend: str | None = None
         self.model: str | None = None
-        self.hops = 0                            # gateways the handshake passed before this one
+        self.who: Identity | None = None         # the gate's, once the handshake is identified
+        self.ctx: TraceContext | None = None     # its trace context, read once the gate let it in
         self._connecting = trio.CancelScope()   # routing and the upstream handshake: cut by an end before the accept
         self._watcher = trio.CancelScope()      # the wait for a client leaving during the upstream handshake
 
@@ -114,18 +112,13 @@ class RealtimeSession:
         fields = log_fields.bind(request_id=self.request_id)
         try:
             try:
-                runtime, key, name = self._admit()
+                passage, name = await self._admit()
             except GatewayError as err:
                 log.debug("realtime handshake refused: %s %s", err.status, err.message)
-                await self._refuse(err)
+                await refuse_handshake(self.scope, self.send, err, self.id_headers)
                 return
-            self.app.active_requests += 1
-            runtime.calls.add(self)   # the drain waits for the session, then ends it
-            try:
-                await self._session(runtime, key, name)
-            finally:
-                runtime.calls.discard(self)
-                self.app.active_requests -= 1
+            with passage:   # counted against the cap, and one of the calls the drain waits for, then ends
+                await self._session(passage.runtime, name)
         finally:
             log_fields.unbind(fields)
 
@@ -141,27 +134,19 @@ class RealtimeSession:
 
     # --- before any upstream: who asks, for what --------------------------------------
 
-    def _admit(self) -> tuple["Runtime", ApiKey | None, str]:
-        """The runtime, the key and the requested model, or the GatewayError refusing the handshake."""
+    async def _admit(self) -> tuple[Passage, str]:
+        """The gate's passage (to enter at once) and the requested model, or the GatewayError refusing the
+        handshake. As on HTTP, the key is asked before the path is looked at; the trace context and the
+        model are read once the gate let the session in."""
         app, scope = self.app, self.scope
-        runtime = app.runtime
-        if runtime is None:
-            raise Unavailable("The gateway is starting or stopping; retry shortly")
+        gate = app.gate
+        gate.up()   # starting or stopping: refused before anything else, the path included
+        self.who = gate.identify(scope, self.request_id, credentials=self._credential_headers())
         path = scope["path"]
-        key = None
-        if path.startswith(DATA_PLANE_PREFIXES):   # as on HTTP, the key is asked before the path is looked at
-            self.hops = hops.inbound_hops(scope["headers"], runtime.snapshot.server.max_hops)   # the hop guard first
-            key = authenticate(self._credential_headers(), runtime.snapshot.api_keys)
-            if key is not None:
-                log_fields.bind(key_id=key.id)
         if path != PATH:
             raise RouteNotFound(f"No websocket route for {path}; realtime sessions open at {PATH}?model=<model>")
-        if runtime.draining:
-            raise ShuttingDown("The server is shutting down; open this session on another instance")
-        cap = runtime.snapshot.server.max_concurrent_requests
-        if cap and app.active_requests >= cap:
-            raise TooManyConcurrentRequests(f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
-        scope["switchyard.trace"] = app.trace_context(scope, self.request_id, self.id_headers)
+        passage = await gate.admit(member=self, elsewhere=SESSION)
+        self.ctx = app.trace_context(scope, self.request_id, self.id_headers)
         models = [v for k, v in self._query() if k == "model"]
         if not models:
             raise InvalidRequest(f"Missing required query parameter: 'model' ({PATH}?model=<model>)", param="model",
@@ -169,12 +154,13 @@ class RealtimeSession:
         if len(models) > 1 or not models[0]:
             raise InvalidRequest("The 'model' query parameter must be given once, non-empty", param="model")
         check_model_name(models[0])
-        return runtime, key, models[0]
+        return passage, models[0]
 
     def _credential_headers(self) -> list[tuple[bytes, bytes]]:
-        """The handshake's headers, with a browser's key subprotocol as the Bearer key when no header has one."""
+        """The handshake's headers, with a browser's key subprotocol as the Bearer key when no header has one
+        (an ``Authorization`` header, or a non-blank ``x-api-key``)."""
         headers = list(self.scope["headers"])
-        if credential(headers) is None:
+        if not any(name == b"authorization" or name == b"x-api-key" and value.strip() for name, value in headers):
             for proto in self.offered:
                 if proto.startswith(KEY_SUBPROTOCOL) and len(proto) > len(KEY_SUBPROTOCOL):
                     headers.append((b"authorization", b"Bearer " + proto[len(KEY_SUBPROTOCOL):].encode()))
@@ -184,25 +170,15 @@ class RealtimeSession:
     def _query(self) -> list[tuple[str, str]]:
         return parse_qsl(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
 
-    async def _refuse(self, err: GatewayError) -> None:
-        """Refuse the handshake: an HTTP answer in our envelope where the server offers one, else a 1008 close."""
-        if "websocket.http.response" in (self.scope.get("extensions") or {}):
-            body = err.body()
-            headers = [*err.headers(), *self.id_headers, (b"content-length", str(len(body)).encode())]
-            await self.send({"type": "websocket.http.response.start", "status": err.status, "headers": headers})
-            await self.send({"type": "websocket.http.response.body", "body": body, "more_body": False})
-        else:
-            await self.send({"type": "websocket.close", "code": 1008,
-                             "reason": clip(f"{err.status} {err.code}: {err.message}")})
-
     # --- routing and the upstream handshake ---------------------------------------------
 
-    async def _session(self, runtime: "Runtime", key: ApiKey | None, name: str) -> None:
-        snapshot = runtime.snapshot
-        ctx = self.scope.get("switchyard.trace")
+    async def _session(self, runtime: "Runtime", name: str) -> None:
+        snapshot, who, ctx = runtime.snapshot, self.who, self.ctx
+        assert who is not None
+        key = who.key
         call = Call(model=name, stream=True, body=b"", payload={"model": name}, snapshot=snapshot,
                     request_id=self.request_id, trace=ctx, key=key, endpoint="realtime",
-                    client_address=client_address(self.scope, snapshot.server.trusted_proxies) if key is None else None)
+                    client_address=who.client_address(snapshot.server.trusted_proxies) if key is None else None)
         self.trace = trace = CallTrace(self.request_id, snapshot.revision, trace_id=ctx.trace_id if ctx else None,
                                        x_request_id=ctx.x_request_id if ctx else None,
                                        client_ref=ctx.client_ref if ctx else None, route=PATH,
@@ -228,7 +204,7 @@ class RealtimeSession:
                           model=self.model or name, status=refusal.status, code=refusal.code,
                           error=refusal.message, committed=False)
                 log.info("realtime session refused: model %r: %s %s", name, refusal.status, refusal.message)
-                await self._refuse(refusal)
+                await refuse_handshake(self.scope, self.send, refusal, self.id_headers)
             elif self.accepted:
                 assert end is not None
                 trace.add("completed", backend=self.backend, model=self.model, closed_by=end.by,
@@ -318,7 +294,8 @@ class RealtimeSession:
         assert self.trace is not None
         url = upstream_url(backend, backend.upstream_ids.get(model, model), self._query())
         headers = self._upstream_headers(backend)
-        name, count = hops.outbound(self.hops)   # the next gateway, if this backend is one, counts it
+        assert self.who is not None
+        name, count = hops.outbound(self.who.hops)   # the next gateway, if this backend is one, counts it
         headers.append((name.encode(), count.encode()))
         self.trace.attempt += 1
         self.backend = backend.name

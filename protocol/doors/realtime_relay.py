@@ -18,7 +18,7 @@ import trio
 from attrs import frozen
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from switchyard.protocol.http.asgi import Receive, Send
+from switchyard.protocol.http.asgi import Receive, Send, clip
 
 CLOSE_GRACE = 2.0        # seconds the closing handshake with the upstream may take
 # Close codes that describe a close locally and never go on the wire (RFC 6455, 7.4.1).
@@ -138,9 +138,3 @@ def upstream_end(reason: Any) -> End:
 def sendable(code: int) -> bool:
     """Whether ``code`` may go in a close frame (RFC 6455, 7.4)."""
     return (1000 <= code <= 1011 and code not in LOCAL_ONLY and code != 1004) or 3000 <= code <= 4999
-
-
-def clip(reason: str) -> str:
-    """A close reason fits 123 bytes of UTF-8."""
-    data = reason.encode()
-    return reason if len(data) <= 123 else data[:123].decode("utf-8", "ignore")

@@ -30,24 +30,26 @@ from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.protocol.doors.host import DoorHost
+    from switchyard.protocol.http.gate import Identity
 
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
 ROLES = ("user", "assistant", "system", "developer")
 
 
-async def responses(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                    body: bytes) -> None:
+async def responses(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                    send: Send, body: bytes) -> None:
     payload = parse_json_object(body)
-    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: ResponsesSink(send, call.stream),
-                         endpoint="responses", parse=parse_responses_payload)
+    await app.serve_chat(runtime, who, scope, receive, payload, body,
+                         lambda call: ResponsesSink(send, call.stream), endpoint="responses",
+                         parse=parse_responses_payload)
 
 
-async def compact(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send,
-                  body: bytes) -> None:
+async def compact(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                  send: Send, body: bytes) -> None:
     """``POST /v1/responses/compact``: routed like ``/v1/responses`` (aliases, keys, selection, failover),
     answered with the backend's ``response.compaction`` object; it has no stream."""
     payload = parse_json_object(body)
-    await app.serve_chat(runtime, scope, receive, payload, body, lambda call: ResponsesSink(send, False),
+    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: ResponsesSink(send, False),
                          endpoint="compact", parse=parse_compact_payload)
 
 

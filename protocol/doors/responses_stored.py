@@ -30,6 +30,7 @@ from switchyard.protocol.http.asgi import Receive, Scope, Send
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.protocol.doors.host import DoorHost
+    from switchyard.protocol.http.gate import Identity
 
 log = logging.getLogger("switchyard.responses")
 
@@ -67,10 +68,11 @@ def parse_path(method: str, path: str) -> tuple[str, str]:
     return response_id, action
 
 
-async def stored_response(app: "DoorHost", runtime: "Runtime", scope: Scope, receive: Receive, send: Send) -> None:
+async def stored_response(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                          send: Send) -> None:
     """One stored-response call, sent to the backend that created the response."""
     response_id, action = parse_path(scope["method"], scope["path"])
-    key = scope.get("switchyard.key")
+    key = who.key
     owner = owner_of(key)
     snapshot = runtime.snapshot
     name = await runtime.response_owners.backend_of(owner, response_id)
@@ -82,7 +84,7 @@ async def stored_response(app: "DoorHost", runtime: "Runtime", scope: Scope, rec
     query = scope.get("query_string") or b""
     if query:
         url = url.copy_with(query=query)
-    headers = [("accept", "*/*"), *auth_headers(backend), hops.outbound(scope.get("switchyard.hops", 0))]
+    headers = [("accept", "*/*"), *auth_headers(backend), hops.outbound(who.hops)]
     body = b"{}" if action == "cancel" else b""
     if body:
         headers.insert(0, ("content-type", "application/json"))

@@ -37,28 +37,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from switchyard.actors import hops, log_fields
-from switchyard.actors.call.pipeline import Arrival, Door, serve_call
-from switchyard.actors.errors import (
-    BodyTooLarge,
-    GatewayError,
-    InvalidRequest,
-    ShuttingDown,
-    TooManyConcurrentRequests,
-    Unavailable,
-)
+from switchyard.actors import log_fields
+from switchyard.actors.call.pipeline import Door, serve_call
+from switchyard.actors.errors import BodyTooLarge, GatewayError, InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.response_owners import owner_of
 from switchyard.actors.sse import SSEDecoder
 from switchyard.config.access import ApiKey
 from switchyard.config.schema import Snapshot
-from switchyard.protocol.doors.realtime_relay import clip
 from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.doors.responses_ws_chain import SocketResponses, Turn
 from switchyard.protocol.http import client_json
-from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id
-from switchyard.protocol.http.auth import authenticate
-from switchyard.protocol.http.limits import client_address, client_ip
+from switchyard.protocol.http.asgi import Receive, Scope, Send, new_request_id, refuse_handshake
+from switchyard.protocol.http.gate import SOCKET, Identity
 from switchyard.protocol.http.refusals import record_refusal
 
 if TYPE_CHECKING:
@@ -157,7 +148,6 @@ class ResponsesSocket:
         self.request_id = new_request_id()
         self.id_headers = [(b"x-continuum-request-id", self.request_id.encode())]
         self.closed = trio.Event()           # the client left
-        self.hops = 0
         self._scope: trio.CancelScope | None = None
         self._end: tuple[int, str] | None = None   # how the server closes it (code, reason)
         self.responses = SocketResponses()   # its responses no backend holds, for chaining on this socket
@@ -167,44 +157,17 @@ class ResponsesSocket:
             return
         fields = log_fields.bind(request_id=self.request_id)
         try:
+            gate = self.app.gate
             try:
-                runtime, key = self._admit()
+                who = gate.identify(self.scope, self.request_id)
+                passage = await gate.admit(member=self, elsewhere=SOCKET)
             except GatewayError as err:
-                await self._refuse(err)
+                await refuse_handshake(self.scope, self._send, err, self.id_headers)
                 return
-            self.app.active_requests += 1
-            runtime.calls.add(self)   # the drain waits for the session, then ends it
-            try:
-                await self._session(runtime, key)
-            finally:
-                runtime.calls.discard(self)
-                self.app.active_requests -= 1
+            with passage:   # counted against the cap, and one of the calls the drain waits for, then ends
+                await self._session(passage.runtime, who)
         finally:
             log_fields.unbind(fields)
-
-    def _admit(self) -> tuple["Runtime", ApiKey | None]:
-        runtime = self.app.runtime
-        if runtime is None:
-            raise Unavailable("The gateway is starting or stopping; retry shortly")
-        self.hops = hops.inbound_hops(self.scope["headers"], runtime.snapshot.server.max_hops)
-        key = authenticate(self.scope["headers"], runtime.snapshot.api_keys)
-        if runtime.draining:
-            raise ShuttingDown("The server is shutting down; open this socket on another instance")
-        cap = runtime.snapshot.server.max_concurrent_requests
-        if cap and self.app.active_requests >= cap:
-            raise TooManyConcurrentRequests(f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
-        return runtime, key
-
-    async def _refuse(self, err: GatewayError) -> None:
-        """An HTTP answer in our envelope where the server offers one, else a 1008 close."""
-        if "websocket.http.response" in (self.scope.get("extensions") or {}):
-            body = err.body()
-            headers = [*err.headers(), *self.id_headers, (b"content-length", str(len(body)).encode())]
-            await self._send({"type": "websocket.http.response.start", "status": err.status, "headers": headers})
-            await self._send({"type": "websocket.http.response.body", "body": body, "more_body": False})
-        else:
-            await self._send({"type": "websocket.close", "code": 1008,
-                              "reason": clip(f"{err.status} {err.code}: {err.message}")})
 
     def shut_down(self) -> None:
         """The drain window ran out: the turn in progress ends, the socket closes with 1001."""
@@ -216,7 +179,7 @@ class ResponsesSocket:
         if not self.closed.is_set():
             await self._send({"type": "websocket.send", "text": text})
 
-    async def _session(self, runtime: "Runtime", key: ApiKey | None) -> None:
+    async def _session(self, runtime: "Runtime", who: Identity) -> None:
         await self._send({"type": "websocket.accept", "headers": self.id_headers})
         inbox_send, inbox = trio.open_memory_channel[str](INBOX)
         idle = runtime.snapshot.server.realtime_idle_timeout
@@ -238,7 +201,7 @@ class ResponsesSocket:
                     self._end = (1000, f"idle for {idle:g}s")
                     break
                 turns += 1
-                await self._turn(runtime, key, text)
+                await self._turn(runtime, who, text)
             nursery.cancel_scope.cancel()
         if self._end is not None and not self.closed.is_set():
             with trio.CancelScope(shield=True), trio.move_on_after(2):
@@ -259,10 +222,11 @@ class ResponsesSocket:
                     text = raw.decode("utf-8", "replace")
                 await inbox.send(text)
 
-    async def _turn(self, runtime: "Runtime", key: ApiKey | None, text: str) -> None:
+    async def _turn(self, runtime: "Runtime", who: Identity, text: str) -> None:
         """One client event: a ``response.create`` run as a streamed ``/v1/responses`` call, or an error event.
-        A turn refused before it became a call is recorded as a refused call, as the HTTP doors' are."""
-        stream_id = None
+        A turn refused before it became a call is recorded as a refused call, as the HTTP doors' are. Each
+        turn runs on the revision current when it comes, its key judged by it."""
+        key, stream_id = who.key, None
         request_id, arrived, wall = new_request_id(), trio.current_time(), time.time()
         event: Any = None
         try:
@@ -274,14 +238,8 @@ class ResponsesSocket:
                 raise InvalidRequest("A websocket message must be a JSON object (a client event)", param="type")
             stream_id = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
             payload, body = self._create_body(event, runtime)
-            snapshot = runtime.snapshot
-            if self.scope.get("switchyard.key_revision") is not snapshot:   # keys are judged by the current revision
-                key = authenticate(self.scope["headers"], snapshot.api_keys)
-            per_ip = snapshot.rate_limiting.per_client_ip is not None
-            trusted = snapshot.server.trusted_proxies
-            arrival = Arrival(snapshot, key, None, request_id, PATH, dict(self.scope["headers"]),
-                              self.app.active_requests, client_ip(self.scope, trusted) if per_ip else None, self.hops,
-                              client_address(self.scope, trusted) if key is None else None)
+            arrival = who.arrival(runtime.snapshot, self.app.gate.active, request_id)
+            key = arrival.key
             sink, turns = SocketSink(self, stream_id), []
             door = Door(lambda *args: self._parse(sink, turns, *args), lambda call: sink, "responses")
             fields = log_fields.bind(request_id=request_id)

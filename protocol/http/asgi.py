@@ -1,4 +1,5 @@
-"""ASGI plumbing shared by the routes: types, plain answers, the request body, the sink a call writes to.
+"""ASGI plumbing shared by the routes: types, plain answers, the request body, the sink a call writes to,
+a refused websocket handshake.
 
 Hypercorn does not cancel an ASGI app when its client goes away, so every
 call gets a ``disconnected`` awaitable that waits on ``receive()`` for
@@ -92,6 +93,24 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
     headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def refuse_handshake(scope: Scope, send: Send, err: GatewayError, headers: list[tuple[bytes, bytes]]) -> None:
+    """Refuse a websocket handshake: an HTTP answer in our envelope (with ``headers``) where the server offers
+    the ASGI ``websocket.http.response`` extension, else a 1008 close that names the error."""
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        body = err.body()
+        headers = [*err.headers(), *headers, (b"content-length", str(len(body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": err.status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
+    else:
+        await send({"type": "websocket.close", "code": 1008, "reason": clip(f"{err.status} {err.code}: {err.message}")})
+
+
+def clip(reason: str) -> str:
+    """A close reason fits 123 bytes of UTF-8."""
+    data = reason.encode()
+    return reason if len(data) <= 123 else data[:123].decode("utf-8", "ignore")
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int, server: ServerConfig) -> bytes:

@@ -11,8 +11,7 @@ tests run at exact instants under a MockClock.
   ``POST /v1/models/refresh`` (``REFRESH_LIMIT``). They are not
   configurable: the model list is always protected.
 - Who is asking: ``client_ip`` (``X-Forwarded-For`` believed only from
-  ``server.trusted_proxies``), ``client_address`` (the same, resolved on
-  demand), ``models_client`` and ``refresh_client``.
+  ``server.trusted_proxies``), ``models_client`` and ``refresh_client``.
   A client identity never holds key material: a bearer value is reduced to
   a short SHA-256 digest before it becomes a bucket key or a log field.
 - ``ModelListCache``: the ``/v1/models`` body with its TTL, where an empty
@@ -29,7 +28,7 @@ import hashlib
 import ipaddress
 import math
 from itertools import islice
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from typing import Any, Generic, Iterable, TypeVar
 
 import attrs
 from attrs import frozen
@@ -254,8 +253,8 @@ def forwarded_for(headers: Iterable[tuple[bytes, bytes]]) -> list[str]:
     return [p for p in out if p]
 
 
-def client_ip(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> str:
-    """The address of the client, as far as it can be believed.
+def client_ip(peer: Any, headers: Iterable[tuple[bytes, bytes]], trusted_proxies: tuple[str, ...]) -> str:
+    """The address of the client (``peer``: the ASGI scope's ``client``), as far as it can be believed.
 
     The socket peer, unless it is a trusted proxy: then ``X-Forwarded-For``
     is walked from the right (each proxy appends the address it saw),
@@ -265,7 +264,6 @@ def client_ip(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> str:
     (a proxy wrote nonsense; do not let it pick the identity). A peer with
     no address (a Unix socket, a test) is ``"unknown"``.
     """
-    peer = scope.get("client")
     if not peer:
         return "unknown"
     peer_ip = parse_ip(str(peer[0]))
@@ -275,7 +273,7 @@ def client_ip(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> str:
     if not trusted or not _trusted(peer_ip, trusted):
         return str(peer_ip)
     hop = peer_ip
-    for entry in reversed(forwarded_for(scope.get("headers", ()))):
+    for entry in reversed(forwarded_for(headers)):
         ip = parse_ip(entry)
         if ip is None:
             return str(hop)
@@ -283,14 +281,6 @@ def client_ip(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> str:
             return str(ip)
         hop = ip
     return str(hop)  # every hop trusted: the leftmost is as far back as anyone can see
-
-
-def client_address(scope: dict[str, Any], trusted_proxies: tuple[str, ...]) -> Callable[[], str] | None:
-    """``client_ip`` of ``scope``, to call when needed (a circuit's failure asks, not every call);
-    None when the peer has no address (a Unix socket, an in-process test)."""
-    if not scope.get("client"):
-        return None
-    return functools.partial(client_ip, scope, trusted_proxies)
 
 
 # --- /v1/models cache -------------------------------------------------------------

@@ -23,14 +23,14 @@ log = logging.getLogger("switchyard.route")
 
 
 def account_refusal(runtime: Any, scope: dict[str, Any], err: GatewayError, request_id: str,
-                    arrived: float, wall: float) -> None:
-    """Record ``err``'s refusal of the HTTP call in ``scope`` (nothing for routes that are not calls)."""
+                    arrived: float, wall: float, key: Any, trace: Any) -> None:
+    """Record ``err``'s refusal of the HTTP call in ``scope`` (nothing for routes that are not calls): ``key``
+    as judged at the edge (None before), ``trace`` its context, the model and stream its body asked for."""
     if scope["path"] not in ENDPOINTS or scope.get("method") != "POST":
         return
-    trace = scope.get("switchyard.trace")
-    record_refusal(runtime, scope["path"], err, request_id, key=scope.get("switchyard.key"),
-                   model=scope.get("switchyard.model"), stream=scope.get("switchyard.stream"),
-                   trace_id=trace.trace_id if trace is not None else None, arrived=arrived, wall=wall)
+    record_refusal(runtime, scope["path"], err, request_id, key=key, model=scope.get("switchyard.model"),
+                   stream=scope.get("switchyard.stream"), trace_id=trace.trace_id if trace is not None else None,
+                   arrived=arrived, wall=wall)
 
 
 def record_refusal(runtime: Any, route: str, err: GatewayError, request_id: str, *, key: Any, model: Any,

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from switchyard.actors import log_fields
-from switchyard.actors.call.pipeline import Arrival, Door, serve_call
+from switchyard.actors.call.pipeline import Door, serve_call
 from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
@@ -23,18 +23,14 @@ from switchyard.actors.errors import (
     InvalidRequest,
     MethodNotAllowed,
     RouteNotFound,
-    ShuttingDown,
-    TooManyConcurrentRequests,
-    Unavailable,
 )
-from switchyard.actors.hops import inbound_hops
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.trace import TraceContext
 from switchyard.config.load import ConfigError, load_demo, load_file
-from switchyard.config.schema import Snapshot
+from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import endpoints, images, responses_stored, responses_ws
@@ -57,8 +53,7 @@ from switchyard.protocol.http.asgi import (
     read_body,
     respond,
 )
-from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
-from switchyard.protocol.http.limits import client_address, client_ip
+from switchyard.protocol.http.gate import Gate, Identity
 from switchyard.protocol.http.multipart import read_upload
 from switchyard.protocol.http.refusals import account_refusal
 from switchyard.protocol.http.tracing import trace_context
@@ -93,9 +88,10 @@ class App:
         self.config_path = config_path
         self.watch = watch
         self.admin = AdminApi(respond, link_login=link_login)
-        self.model_routes = ModelRoutes(self._runtime)   # the model list, its cache and its rate limits
-        self.active_requests = 0          # /v1 calls in progress, for server.max_concurrent_requests
+        self.gate = Gate(lambda: self.runtime)   # who asks, whether it may come in, how many are in
+        self.model_routes = ModelRoutes()   # the model list, its cache and its rate limits
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
+        # path -> method -> handler(who, scope, receive, send)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
             "/v1/chat/completions": {"POST": self._with_body(self.chat_completions)},
             "/v1/completions": {"POST": self._door(endpoints.completions)},
@@ -122,6 +118,11 @@ class App:
         # Every other path under /v1/responses/ names a stored response (protocol/doors/responses_stored.py).
         stored = self._door(responses_stored.stored_response, body=False)
         self.stored_response_route = {"GET": stored, "POST": stored, "DELETE": stored}
+
+    @property
+    def active_requests(self) -> int:
+        """Calls and sessions in progress, for ``server.max_concurrent_requests`` (the gate's count)."""
+        return self.gate.active
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -164,7 +165,8 @@ class App:
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived, wall = trio.current_time(), time.time()
         request_id = new_request_id()
-        scope["switchyard.request_id"] = request_id
+        trace: TraceContext | None = None
+        who: Identity | None = None   # settled at the edge: no key before it (a 401, a hop guard's refusal)
         # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
         id_headers = [(b"x-continuum-request-id", request_id.encode())]
         started = False
@@ -186,21 +188,14 @@ class App:
                 self._refuse_h2c_if_off()
             elif ambiguous_framing(scope["headers"]):
                 await self._refuse_ambiguous_framing(scope, receive)
-            scope["switchyard.trace"] = self.trace_context(scope, request_id, id_headers)
+            trace = self.trace_context(scope, request_id, id_headers)
             path = scope["path"]
-            if path.startswith(DATA_PLANE_PREFIXES) and self.runtime is not None:
-                # The hop guard, before the key and the routes: a loop is refused whoever sends it.
-                scope["switchyard.hops"] = inbound_hops(scope["headers"], self.runtime.snapshot.server.max_hops)
             if path.startswith("/admin/"):
+                scope["switchyard.request_id"] = request_id   # the admin API's own (smart-routing simulate's)
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
-            if path.startswith(DATA_PLANE_PREFIXES) and self.runtime is not None:
-                # Asked before the path is looked at, like the admin token: no route map for strangers.
-                key = authenticate(scope["headers"], self.runtime.snapshot.api_keys)
-                scope["switchyard.key"] = key
-                scope["switchyard.key_revision"] = self.runtime.snapshot
-                if key is not None:
-                    log_fields.bind(key_id=key.id)
+            # The hop guard, then the key: before the path is looked at, like the admin token.
+            who = self.gate.identify(scope, request_id, trace=trace)
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route
@@ -213,9 +208,9 @@ class App:
             handler = methods.get(scope["method"])
             if handler is None:
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
-            await handler(scope, receive, send_with_id)
+            await handler(who, scope, receive, send_with_id)
         except GatewayError as err:
-            account_refusal(self.runtime, scope, err, request_id, arrived, wall)
+            account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace)
             if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
                 await respond_error(send_with_id, err, request_id)
             else:
@@ -227,7 +222,7 @@ class App:
             log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
                 err = InternalError()
-                account_refusal(self.runtime, scope, err, request_id, arrived, wall)
+                account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace)
                 if scope["path"].startswith(ANTHROPIC_PREFIX):
                     await respond_error(send_with_id, err, request_id)
                 else:
@@ -276,103 +271,72 @@ class App:
                                           "(server.http2_cleartext); use HTTP/1.1")
 
     def _runtime(self) -> Runtime:
-        if self.runtime is None:
-            raise Unavailable("The gateway is starting or stopping; retry shortly")
-        return self.runtime
+        return self.gate.up()
 
-    def chat_completions(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> Awaitable[None]:
+    def chat_completions(self, runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send,
+                         body: bytes) -> Awaitable[None]:
         """The call, to await (returned, not awaited here: one frame less for as long as a stream is open)."""
-        runtime = self._runtime()
         payload = parse_json_object(body)
-        return self.serve_chat(runtime, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
+        return self.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
 
-    def serve_chat(self, runtime: Runtime, scope: Scope, receive: Receive, payload: dict[str, Any],
+    def serve_chat(self, runtime: Runtime, who: Identity, scope: Scope, receive: Receive, payload: dict[str, Any],
                    body: bytes, sink_for: Callable[[Call], ResponseSink], endpoint: str = "chat",
                    parse: Callable[..., Call] = parse_chat_payload,
                    shape: Callable[[Call], Call] | None = None) -> Awaitable[None]:
         """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink
         ``sink_for`` makes for it: Chat Completions' own sink, or an ingress's translating one.
         ``shape`` (an ingress's) fixes the Call once it is parsed, before anything is decided on it.
-        What is HTTP (the key, the scope's identity, the client's disconnect) is settled here; the
-        call itself runs in ``actors/call/pipeline.py``, whose coroutine is returned for the caller
-        to await: a frame of this method would stay alive as long as the call (0.4 KB per open stream)."""
+        What is HTTP (``who`` asks, the client's disconnect) is settled here; the call itself runs in
+        ``actors/call/pipeline.py``, whose coroutine is returned for the caller to await: a frame of
+        this method would stay alive as long as the call (0.4 KB per open stream)."""
+        # What the body asked, for the refusal record of a call refused before the pipeline made it one.
+        scope["switchyard.model"], scope["switchyard.stream"] = payload.get("model"), payload.get("stream")
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
-        snapshot = runtime.snapshot
-        scope["switchyard.model"], scope["switchyard.stream"] = payload.get("model"), payload.get("stream")
-        key = scope.get("switchyard.key")
-        if scope.get("switchyard.key_revision") is not snapshot:   # reloaded meanwhile: ask the new keys
-            key = authenticate(scope["headers"], snapshot.api_keys)
-        per_ip = snapshot.rate_limiting.per_client_ip is not None
-        arrival = Arrival(snapshot, key, scope.get("switchyard.trace"), scope["switchyard.request_id"],
-                          scope["path"], dict(scope["headers"]), self.active_requests,
-                          client_ip(scope, snapshot.server.trusted_proxies) if per_ip else None,
-                          scope.get("switchyard.hops", 0),
-                          client_address(scope, snapshot.server.trusted_proxies) if key is None else None)
+        arrival = who.arrival(runtime.snapshot, self.gate.active)
         return serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                           disconnect_waiter(receive))
 
     def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True, upload: bool = False
-              ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """A door that lives in a module of its own: ``handler(app, runtime, scope, receive, send[, body])``,
-        counted against ``server.max_concurrent_requests`` like every call (``upload``: a file upload's
-        body, bounded by ``server.max_upload_bytes``)."""
+              ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
+        """A door that lives in a module of its own: ``handler(app, runtime, who, scope, receive, send[, body])``."""
         if not body:
-            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-                await handler(self, self._runtime(), scope, receive, send)
+            async def serve(runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
+                await handler(self, runtime, who, scope, receive, send)
             return self._capped(serve)
 
-        async def serve_body(scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
-            await handler(self, self._runtime(), scope, receive, send, raw)
+        async def serve_body(runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send,
+                             raw: bytes) -> None:
+            await handler(self, runtime, who, scope, receive, send, raw)
         return self._with_body(serve_body, upload=upload)
 
-    def _capped(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]
-                ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """``handler`` counted against ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
-        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
-            self._refuse_if_draining()
-            self._take_slot()
-            try:
-                await handler(scope, receive, send)
-            finally:
-                self.active_requests -= 1
+    def _capped(self, handler: Callable[..., Awaitable[None]]
+                ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
+        """``handler(runtime, who, scope, receive, send)`` let in by the gate, and counted against
+        ``server.max_concurrent_requests`` (0: no cap) for its whole run."""
+        async def capped(who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
+            with await self.gate.admit() as passage:
+                await handler(passage.runtime, who, scope, receive, send)
         return capped
 
-    def _with_body(self, handler: Callable[[Scope, Receive, Send, bytes], Awaitable[None]], upload: bool = False
-                   ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """``handler(scope, receive, send, body)``, the body read first, under its deadlines
-        (``protocol/http/asgi.py``), and only then counted against ``server.max_concurrent_requests``:
-        a client still uploading holds no slot, so slow bodies cannot starve the calls."""
-        async def capped(scope: Scope, receive: Receive, send: Send) -> None:
-            self._refuse_if_draining()
-            server = self._runtime().snapshot.server
-            body = await (read_upload(scope, receive, server) if upload else
-                          read_body(scope, receive, server.max_body_bytes, server))
-            self._refuse_if_draining()   # the drain may have begun while the body came
-            self._take_slot()
-            try:
-                await handler(scope, receive, send, body)
-            finally:
-                self.active_requests -= 1
+    def _with_body(self, handler: Callable[..., Awaitable[None]], upload: bool = False
+                   ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
+        """``handler(runtime, who, scope, receive, send, body)``, the body read first, under its deadlines
+        (``protocol/http/asgi.py``; ``upload``: a file upload's, bounded by ``server.max_upload_bytes``),
+        and only then counted against ``server.max_concurrent_requests``: a client still uploading holds
+        no slot, so slow bodies cannot starve the calls."""
+        async def capped(who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
+            def read(server: ServerConfig) -> Awaitable[bytes]:
+                return read_upload(scope, receive, server) if upload else \
+                    read_body(scope, receive, server.max_body_bytes, server)
+            with await self.gate.admit(read=read) as passage:
+                await handler(passage.runtime, who, scope, receive, send, passage.body)
         return capped
 
-    def _refuse_if_draining(self) -> None:
-        if self.runtime is not None and self.runtime.draining:
-            raise ShuttingDown("The server is shutting down; send this call to another instance")
-
-    def _take_slot(self) -> None:
-        """Count one more call in progress, or refuse it at ``server.max_concurrent_requests``."""
-        runtime = self.runtime
-        cap = runtime.snapshot.server.max_concurrent_requests if runtime is not None else 0
-        if cap and self.active_requests >= cap:
-            raise TooManyConcurrentRequests(
-                f"The gateway is at its limit of {cap} concurrent requests; retry shortly")
-        self.active_requests += 1
-
-    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def metrics(self, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])
 
-    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def health(self, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b'{"status":"ok"}')
 
     def begin_drain(self) -> float:
@@ -389,7 +353,7 @@ class App:
         nursery.start_soon(runtime.drain, window)
         return window
 
-    async def ready(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def ready(self, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
         runtime = self.runtime
         if runtime is None:
             await respond(send, 503, b'{"status":"starting","healthy_backends":0}')

@@ -14,7 +14,7 @@ from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStore
-from switchyard.config.schema import BackendType, Snapshot
+from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
@@ -22,10 +22,9 @@ from switchyard.protocol.stores.redis_cache import RedisCacheStore
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.stores.response_owners import open_owner_store
 from switchyard.protocol.wires import anthropic as anthropic_wire
-from switchyard.protocol.wires import bedrock as bedrock_wire
-from switchyard.protocol.wires import gemini as gemini_wire
 from switchyard.protocol.wires import responses as responses_wire
 from switchyard.protocol.wires import responses_on_chat
+from switchyard.protocol.wires.native import NATIVE
 from switchyard.protocol.wires.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -36,11 +35,9 @@ log = logging.getLogger("switchyard.tracing")
 WORKER_ENV = "SWITCHYARD_WORKER_INDEX"   # set in each worker process of a multi-worker instance (workers.py)
 WORKERS_ENV = "SWITCHYARD_WORKERS"       # ... with how many workers the instance has
 
-# Consulted in this order: a Messages call's uncarried content first, then the Responses bridge.
-WIRES = Wires(translated={("chat", BackendType.ANTHROPIC): anthropic_wire.WIRE},
-              special=(anthropic_wire.UNCARRIED_WIRE, responses_wire.BRIDGE_WIRE,
-                       gemini_wire.WIRE,    # a native gemini backend: its model in the URL
-                       bedrock_wire.WIRE))  # a bedrock backend: Converse, its model in the URL
+# Each kind's own wire by its wire API (protocol/wires/native.py), after the specials, which apply whatever
+# the kind, in this order: a Messages call's uncarried content first, then the Responses bridge.
+WIRES = Wires(native=NATIVE, special=(anthropic_wire.UNCARRIED_WIRE, responses_wire.BRIDGE_WIRE))
 # /v1/responses to a chat-only backend: as a chat call, through the chat wires above.
 WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(WIRES)))
 

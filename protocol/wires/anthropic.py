@@ -39,10 +39,13 @@ from typing import Any
 
 from switchyard.actors.errors import UnsupportedRequestParameter
 from switchyard.actors.messages import Call
-from switchyard.actors.params import SAMPLING_REJECTED_FROM, limited_only, takes_sampling
+from switchyard.actors.params import limited_only
 from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.wire import JSON, Special, Wire
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.anthropic import SAMPLING_REJECTED_FROM, takes_sampling
+from switchyard.config.kinds.base import Api
+from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires.anthropic_answer import chat_answer
 from switchyard.protocol.wires.anthropic_betas import forwarded_betas
 from switchyard.protocol.wires.anthropic_messages import NOT_CARRIED, translate_messages
@@ -161,7 +164,7 @@ def refuse_uncarried(call: Call, backend: BackendConfig, model: str) -> Wire | N
 
 
 def _refuses(call: Call, backend: BackendConfig, model: str) -> bool:
-    return call.endpoint == "chat" and bool(call.ingress.get("uncarried")) and backend.type is not BackendType.ANTHROPIC
+    return call.endpoint == "chat" and bool(call.ingress.get("uncarried")) and kind_of(backend).api is not Api.MESSAGES
 
 
 def _sampling(out: dict[str, Any], payload: dict[str, Any], backend: BackendConfig, call: Call) -> None:
@@ -347,7 +350,10 @@ def _set(config: dict[str, Any], key: str, value: Any, field: str) -> None:
 
 # --- messages -----------------------------------------------------------------------------
 
-# Registered at start (protocol/serving/wiring.py): chat to a native Anthropic backend, and the refusal that
-# passes a non-native backend over for a Messages call holding what chat cannot carry.
+# Chat to a native Anthropic backend: the Messages API's wire (protocol/wires/native.py); and the special
+# (protocol/serving/wiring.py) that passes any other backend over for a Messages call holding what chat
+# cannot carry.
 WIRE = Wire("/v1/messages", headers=headers, body=body, answer=chat_answer)
+NATIVE = Special(lambda call, backend, model: WIRE if call.endpoint == "chat" else None,
+                 lambda call, backend, model: call.endpoint == "chat")
 UNCARRIED_WIRE = Special(refuse_uncarried, _refuses)

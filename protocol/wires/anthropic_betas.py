@@ -2,7 +2,7 @@
 
 A beta feature runs on the operator's key, and some are priced above the
 standard rate, so ``backends[].anthropic_betas`` decides which ones a client
-may turn on (config/load_anthropic.py). This is the one place where part of a
+may turn on (config/kinds/anthropic.py). This is the one place where part of a
 client's request is dropped rather than refused, on purpose: a client (say
 Claude Code) sends the betas it would like, and a refusal would lock it out
 of a backend whose operator simply does not pay for them. What was dropped

@@ -5,8 +5,8 @@ attempt's chat body as a Converse request (``protocol/wires/bedrock_converse.py`
 to ``POST /model/{modelId}/converse`` (``/converse-stream`` for a stream; the
 model id, its ``upstream_id`` if it has one, URL-encoded in the path) and
 turns the answer back into chat (``bedrock_answer.py``). It is a ``Special``
-wire because its path depends on the model and on streaming; registered at
-start (``protocol/serving/wiring.py``). Like every translated wire, a broken
+wire because its path depends on the model and on streaming; registered as
+the Converse API's wire (``protocol/wires/native.py``). Like every translated wire, a broken
 stream never continues on it (``Wires.translates``).
 
 Each request is signed last, over its final bytes, with AWS Signature V4
@@ -33,7 +33,7 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, Special, Wire
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.schema import BackendConfig
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.wires import aws_sigv4
 from switchyard.protocol.wires.aws_credentials import CredentialProvider
@@ -79,7 +79,7 @@ async def sign(request: httpx.Request, backend: BackendConfig) -> None:
     """SigV4 over ``request`` as it will be sent (unless the backend sends an API key)."""
     if backend.api_key:
         return
-    assert backend.region is not None   # required for the type (config/load_bedrock.py)
+    assert backend.region is not None   # required for the kind (config/kinds/bedrock.py)
     credentials = await provider(backend.aws_profile).get()
     url = request.url
     path, _, query = url.raw_path.decode("ascii").partition("?")
@@ -150,14 +150,15 @@ class ErrorTranslator(WholeBody):
 
 
 def bedrock_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
-    """The ``Special`` wire: a chat call on a bedrock backend."""
+    """A chat call's wire on a bedrock backend (its kind's wire API's: ``protocol/wires/native.py``)."""
     if not _applies(call, backend, model):
         return None
     return BedrockAttempt(backend, model, call.stream).wire()
 
 
 def _applies(call: Call, backend: BackendConfig, model: str) -> bool:
-    return backend.type is BackendType.BEDROCK and call.endpoint == "chat"
+    return call.endpoint == "chat"
 
 
+# Converse's wire (protocol/wires/native.py): a bedrock backend speaks chat only.
 WIRE = Special(bedrock_wire, _applies)

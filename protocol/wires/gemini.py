@@ -27,14 +27,14 @@ from typing import Any
 
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, Special, Wire
-from switchyard.config.schema import BackendConfig, BackendType
+from switchyard.config.kinds.gemini import VERSION
+from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires import gemini_embeddings
 from switchyard.protocol.wires.gemini_answer import chat_answer
 from switchyard.protocol.wires.gemini_request import NATIVE, NEUTRAL, NOT_SENT, UNCARRIED, generate_request
 
 log = logging.getLogger("switchyard.gemini")
 
-VERSION = "/v1beta"
 ENDPOINTS = frozenset({"chat", "embeddings"})
 # The chat fields the translation reads; any other is left out (the spec's strict cloud path).
 READ = frozenset({"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
@@ -67,7 +67,8 @@ def _stream_usage(raw: bytes) -> bool:
 
 
 def gemini_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
-    """The ``Special`` wire: this attempt's wire when ``backend`` is a gemini backend, else None."""
+    """This attempt's wire on a gemini backend (its kind's wire API's: ``protocol/wires/native.py``), None
+    for an endpoint it is not spoken to in."""
     if not applies(call, backend, model):
         return None
     target = wire_id(backend, model)
@@ -102,9 +103,9 @@ class _StreamAttempt:
 
 
 def applies(call: Call, backend: BackendConfig, model: str) -> bool:
-    return backend.type is BackendType.GEMINI and call.endpoint in ENDPOINTS
+    return call.endpoint in ENDPOINTS
 
 
-# Registered at start (protocol/serving/wiring.py), after the specials that refuse a call for any
+# Gemini's API's wire (protocol/wires/native.py), consulted after the specials that refuse a call for any
 # non-native backend (a Messages call's uncarried content, a Responses-only model).
 WIRE = Special(gemini_wire, applies)

@@ -22,7 +22,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from switchyard.actors import hops
-from switchyard.config.schema import BackendConfig, BackendType, Snapshot
+from switchyard.config.kinds import kind_of
+from switchyard.config.kinds.base import Api, InProcess
+from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.protocol.simulated.anthropic import SimulatedAnthropicTransport
 from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.wires.transport import PooledTransport
@@ -44,21 +46,40 @@ def _addressed(url: httpx.URL) -> tuple[tuple[str, str] | None, tuple[bytes, byt
     return basic_auth(url), (b"host", url.netloc)
 
 
+# The in-process simulator of each wire API a kind may be simulated in (Kind.in_process; tests/unit/test_kinds.py).
+SIMULATORS: Mapping[Api, type[SimulatedTransport]] = {
+    Api.OPENAI: SimulatedTransport,               # simulated, and azure on a *.simulated host
+    Api.MESSAGES: SimulatedAnthropicTransport,    # anthropic on a *.simulated host
+}
+
+
 def in_process(backend: BackendConfig) -> bool:
-    """Served by an in-process simulator: a simulated backend, or an anthropic or azure one on a
-    ``*.simulated`` host (azure by the OpenAI simulator)."""
+    """Served by an in-process simulator (its kind's ``in_process``): a simulated backend, or an anthropic
+    or azure one on a ``*.simulated`` host."""
     if backend.simulation is None:
         return False
-    return backend.type is BackendType.SIMULATED or (
-        backend.type in (BackendType.ANTHROPIC, BackendType.AZURE)
-        and (urlsplit(backend.url).hostname or "").endswith(".simulated"))
+    where = kind_of(backend).in_process
+    return where is InProcess.ALWAYS or (
+        where is InProcess.SIMULATED_HOST and (urlsplit(backend.url).hostname or "").endswith(".simulated"))
 
 
 def simulator_for(backend: BackendConfig) -> SimulatedTransport:
     assert backend.simulation is not None
-    if backend.type is BackendType.ANTHROPIC:
-        return SimulatedAnthropicTransport(backend.name, backend.simulation, backend.models, backend.api_key)
-    return SimulatedTransport(backend.name, backend.simulation, backend.models)
+    sim = SIMULATORS[kind_of(backend).api](backend.name, backend.simulation, backend.models)
+    _keyed(sim, backend)
+    return sim
+
+
+def _fits(sim: SimulatedTransport, backend: BackendConfig) -> bool:
+    """Whether ``sim`` simulates ``backend``'s wire API: its simulator's class, and none more specific."""
+    wanted = SIMULATORS[kind_of(backend).api]
+    return isinstance(sim, wanted) and not any(
+        isinstance(sim, other) for other in SIMULATORS.values() if other is not wanted and issubclass(other, wanted))
+
+
+def _keyed(sim: SimulatedTransport, backend: BackendConfig) -> None:
+    if isinstance(sim, SimulatedAnthropicTransport):   # it checks the key it is sent (x-api-key)
+        sim.api_key = backend.api_key
 
 
 USER_AGENT = ("user-agent", "switchyard")
@@ -136,13 +157,12 @@ class Upstream:
             if in_process(b):
                 host = urlsplit(b.url).hostname or b.name
                 sim = self.simulated.get(host)
-                if sim is None or isinstance(sim, SimulatedAnthropicTransport) != (b.type is BackendType.ANTHROPIC):
+                if sim is None or not _fits(sim, b):
                     self.simulated[host] = simulator_for(b)
                 else:
                     sim.simulation = b.simulation
                     sim.models = tuple(m for m in b.models if not any(c in m for c in "*?["))
-                    if isinstance(sim, SimulatedAnthropicTransport):
-                        sim.api_key = b.api_key
+                    _keyed(sim, b)
 
     def simulator(self, backend: BackendConfig) -> SimulatedTransport | None:
         return self.simulated.get(urlsplit(backend.url).hostname or "")

@@ -158,11 +158,11 @@ async def test_a_messages_clients_anthropic_version_and_beta_reach_the_backend(a
     config = CONFIG.replace("models: [claude-x]", "models: [claude-x]\n    anthropic_version: 2026-10-21")
     ingress = {"anthropic-version": "2023-06-01", "anthropic-beta": "prompt-caching-2024-07-31"}
     async with gateway(config) as app:
-        async def shaped(scope, receive, send):
+        async def shaped(who, scope, receive, send):
             # What the Messages ingress does: its client's headers ride in Call.ingress.
             server = app.runtime.snapshot.server
             body = await read_body(scope, receive, server.max_body_bytes, server)
-            await app.serve_chat(app.runtime, scope, receive, parse_json_object(body), body,
+            await app.serve_chat(app.runtime, who, scope, receive, parse_json_object(body), body,
                                  lambda call: AsgiSink(send, call.stream),
                                  shape=lambda call: attrs.evolve(call, ingress=ingress))
         app.routes["/test/shaped"] = {"POST": shaped}

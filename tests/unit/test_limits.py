@@ -134,8 +134,8 @@ def test_refresh_client_unverified_callers_share_the_global_bucket():
 TRUSTED = ("10.0.0.0/8", "192.168.1.1/32", "fd00::/8")
 
 
-def scope(peer, *xff):
-    return {"client": peer, "headers": [(b"x-forwarded-for", v.encode()) for v in xff]}
+def forwarded(*xff):
+    return [(b"x-forwarded-for", v.encode()) for v in xff]
 
 
 @pytest.mark.parametrize("peer, xff, trusted, expected", [
@@ -169,7 +169,7 @@ def scope(peer, *xff):
     (None, ["1.2.3.4"], TRUSTED, "unknown"),
 ])
 def test_client_ip_trusts_x_forwarded_for_only_from_trusted_proxies(peer, xff, trusted, expected):
-    assert client_ip(scope(peer, *xff), trusted) == expected
+    assert client_ip(peer, forwarded(*xff), trusted) == expected
 
 
 # --- model-list cache -----------------------------------------------------------------------

@@ -259,10 +259,10 @@ class RealtimeSession:
                 return
             except _Failed as failed:
                 assert self.trace is not None
-                err = failed.error
+                error = failed.error
                 self.trace.add("attempt_failed", backend=backend.name, model=model, kind=failed.kind.value,
-                               status=err.status if isinstance(err, UpstreamStatusError) else None,
-                               timeout=(err.details or {}).get("timeout"), error=err.message, committed=False)
+                               status=error.status if isinstance(error, UpstreamStatusError) else None,
+                               timeout=(error.details or {}).get("timeout"), error=error.message, committed=False)
                 if not failed.move_on:
                     raise failed.error from None
                 last = failed

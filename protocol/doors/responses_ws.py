@@ -111,7 +111,7 @@ class SocketSink:
         self.finished = True
 
     async def fail(self, error: GatewayError) -> None:
-        extra = {"sequence_number": self._next_sequence} if self.started else {}
+        extra: dict[str, Any] = {"sequence_number": self._next_sequence} if self.started else {}
         if self.stream_id is not None:
             extra["stream_id"] = self.stream_id
         await self.socket.emit(json.dumps(error_event(error, **extra)))
@@ -240,7 +240,7 @@ class ResponsesSocket:
             payload, body = self._create_body(event, runtime)
             arrival = who.arrival(runtime.snapshot, self.app.gate.active, request_id)
             key = arrival.key
-            sink, turns = SocketSink(self, stream_id), []
+            sink, turns = SocketSink(self, stream_id), list[Turn]()
             door = Door(lambda *args: self._parse(sink, turns, *args), lambda call: sink, "responses")
             fields = log_fields.bind(request_id=request_id)
             try:

@@ -16,6 +16,7 @@ import trio
 
 from switchyard.actors import log_fields
 from switchyard.actors.call.pipeline import Door, serve_call
+from switchyard.actors.dedup import StreamingSink
 from switchyard.actors.errors import (
     GatewayError,
     HttpVersionNotSupported,
@@ -26,7 +27,6 @@ from switchyard.actors.errors import (
 )
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
-from switchyard.actors.relay import ResponseSink
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.trace import TraceContext
 from switchyard.config.load import ConfigError, load_demo, load_file
@@ -221,12 +221,13 @@ class App:
             # A bug must still answer in our envelope, and be loud in the log.
             log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"], request_id)
             if not started:
-                err = InternalError()
-                account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace)
+                internal = InternalError()
+                account_refusal(self.runtime, scope, internal, request_id, arrived, wall, who.key if who else None,
+                                trace)
                 if scope["path"].startswith(ANTHROPIC_PREFIX):
-                    await respond_error(send_with_id, err, request_id)
+                    await respond_error(send_with_id, internal, request_id)
                 else:
-                    await respond(send_with_id, err.status, err.body(), err.headers())
+                    await respond(send_with_id, internal.status, internal.body(), internal.headers())
         finally:
             log_fields.unbind(bound_fields)
             if metrics is not None:
@@ -280,7 +281,7 @@ class App:
         return self.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
 
     def serve_chat(self, runtime: Runtime, who: Identity, scope: Scope, receive: Receive, payload: dict[str, Any],
-                   body: bytes, sink_for: Callable[[Call], ResponseSink], endpoint: str = "chat",
+                   body: bytes, sink_for: Callable[[Call], StreamingSink], endpoint: str = "chat",
                    parse: Callable[..., Call] = parse_chat_payload,
                    shape: Callable[[Call], Call] | None = None) -> Awaitable[None]:
         """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink

@@ -131,7 +131,8 @@ class Upstream:
             headers = [*headers, hops.FIRST]
         if basic is not None:
             headers = [h for h in headers if h[0].lower() != "authorization"] + [basic]
-        request = httpx.Request(method, url, headers=[host, *headers, USER_AGENT,
+        # httpx takes each header as str or bytes; its annotation wants one kind per list
+        request = httpx.Request(method, url, headers=[host, *headers, USER_AGENT,  # type: ignore[arg-type]
                                                       (b"content-length", str(len(content)).encode())],
                                 stream=httpx.ByteStream(content), extensions={"timeout": self._timeout})
         request.read()   # the body is in memory already: readable as request.content, as with content=
@@ -160,6 +161,7 @@ class Upstream:
                 if sim is None or not _fits(sim, b):
                     self.simulated[host] = simulator_for(b)
                 else:
+                    assert b.simulation is not None   # an in-process backend is loaded with one (simulator_for)
                     sim.simulation = b.simulation
                     sim.models = tuple(m for m in b.models if not any(c in m for c in "*?["))
                     _keyed(sim, b)

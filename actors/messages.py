@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import attrs
 from attrs import frozen
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Call:
     # model "auto": what smart routing decided (for the trace), and its debug headers for the answer
     smart_route: "Mapping[str, Any] | None" = attrs.field(default=None, eq=False)
     route_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(default=(), eq=False)
-    endpoint: str = "chat"        # which OpenAI API the call is in (actors/wire.py: how backends are spoken to)
+    endpoint: Endpoint = Endpoint.CHAT   # which OpenAI API the call is in (actors/wire.py: how backends are spoken to)
     # What a client of another API asked for that its translation into `endpoint` cannot carry, for the
     # wires that speak that API natively (the Anthropic ingress's anthropic-version and beta headers).
     ingress: "Mapping[str, Any]" = attrs.field(factory=dict, eq=False)

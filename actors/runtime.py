@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from switchyard.actors.cache.stage import ResponseCache
-from switchyard.actors.cache.store import CacheStore, MemoryStore
+from switchyard.actors.cache.store import CacheStore, MemoryCacheStore
 from switchyard.actors.config_watcher import ConfigWatcher
 from switchyard.actors.dedup import DedupCoordinator
 from switchyard.actors.discovery import ModelDiscoveryActor
@@ -103,7 +103,7 @@ class Runtime:
         # Answers kept and served again (response_cache): this worker's memory, or the fleet's Redis; made once.
         cached = snapshot.response_cache
         self.cache = ResponseCache(lambda: self.snapshot.response_cache, cache_store_for(self) if cache_store_for
-                                   else MemoryStore(cached.max_entries, cached.max_bytes))
+                                   else MemoryCacheStore(cached.max_entries, cached.max_bytes))
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
         # Every finished call's trace feeds this Runtime's metrics (the protocol layer's exporter).

@@ -22,8 +22,9 @@ from switchyard.actors.addressing import auth_headers
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.uploads import encode_form
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds import kind_of, speaking, types_where
-from switchyard.config.kinds.base import IMAGES, Api
+from switchyard.config.kinds.base import Api
 from switchyard.config.schema import BackendConfig, BackendType
 
 JSON = ("content-type", "application/json")
@@ -44,19 +45,19 @@ class Wire:
 
 
 # endpoint -> its plain wire, the one a kind spoken to in OpenAI's wire is sent
-ENDPOINTS: dict[str, Wire] = {"chat": Wire("/v1/chat/completions")}
-ENDPOINTS["completions"] = Wire("/v1/completions")   # text completions (protocol/doors/endpoints.py)
-ENDPOINTS["embeddings"] = Wire("/v1/embeddings")
-ENDPOINTS["responses"] = Wire("/v1/responses")      # the Responses API, relayed unchanged (protocol/doors/responses.py)
+ENDPOINTS: dict[Endpoint, Wire] = {Endpoint.CHAT: Wire("/v1/chat/completions")}
+ENDPOINTS[Endpoint.COMPLETIONS] = Wire("/v1/completions")   # text completions (protocol/doors/endpoints.py)
+ENDPOINTS[Endpoint.EMBEDDINGS] = Wire("/v1/embeddings")
+ENDPOINTS[Endpoint.RESPONSES] = Wire("/v1/responses")   # the Responses API, relayed unchanged (doors/responses.py)
 # The types whose kind has the Responses API (Kind.responses_api). Every type serves /v1/responses: the
 # others through the reverse bridge, as chat (protocol/wires/responses_on_chat.py).
 RESPONSES_API_TYPES = types_where(lambda kind: kind.responses_api)
 RESPONSES_OVER_CHAT = "switchyard.responses_over_chat"   # marks such an answer (an httpx response extension)
 # POST /v1/responses/compact (protocol/doors/responses.py): only the Responses API compacts (no chat form).
-ENDPOINTS["compact"] = Wire("/v1/responses/compact")
-# The images API (protocol/doors/images.py): JSON generations; edits and variations as multipart forms,
-# written anew for each attempt (actors/uploads.py). Spoken by OpenAI's API and the servers that copy it.
-IMAGE_ENDPOINTS = IMAGES
+ENDPOINTS[Endpoint.COMPACT] = Wire("/v1/responses/compact")
+# The images API (protocol/doors/images.py, config/endpoints.py: IMAGES): JSON generations; edits and
+# variations as multipart forms, written anew for each attempt (actors/uploads.py). Spoken by OpenAI's API and
+# the servers that copy it.
 
 
 def form_headers(backend: BackendConfig, call: Call) -> list[tuple[str, str]]:
@@ -72,12 +73,12 @@ def form_body(body: bytes, backend: BackendConfig, call: Call) -> bytes:
     return encode_form(call.payload if body is call.body else json.loads(body), call.uploads)
 
 
-ENDPOINTS["images_generations"] = Wire("/v1/images/generations")
-ENDPOINTS["images_edits"] = Wire("/v1/images/edits", headers=form_headers, body=form_body)
-ENDPOINTS["images_variations"] = Wire("/v1/images/variations", headers=form_headers, body=form_body)
+ENDPOINTS[Endpoint.IMAGES_GENERATIONS] = Wire("/v1/images/generations")
+ENDPOINTS[Endpoint.IMAGES_EDITS] = Wire("/v1/images/edits", headers=form_headers, body=form_body)
+ENDPOINTS[Endpoint.IMAGES_VARIATIONS] = Wire("/v1/images/variations", headers=form_headers, body=form_body)
 # endpoint -> the backend types whose kind speaks it (Kind.endpoints). Another type serving the model is no
 # candidate for such a call (actors/call/route_choice.py).
-ENDPOINT_TYPES: Mapping[str, frozenset[BackendType]] = {endpoint: speaking(endpoint) for endpoint in ENDPOINTS}
+ENDPOINT_TYPES: Mapping[Endpoint, frozenset[BackendType]] = {endpoint: speaking(endpoint) for endpoint in ENDPOINTS}
 
 
 @frozen
@@ -105,7 +106,7 @@ class Wires:
 
     native: Mapping[Api, Special] = attrs.field(factory=dict)   # every wire API's own (protocol/wires/native.py)
     special: tuple[Special, ...] = ()
-    translated: Mapping[tuple[str, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
+    translated: Mapping[tuple[Endpoint, BackendType], Wire] = attrs.field(factory=dict)  # (endpoint, type) -> wire
 
     def translates(self, call: Call, backend: BackendConfig, model: str) -> bool:
         """Whether ``backend`` is spoken to through a translation for this call (asked, not dispatched)."""

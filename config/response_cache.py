@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from switchyard.config.limits import State
 
 
-class CacheStore(enum.Enum):
+class CacheStoreKind(enum.Enum):
     MEMORY = "memory"
     REDIS = "redis"
 
@@ -32,7 +32,8 @@ class CacheStore(enum.Enum):
 @frozen
 class ResponseCacheConfig:
     enabled: bool = field(False, rules.boolean)
-    store: CacheStore = field(CacheStore.MEMORY, rules.one_of({s.value: s for s in CacheStore}), restart=True)
+    store: CacheStoreKind = field(CacheStoreKind.MEMORY, rules.one_of({s.value: s for s in CacheStoreKind}),
+                                  restart=True)
     # how long an answer is served after it was stored
     ttl: float = field(300.0, rules.duration(minimum=0.001, maximum=30 * 86_400))
     # memory: entries and bytes this worker keeps; past either the least recently used go first
@@ -54,6 +55,6 @@ class ResponseCacheConfig:
 
 def check(cache: ResponseCacheConfig, state: "State", r: Reader) -> None:
     """``store: redis`` needs ``state.redis_url`` (the one Redis the gateway speaks to)."""
-    if cache.store is CacheStore.REDIS and state.redis_url is None:
+    if cache.store is CacheStoreKind.REDIS and state.redis_url is None:
         r.problems.error(child(r.path, "store"), "redis needs state.redis_url (the Redis the fleet shares); "
                                                  "set it, or use store: memory")

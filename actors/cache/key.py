@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from switchyard.actors.dedup import hash_field
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _canonical(value: Any) -> bytes:
 
 def opted_out(settings: "ResponseCacheConfig", call: Call, model: str) -> str | None:
     """Why the operator's scope leaves this call out (a bypass reason), or None."""
-    if call.endpoint != "chat":
+    if call.endpoint != Endpoint.CHAT:
         return "endpoint"
     if not any(fnmatchcase(model, pattern) for pattern in settings.models):
         return "model"

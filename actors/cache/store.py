@@ -36,7 +36,7 @@ class CacheStore(Protocol):
     async def aclose(self) -> None: ...   # let go of connections (the Runtime's end)
 
 
-class MemoryStore:
+class MemoryCacheStore:
     """LRU by ``max_entries`` and ``max_bytes`` (counted as key + value bytes), each entry its own TTL."""
 
     def __init__(self, max_entries: int, max_bytes: int) -> None:

@@ -37,6 +37,7 @@ from switchyard.actors.provider_prefs import unsatisfiable
 from switchyard.actors.routing import provider_rank, variants
 from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
+from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.schema import BackendConfig, Snapshot
 
 log = logging.getLogger("switchyard.route")
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 def _policy_view(call: "Call") -> dict[str, Any]:
     """The body as the policy reads it: a Responses body's max_output_tokens under the chat name."""
-    if call.endpoint != "responses" or "max_output_tokens" not in call.payload:
+    if call.endpoint != Endpoint.RESPONSES or "max_output_tokens" not in call.payload:
         return call.payload
     payload = dict(call.payload)
     payload["max_tokens"] = payload.pop("max_output_tokens")
@@ -70,16 +71,16 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
     if refused is not None:
         raise refused
     reach.of(routed, primary=True)
-    if call.endpoint == "compact":   # compaction takes no generation settings: the policy has nothing to set
+    if call.endpoint == Endpoint.COMPACT:   # compaction takes no generation settings: the policy has nothing to set
         return call
-    if call.endpoint == "embeddings" or call.endpoint.startswith("images_"):
+    if call.endpoint == Endpoint.EMBEDDINGS or call.endpoint in IMAGES:
         # the policy's parameters are text generation settings: none apply here
         return call
     view = _policy_view(call)
     applied = apply_policy(view, call.snapshot.request_params, routed)
     changed = applied.payload is not view
     outcome = _Outcome(runtime, routed, trace)
-    if call.endpoint == "responses" and changed:
+    if call.endpoint == Endpoint.RESPONSES and changed:
         applied = _for_responses(applied, outcome)
     if applied.managed and not applied.managed <= _carried_everywhere(call.snapshot):
         try:

@@ -22,7 +22,8 @@ from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed, Relay, read_answer
 from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.routing.failover import Failure, Kind, classify_status, parse_retry_after
-from switchyard.actors.wire import IMAGE_ENDPOINTS, RESPONSES_OVER_CHAT
+from switchyard.actors.wire import RESPONSES_OVER_CHAT
+from switchyard.config.endpoints import IMAGES
 from switchyard.config.kinds import kind_of
 from switchyard.config.schema import BackendConfig
 
@@ -62,7 +63,7 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
         # the owner is noted (and told to the shared store) before the answer naming the id leaves
         stored = await relay_responses(relay, backend.name, response, attempt, headers, call.stream, remember)
         await remember(stored)
-    elif call.endpoint in IMAGE_ENDPOINTS:
+    elif call.endpoint in IMAGES:
         await relay_images(relay, backend.name, response, attempt, headers, call.payload)
     elif call.stream:
         await relay.stream(backend.name, response, attempt, headers)

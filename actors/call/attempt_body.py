@@ -26,6 +26,7 @@ from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageRecord, token_counts
+from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
 from switchyard.config.params import SPELLINGS
@@ -128,7 +129,7 @@ def door_usage(call: Call, backend: BackendConfig) -> bool:
     governs it too. A Responses call to a backend with the Responses API carries the client's own body."""
     if not call.stream:
         return False
-    if call.endpoint == "responses":
+    if call.endpoint == Endpoint.RESPONSES:
         return not kind_of(backend).responses_api
     return call.ingress.get("api") == "anthropic"
 
@@ -195,20 +196,19 @@ def fallback_headers(call: Call, routed: str, plan: RoutePlan, attempts: int) ->
 ESSENTIAL_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                               "response_format", "user"})
 # The other endpoints' own fields a fallback hop keeps: the input, and what shapes the answer the client decodes.
-ENDPOINT_FIELDS = {"completions": frozenset({"prompt", "suffix", "echo"}),
-                   "embeddings": frozenset({"input", "encoding_format", "dimensions"}),
-                   "responses": frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
-                                           "include", "previous_response_id", "store", "parallel_tool_calls",
-                                           "conversation", "prompt", "truncation"})}
+ENDPOINT_FIELDS = {Endpoint.COMPLETIONS: frozenset({"prompt", "suffix", "echo"}),
+                   Endpoint.EMBEDDINGS: frozenset({"input", "encoding_format", "dimensions"}),
+                   Endpoint.RESPONSES: frozenset({"input", "instructions", "text", "reasoning", "max_output_tokens",
+                                                  "include", "previous_response_id", "store", "parallel_tool_calls",
+                                                  "conversation", "prompt", "truncation"})}
 # The images API's own fields (protocol/doors/images.py): all of them shape the answer.
-ENDPOINT_FIELDS["images_generations"] = ENDPOINT_FIELDS["images_edits"] = ENDPOINT_FIELDS["images_variations"] = \
-    frozenset({"prompt", "n", "size", "quality", "style", "response_format", "background", "moderation",
-               "output_format", "output_compression", "input_fidelity", "partial_images"})
+ENDPOINT_FIELDS.update(dict.fromkeys(IMAGES, frozenset({
+    "prompt", "n", "size", "quality", "style", "response_format", "background", "moderation", "output_format",
+    "output_compression", "input_fidelity", "partial_images"})))
 # POST /v1/responses/compact: what it compacts (a fallback hop keeps it).
-ENDPOINT_FIELDS["compact"] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
-                                        "prompt_cache_retention", "service_tier"})
+ENDPOINT_FIELDS[Endpoint.COMPACT] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
+                                               "prompt_cache_retention", "service_tier"})
 # Endpoints whose streams take stream_options.include_usage.
-USAGE_ENDPOINTS = frozenset({"chat", "completions"})
+USAGE_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.COMPLETIONS})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
-NO_MESSAGES = frozenset({"completions", "embeddings", "responses", "compact", "images_generations", "images_edits",
-                         "images_variations"})
+NO_MESSAGES = frozenset({Endpoint.COMPLETIONS, Endpoint.EMBEDDINGS, Endpoint.RESPONSES, Endpoint.COMPACT, *IMAGES})

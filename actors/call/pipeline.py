@@ -29,6 +29,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Door:
 
     parse: Callable[..., Call]                     # (payload, body, snapshot, headers, request_id) -> Call
     sink_for: Callable[[Call], StreamingSink]
-    endpoint: str = "chat"
+    endpoint: Endpoint = Endpoint.CHAT
     shape: Callable[[Call], Call] | None = None    # fixes the Call once parsed, before anything is decided
 
 
@@ -98,7 +99,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
             await refused.refuse(sink, err)
             return
     # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
-    if door.endpoint == "chat" and not call.ingress and runtime.smart.applies(call, headers):
+    if door.endpoint == Endpoint.CHAT and not call.ingress and runtime.smart.applies(call, headers):
         try:
             call = await runtime.smart.route(
                 call, headers, load_state(arrival.in_flight, snapshot.server.max_concurrent_requests))

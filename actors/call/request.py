@@ -77,7 +77,7 @@ from switchyard.actors.routing.failover import (
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.stream_usage import without_option
 from switchyard.actors.trace import new_span_id, outbound_headers
-from switchyard.actors.wire import IMAGE_ENDPOINTS
+from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
@@ -86,9 +86,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.route")
 
 # The client-facing route of another OpenAI endpoint's call (chat's is CallTrace's default).
-OTHER_ROUTES = {"completions": "/v1/completions", "embeddings": "/v1/embeddings",
-                "images_generations": "/v1/images/generations", "images_edits": "/v1/images/edits",
-                "images_variations": "/v1/images/variations"}
+OTHER_ROUTES = {Endpoint.COMPLETIONS: "/v1/completions", Endpoint.EMBEDDINGS: "/v1/embeddings",
+                Endpoint.IMAGES_GENERATIONS: "/v1/images/generations", Endpoint.IMAGES_EDITS: "/v1/images/edits",
+                Endpoint.IMAGES_VARIATIONS: "/v1/images/variations"}
 
 
 class RequestActor:
@@ -105,7 +105,7 @@ class RequestActor:
         self._nursery: trio.Nursery | None = None     # a running stream's, for its thinking timer
         self._scope: trio.CancelScope | None = None   # the running call's, once it runs
         self.trace.add("accepted", model=call.model, stream=call.stream,
-                       **({"endpoint": call.endpoint} if call.endpoint != "chat" else {}))
+                       **({"endpoint": call.endpoint} if call.endpoint != Endpoint.CHAT else {}))
         if call.smart_route is not None:
             self.trace.add("smart_routed", **call.smart_route)
         # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
@@ -137,8 +137,8 @@ class RequestActor:
         # What the client has been sent is kept only when a broken stream may be continued (chat messages only).
         call = self.call
         resumable = call.stream and call.endpoint not in NO_MESSAGES and can_resume(call, self.model)
-        empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != "embeddings" \
-            and call.endpoint not in IMAGE_ENDPOINTS   # (an images answer without images: images_relay.py)
+        empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != Endpoint.EMBEDDINGS \
+            and call.endpoint not in IMAGES   # (an images answer without images: images_relay.py)
         self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
                                          call.snapshot.server.max_upstream_response_bytes)
         self.relay.meter = self.meter

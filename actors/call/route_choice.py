@@ -39,6 +39,7 @@ from switchyard.actors.routing.candidates import public_backends
 from switchyard.actors.routing.capabilities import Needs, missing, needs_of
 from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
 from switchyard.actors.wire import unfit, unfit_refusal
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig
 
 log = logging.getLogger("switchyard.route")
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 def resolve_variant(runtime: "Runtime", call: Call, trace: "CallTrace") -> variants.Variant | None:
     """The ``base:variant`` the call names, if suffixes are on and the name is not known as itself."""
     # Only /v1/chat/completions reads suffixes; behind other doors a suffixed name is just unknown.
-    if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != "chat" or call.ingress:
+    if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != Endpoint.CHAT or call.ingress:
         return None
     found = variants.parse(call.model, lambda name: _known(runtime, call, name))
     if found is not None:

@@ -21,12 +21,13 @@ import trio
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.response_owners import owner_of
+from switchyard.config.endpoints import Endpoint
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
 
 # Endpoints whose answers come from the Responses API (relayed by actors/responses_relay.py).
-RESPONSES_ENDPOINTS = frozenset({"responses", "compact"})
+RESPONSES_ENDPOINTS = frozenset({Endpoint.RESPONSES, Endpoint.COMPACT})
 
 
 def _previous(call: Call) -> str | None:
@@ -74,7 +75,7 @@ class Remember:
     def __init__(self, runtime: "Runtime", call: Call, backend: str) -> None:
         self.runtime, self.backend = runtime, backend
         self.owner = owner_of(call.key)
-        self.stored = call.endpoint == "responses" and call.payload.get("store") is not False
+        self.stored = call.endpoint == Endpoint.RESPONSES and call.payload.get("store") is not False
         self.noted: str | None = None
 
     async def __call__(self, response_id: str | None) -> None:

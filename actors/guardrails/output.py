@@ -19,6 +19,7 @@ from switchyard.actors import json_read
 from switchyard.actors.errors import GatewayError
 from switchyard.actors.guardrails.texts import answer_slots, rewrite
 from switchyard.actors.guardrails.verdicts import Verdict
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.guardrails import Guardrail
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def guard(sink: "StreamingSink", screen: "Screen", call: "Call") -> "StreamingSi
     """``sink`` behind the screen's output guardrails (a chat call's; another endpoint's were settled
     as ``unread`` by the input stage)."""
     guardrails = screen.output()
-    if not guardrails or call.endpoint != "chat":
+    if not guardrails or call.endpoint != Endpoint.CHAT:
         return sink
     if call.stream:
         return _StreamNote(sink, screen, guardrails)

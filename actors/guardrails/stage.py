@@ -35,6 +35,7 @@ from switchyard.actors.guardrails.verdicts import (
     verdicts_json,
 )
 from switchyard.actors.messages import Call
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.guardrails import Guardrail
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Screen:
 
     async def screen_input(self, call: Call) -> Call:
         """The call as the input guardrails leave it; a block raises ``GuardrailBlocked``."""
-        if call.endpoint != "chat":
+        if call.endpoint != Endpoint.CHAT:
             return self._unread(call)
         on_input = [g for g in self.guardrails if g.reads("input")]
         payload = call.payload

@@ -16,13 +16,17 @@ from typing import Any
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
 from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.config.endpoints import Endpoint
 
 CLIENT_LEFT = 499
-# The client-facing route of a call, as the record's endpoint.
-ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings",
-             "/v1/responses": "responses", "/v1/responses/compact": "compact", "/anthropic/v1/messages": "messages",
-             "/v1/images/generations": "images_generations", "/v1/images/edits": "images_edits",
-             "/v1/images/variations": "images_variations"}
+# The client-facing route of a call, as the record's endpoint: the text of its Endpoint (the Messages door's
+# calls are chat calls, recorded as "messages"); another route is recorded as itself.
+ENDPOINTS: dict[str, str] = {
+    "/v1/chat/completions": Endpoint.CHAT.value, "/v1/completions": Endpoint.COMPLETIONS.value,
+    "/v1/embeddings": Endpoint.EMBEDDINGS.value, "/v1/responses": Endpoint.RESPONSES.value,
+    "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": "messages",
+    "/v1/images/generations": Endpoint.IMAGES_GENERATIONS.value, "/v1/images/edits": Endpoint.IMAGES_EDITS.value,
+    "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value}
 
 
 def endpoint_of(route: str) -> str:
@@ -97,7 +101,7 @@ def classifier_record(rec: Any, snapshot: Any, wall: float) -> LedgerRecord:
     if rec.outcome != "ok" and status < 400:
         status = 502   # answered, but not usably
     return LedgerRecord(
-        request_id=rec.request_id, time=wall, key_id=rec.key_id, organization_id=None, endpoint="chat",
+        request_id=rec.request_id, time=wall, key_id=rec.key_id, organization_id=None, endpoint=Endpoint.CHAT.value,
         model=rec.model, served_model=rec.model, backend=rec.backend, attempts=1, status=status,
         error_code=None if rec.outcome == "ok" else f"classifier_{rec.outcome}",
         input_tokens=rec.input_tokens, output_tokens=rec.output_tokens,

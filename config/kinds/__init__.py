@@ -14,6 +14,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds import (
     anthropic,
     azure,
@@ -26,7 +27,6 @@ from switchyard.config.kinds import (
     simulated,
     vllm,
 )
-from switchyard.config.kinds.base import REALTIME as REALTIME  # the realtime door's endpoint
 from switchyard.config.kinds.base import Key, Kind
 from switchyard.config.schema import BackendConfig, BackendType, HealthChecks
 
@@ -50,7 +50,7 @@ def listed(types: Iterable[BackendType]) -> str:
     return ", ".join(t.value for t in BackendType if t in chosen)
 
 
-def speaking(endpoint: str) -> frozenset[BackendType]:
+def speaking(endpoint: Endpoint) -> frozenset[BackendType]:
     """The types whose kind speaks ``endpoint``."""
     return types_where(lambda kind: endpoint in kind.endpoints)
 

@@ -19,6 +19,7 @@ import re
 
 import attrs
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds.base import (
     Api,
     Auth,
@@ -86,7 +87,7 @@ KIND = Kind(
     health_path="/v1/models", passive_health=False,
     # it pages its list (20 by default); one page of 1,000 covers any real catalogue
     model_list=ModelList("/v1/models?limit=1000", ListShape.OPENAI), engine_page=EnginePage.NONE,
-    api=Api.MESSAGES, endpoints=frozenset({"chat", "responses"}), responses_api=False,
+    api=Api.MESSAGES, endpoints=frozenset({Endpoint.CHAT, Endpoint.RESPONSES}), responses_api=False,
     stream_usage=StreamUsage.REPORTED, carries=ALL, narrowing=Narrowing("anthropic_version", carried),
     # Anthropic has no JSON mode (a forced tool call is its form); auto asks it for none so far
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header="request-id",

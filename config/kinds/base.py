@@ -19,17 +19,16 @@ from typing import Any, Callable, Mapping
 
 from attrs import frozen
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.fields import has_rule, read
 from switchyard.config.params import PARAMS
 from switchyard.config.rules import Reader
 from switchyard.config.schema import BackendConfig, BackendType
 
-# The endpoints a kind may speak: the actors' wires by endpoint (actors/wire.py: ENDPOINTS), and the realtime
-# websocket, a door of its own (protocol/doors/realtime.py).
-IMAGES = frozenset({"images_generations", "images_edits", "images_variations"})
-REALTIME = "realtime"
-ENDPOINTS = frozenset({"chat", "completions", "embeddings", "responses", "compact", *IMAGES, REALTIME})
-TEXT = frozenset({"chat", "completions", "embeddings", "responses"})   # the OpenAI-compatible engines' own
+# The endpoints a kind may speak are config/endpoints.py's: the actors' wires by endpoint (actors/wire.py:
+# ENDPOINTS), and the realtime websocket, a door of its own (protocol/doors/realtime.py).
+# the OpenAI-compatible engines' own
+TEXT = frozenset({Endpoint.CHAT, Endpoint.COMPLETIONS, Endpoint.EMBEDDINGS, Endpoint.RESPONSES})
 ALL_PARAMS = frozenset(PARAMS)
 
 
@@ -182,7 +181,7 @@ class Kind:
     engine_page: EnginePage
     # --- what it speaks ---------------------------------------------------------------------------
     api: Api
-    endpoints: frozenset[str]        # of ENDPOINTS; a call to another finds it no candidate
+    endpoints: frozenset[Endpoint]   # a call to another finds it no candidate
     responses_api: bool              # /v1/responses natively (else through the chat bridge)
     stream_usage: StreamUsage
     carries: frozenset[str]          # the request_params it takes (config/params.py: PARAMS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import attrs
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds.base import (
     BEARER,
     Api,
@@ -67,7 +68,7 @@ KIND = Kind(
     # a Bedrock API key is a bearer token; without one each request is signed (the wire's sign)
     default_url=None, url_required=False, url_rule=any_url, unix_socket=False, auth=BEARER,
     health_path="/", passive_health=True, model_list=None, engine_page=EnginePage.NONE,
-    api=Api.CONVERSE, endpoints=frozenset({"chat", "responses"}), responses_api=False,
+    api=Api.CONVERSE, endpoints=frozenset({Endpoint.CHAT, Endpoint.RESPONSES}), responses_api=False,
     # Converse reads max_tokens, temperature and top_p (protocol/wires/bedrock_converse.py), but none is
     # declared carried: a field the request_params policy writes is refused on a bedrock hop
     stream_usage=StreamUsage.REPORTED, carries=frozenset(), narrowing=None,

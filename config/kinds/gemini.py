@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import attrs
 
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds.base import (
     ALL_PARAMS,
     Api,
@@ -41,7 +42,7 @@ KIND = Kind(
     health_path="/v1beta/models", passive_health=False, model_list=ModelList("/v1beta/models", ListShape.GOOGLE),
     engine_page=EnginePage.NONE,
     # Gemini embeds (protocol/wires/gemini_embeddings.py), never completes text
-    api=Api.GEMINI, endpoints=frozenset({"chat", "embeddings", "responses"}), responses_api=False,
+    api=Api.GEMINI, endpoints=frozenset({Endpoint.CHAT, Endpoint.EMBEDDINGS, Endpoint.RESPONSES}), responses_api=False,
     # generationConfig: maxOutputTokens, temperature, topP, topK, penalties
     stream_usage=StreamUsage.WIRE, carries=ALL_PARAMS - {"min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from switchyard.actors.messages import Call
+from switchyard.config.endpoints import Endpoint
 from switchyard.protocol.doors.openai import parse_completions_payload, parse_embeddings_payload, parse_json_object
 from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
 
@@ -31,16 +32,16 @@ if TYPE_CHECKING:
 
 async def completions(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
                       send: Send, body: bytes) -> None:
-    await _serve(app, runtime, who, scope, receive, send, body, "completions", parse_completions_payload)
+    await _serve(app, runtime, who, scope, receive, send, body, Endpoint.COMPLETIONS, parse_completions_payload)
 
 
 async def embeddings(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
                      send: Send, body: bytes) -> None:
-    await _serve(app, runtime, who, scope, receive, send, body, "embeddings", parse_embeddings_payload)
+    await _serve(app, runtime, who, scope, receive, send, body, Endpoint.EMBEDDINGS, parse_embeddings_payload)
 
 
 async def _serve(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
-                 body: bytes, endpoint: str, parse: Callable[..., Call]) -> None:
+                 body: bytes, endpoint: Endpoint, parse: Callable[..., Call]) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),
                          endpoint=endpoint, parse=parse)

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from switchyard.actors.messages import Call
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
+    from switchyard.config.endpoints import Endpoint
     from switchyard.protocol.doors.models import ModelRoutes
     from switchyard.protocol.http.asgi import Receive, Scope
     from switchyard.protocol.http.gate import Gate, Identity
@@ -21,7 +22,7 @@ class DoorHost(Protocol):
 
     def serve_chat(self, runtime: "Runtime", who: "Identity", scope: "Scope", receive: "Receive",
                    payload: dict[str, Any], body: bytes, sink_for: Callable[["Call"], "StreamingSink"],
-                   endpoint: str = ..., parse: Callable[..., "Call"] = ...,
+                   endpoint: "Endpoint" = ..., parse: Callable[..., "Call"] = ...,
                    shape: Callable[["Call"], "Call"] | None = ...
                    ) -> Awaitable[None]: ...   # the call's coroutine, for the door to await
 

@@ -22,6 +22,7 @@ import attrs
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.uploads import Upload, Uploads
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors import image_rules
 from switchyard.protocol.doors.openai import build_call, check_model, parse_json_object
@@ -86,7 +87,7 @@ async def generations(app: "DoorHost", runtime: "Runtime", who: "Identity", scop
                       send: Send, body: bytes) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, False),
-                         endpoint="images_generations", parse=parse_generation)
+                         endpoint=Endpoint.IMAGES_GENERATIONS, parse=parse_generation)
 
 
 async def edits(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
@@ -109,4 +110,4 @@ async def _form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Sco
         return _form_call(shaped, raw, snapshot, headers, request_id, files, edit)
     parse_call: Callable[..., Call] = parse
     await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, False),
-                         endpoint="images_edits" if edit else "images_variations", parse=parse_call)
+                         endpoint=Endpoint.IMAGES_EDITS if edit else Endpoint.IMAGES_VARIATIONS, parse=parse_call)

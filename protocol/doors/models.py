@@ -40,11 +40,11 @@ class ModelRoutes:
     (``protocol/http/limits.py``) and one cached listing, per worker process."""
 
     def __init__(self) -> None:
-        self.models_limiter = limits.Limiter(limits.MODELS_LIMIT)
-        self.refresh_limiter = limits.Limiter(limits.REFRESH_LIMIT)
+        self.models_limiter = limits.ClientRateLimiter(limits.MODELS_LIMIT)
+        self.refresh_limiter = limits.ClientRateLimiter(limits.REFRESH_LIMIT)
         self.models_cache = limits.ModelListCache[CachedListing]()
 
-    def _rate_limit(self, limiter: limits.Limiter, client: str, now: float) -> None:
+    def _rate_limit(self, limiter: limits.ClientRateLimiter, client: str, now: float) -> None:
         refused = limiter.check(client, now)
         if refused is None:
             return

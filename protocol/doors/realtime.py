@@ -53,6 +53,7 @@ from switchyard.actors.routing.failover import Kind, classify_status
 from switchyard.actors.signals import Signals
 from switchyard.actors.trace import TraceContext, new_span_id, outbound_headers
 from switchyard.config import kinds
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig
 from switchyard.config.unix_socket import is_unix
 from switchyard.protocol.doors.openai import check_model_name
@@ -69,7 +70,7 @@ log = logging.getLogger("switchyard.realtime")
 
 PATH = "/v1/realtime"
 # Backend types that speak OpenAI's realtime websocket; `generic` is the way to name any other server that does.
-REALTIME_TYPES = kinds.speaking(kinds.REALTIME)   # (config/kinds: Kind.endpoints)
+REALTIME_TYPES = kinds.speaking(Endpoint.REALTIME)   # (config/kinds: Kind.endpoints)
 KEY_SUBPROTOCOL = "openai-insecure-api-key."   # how a browser, which cannot set headers, sends its key
 FORWARDED_HEADERS = frozenset({b"openai-beta"})
 MAX_MESSAGE = 16 * 1024 * 1024   # what the upstream may send in one message: hypercorn's limit for the client
@@ -177,7 +178,7 @@ class RealtimeSession:
         assert who is not None
         key = who.key
         call = Call(model=name, stream=True, body=b"", payload={"model": name}, snapshot=snapshot,
-                    request_id=self.request_id, trace=ctx, key=key, endpoint="realtime",
+                    request_id=self.request_id, trace=ctx, key=key, endpoint=Endpoint.REALTIME,
                     client_address=who.client_address(snapshot.server.trusted_proxies) if key is None else None)
         self.trace = trace = CallTrace(self.request_id, snapshot.revision, trace_id=ctx.trace_id if ctx else None,
                                        x_request_id=ctx.x_request_id if ctx else None,

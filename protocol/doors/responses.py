@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from switchyard.actors.errors import GatewayError, InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import RESPONSES_API_TYPES
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from switchyard.protocol.doors.responses_tools import enforce
@@ -40,7 +41,7 @@ async def responses(app: "DoorHost", runtime: "Runtime", who: "Identity", scope:
                     send: Send, body: bytes) -> None:
     payload = parse_json_object(body)
     await app.serve_chat(runtime, who, scope, receive, payload, body,
-                         lambda call: ResponsesSink(send, call.stream), endpoint="responses",
+                         lambda call: ResponsesSink(send, call.stream), endpoint=Endpoint.RESPONSES,
                          parse=parse_responses_payload)
 
 
@@ -50,7 +51,7 @@ async def compact(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: S
     answered with the backend's ``response.compaction`` object; it has no stream."""
     payload = parse_json_object(body)
     await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: ResponsesSink(send, False),
-                         endpoint="compact", parse=parse_compact_payload)
+                         endpoint=Endpoint.COMPACT, parse=parse_compact_payload)
 
 
 def _check(payload: Mapping[str, Any], key: str, *kinds: str) -> Any:

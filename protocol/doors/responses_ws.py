@@ -44,6 +44,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.response_owners import owner_of
 from switchyard.actors.sse import SSEDecoder
 from switchyard.config.access import ApiKey
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors.responses import parse_responses_payload
 from switchyard.protocol.doors.responses_ws_chain import SocketResponses, Turn
@@ -241,7 +242,7 @@ class ResponsesSocket:
             arrival = who.arrival(runtime.snapshot, self.app.gate.active, request_id)
             key = arrival.key
             sink, turns = SocketSink(self, stream_id), list[Turn]()
-            door = Door(lambda *args: self._parse(sink, turns, *args), lambda call: sink, "responses")
+            door = Door(lambda *args: self._parse(sink, turns, *args), lambda call: sink, Endpoint.RESPONSES)
             fields = log_fields.bind(request_id=request_id)
             try:
                 await serve_call(runtime, arrival, payload, body, door, self.closed.wait)

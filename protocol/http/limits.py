@@ -4,9 +4,9 @@ Pure pieces, time passed in: the caller reads ``trio.current_time()`` once
 and hands it down, so every rule here is a plain unit test and the app's
 tests run at exact instants under a MockClock.
 
-- Token buckets (``Rate``, ``Bucket``) and a per-client ``Limiter`` that
-  checks two buckets, a short burst bucket and a long sustained one, and
-  says which of them refused.
+- Token buckets (``Rate``, ``Bucket``) and ``ClientRateLimiter``, which
+  checks each client's two buckets, a short burst bucket and a long
+  sustained one, and says which of them refused.
 - The fixed limits: ``GET /v1/models`` (``MODELS_LIMIT``) and
   ``POST /v1/models/refresh`` (``REFRESH_LIMIT``). They are not
   configurable: the model list is always protected.
@@ -111,7 +111,7 @@ class Rejection:
 MAX_CLIENTS = 10_000
 
 
-class Limiter:
+class ClientRateLimiter:
     """Per-client pairs of buckets for one ``Limit``; bounded to ``max_clients`` identities.
 
     A refused request takes no token, so a client hammering while limited

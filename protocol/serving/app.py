@@ -29,6 +29,7 @@ from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.trace import TraceContext
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
@@ -281,7 +282,7 @@ class App:
         return self.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream))
 
     def serve_chat(self, runtime: Runtime, who: Identity, scope: Scope, receive: Receive, payload: dict[str, Any],
-                   body: bytes, sink_for: Callable[[Call], StreamingSink], endpoint: str = "chat",
+                   body: bytes, sink_for: Callable[[Call], StreamingSink], endpoint: Endpoint = Endpoint.CHAT,
                    parse: Callable[..., Call] = parse_chat_payload,
                    shape: Callable[[Call], Call] | None = None) -> Awaitable[None]:
         """One call in an OpenAI format (``payload``, parsed from ``body``), answered into the sink

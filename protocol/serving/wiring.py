@@ -13,7 +13,7 @@ import attrs
 from switchyard.actors.ledger import spill
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
-from switchyard.config.response_cache import CacheStore
+from switchyard.config.response_cache import CacheStoreKind
 from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
@@ -50,7 +50,7 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
                    limiter_for=shared_limiter if snapshot.state.redis_url else None,
                    metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for,
                    owner_store=open_owner_store(snapshot.usage, snapshot.server.data_path()),
-                   cache_store_for=shared_cache if snapshot.response_cache.store is CacheStore.REDIS else None)
+                   cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None)
 
 
 def shared_limiter(runtime: Runtime) -> RedisLimiter:

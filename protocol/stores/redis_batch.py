@@ -207,7 +207,7 @@ class Batches(Generic[Item]):
             self.sending += len(batch)
             try:
                 replies = await self._send([slot.item for slot in batch])
-            except Exception as exc:   # the send's own failure (Unavailable): every caller hears it
+            except Exception as exc:   # the send's own failure (RedisUnavailable): every caller hears it
                 for slot in batch:
                     self._lost(slot.item, None)
                     slot.error = exc

@@ -19,14 +19,14 @@ from coredis.exceptions import RedisError
 
 from switchyard.actors.cache.store import StoreFailed
 from switchyard.config.response_cache import ResponseCacheConfig
-from switchyard.protocol.stores.redis_wire import Address, Wire
+from switchyard.protocol.stores.redis_wire import Address, RedisWire
 
 PREFIX = b"switchyard:cache:"
 
 
 class RedisCacheStore:
     def __init__(self, url: str, settings: Callable[[], ResponseCacheConfig]) -> None:
-        self.wire = Wire(Address(url))
+        self.wire = RedisWire(Address(url))
         self.settings = settings
         self.evictions = 0      # Redis evicts by its own policy: not seen here
         self.expirations = 0

@@ -35,7 +35,7 @@ from switchyard.actors.routing import limits as core
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.redis_batch import Batches
-from switchyard.protocol.stores.redis_ops import Scripts, Unavailable, where
+from switchyard.protocol.stores.redis_ops import RedisUnavailable, Scripts, where
 from switchyard.protocol.stores.redis_script import (
     CALLS,
     FALLBACK_ORIGIN,
@@ -48,7 +48,7 @@ from switchyard.protocol.stores.redis_script import (
 from switchyard.protocol.stores.redis_seed import SEED_TIMEOUT, Seeder
 from switchyard.protocol.stores.redis_settles import SETTLE_BATCH, SETTLE_LANES, Settles
 from switchyard.protocol.stores.redis_view import shared_view
-from switchyard.protocol.stores.redis_wire import Address, Wire
+from switchyard.protocol.stores.redis_wire import Address, RedisWire
 
 log = logging.getLogger("switchyard.limits")
 
@@ -104,7 +104,7 @@ class RedisLimiter:
         self._config = config
         self._clock = clock
         self._wall = wall
-        self._scripts = Scripts(Wire(Address(state.redis_url)), state.operation_timeout)
+        self._scripts = Scripts(RedisWire(Address(state.redis_url)), state.operation_timeout)
         self._seeder = Seeder(self._scripts.op, ledger, seed_timeout)
         self._running = False
         self._down_since: float | None = None   # trio time the current outage began
@@ -175,7 +175,7 @@ class RedisLimiter:
                 self._running = True
                 try:
                     await self._scripts.load(ADMIT_LANES + SETTLE_LANES)
-                except Unavailable as exc:
+                except RedisUnavailable as exc:
                     self._fault(exc)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -208,10 +208,10 @@ class RedisLimiter:
                                                           self._scripts.answering)
             except trio.TooSlowError:
                 waited = (trio.current_time() - asked) * 1000
-                self._fault(Unavailable(f"no answer to an admission in {waited:.0f} ms, nor to anything else "
+                self._fault(RedisUnavailable(f"no answer to an admission in {waited:.0f} ms, nor to anything else "
                                         f"within {self._scripts.bound_text()}"))
                 return await self._unavailable(demand)
-            except Unavailable as exc:
+            except RedisUnavailable as exc:
                 self._fault(exc)
                 return await self._unavailable(demand)
             if reply[0] == "error":
@@ -349,7 +349,7 @@ class RedisLimiter:
         """Before Redis decides again: claim in it what the local share admitted meanwhile (rate
         windows charged as of each call's instant; calls still in flight take their leases and budget
         reservations) and apply the settles queued, until nothing is left; so Redis does not admit on
-        top of calls it never saw. Raises Unavailable if Redis fails on the way (the outage goes on)."""
+        top of calls it never saw. Raises RedisUnavailable if Redis fails on the way (the outage goes on)."""
         for _ in range(RECONCILE_ROUNDS):
             if not self._borrowed and not self._settles.queued:
                 return
@@ -374,7 +374,7 @@ class RedisLimiter:
 
     # --- faults -----------------------------------------------------------------------------
 
-    def _fault(self, exc: Unavailable) -> None:
+    def _fault(self, exc: RedisUnavailable) -> None:
         self.failures += 1
         if self._down_since is not None:
             return
@@ -399,7 +399,7 @@ class RedisLimiter:
                 try:
                     await self._scripts.load(ADMIT_LANES + SETTLE_LANES)
                     await self._reconcile()
-                except Unavailable:
+                except RedisUnavailable:
                     delay = min(delay * 2, MAX_PROBE)
                     continue
                 down = trio.current_time() - self._down_since
@@ -408,7 +408,7 @@ class RedisLimiter:
                 if self._borrowed:   # admitted locally during the last reconcile round: claimed late
                     try:
                         await self._claim()
-                    except Unavailable as exc:
+                    except RedisUnavailable as exc:
                         self._fault(exc)
                 log.warning("rate limits: Redis at %s is back after %.1fs; limits are shared again (%d call(s) "
                             "of the local share claimed in it so far)", self.where, down, self.claimed)
@@ -426,7 +426,7 @@ class RedisLimiter:
         if self.available:
             try:
                 return await shared_view(self._scripts.op, self._seeder.seed, self._now(), snapshot, key, self._wall())
-            except Unavailable as exc:
+            except RedisUnavailable as exc:
                 self._fault(exc)
         out = await self.fallback.key_view(key_id)
         out["store"] = "local share (Redis unavailable)"

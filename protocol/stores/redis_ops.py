@@ -21,7 +21,7 @@ import trio
 
 from switchyard.protocol.stores.redis_batch import LoopLag
 from switchyard.protocol.stores.redis_script import SCRIPTS
-from switchyard.protocol.stores.redis_wire import Wire
+from switchyard.protocol.stores.redis_wire import RedisWire
 
 # what a lost connection raises: the socket's error, or a TLS stream's
 FAILURES = (coredis.exceptions.RedisError, OSError, trio.BrokenResourceError, trio.ClosedResourceError)
@@ -30,7 +30,7 @@ LAG_FACTOR = 3           # an operation's bound grows by this many times the wor
 PROBE_TIMEOUT = 1.0      # loading may take longer than an operation: it may have to connect first
 
 
-class Unavailable(Exception):
+class RedisUnavailable(Exception):
     """Redis did not answer in time, or answered with an error."""
 
 
@@ -47,7 +47,7 @@ def reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def is_script_error(exc: Unavailable) -> bool:
+def is_script_error(exc: RedisUnavailable) -> bool:
     """Whether Redis ran the script and it failed (a bug, not an outage: retrying will not help). A
     server that is loading, read-only or in a cluster's failover answers with errors of other classes."""
     return type(exc.__cause__) in (coredis.exceptions.ResponseError, coredis.exceptions.WrongTypeError)
@@ -57,7 +57,7 @@ class Scripts:
     """The limiter's scripts on its connections. ``run`` holds the connections (closed when it ends)
     and watches the loop's lag; ``op`` and ``load`` may be called while it runs."""
 
-    def __init__(self, wire: Wire, timeout: float) -> None:
+    def __init__(self, wire: RedisWire, timeout: float) -> None:
         self.wire = wire
         self.timeout = timeout
         self.lag = LoopLag()
@@ -85,7 +85,7 @@ class Scripts:
         return f"{self.timeout * 1000:g} ms (state.operation_timeout{extra})"
 
     async def op(self, script: str, keys: list[str], args: list[str], *, bound: float | None = None) -> Any:
-        """One script call, bounded (by ``bound``, else ``bound()``): its reply, or Unavailable. A caller
+        """One script call, bounded (by ``bound``, else ``bound()``): its reply, or RedisUnavailable. A caller
         whose own deadline comes first (an admission sent alone, under its watchdog's scope) already
         bounds it: no scope of its own then, one deadline fewer per call."""
         limit = self.bound() if bound is None else bound
@@ -93,7 +93,7 @@ class Scripts:
             return await self._op(script, keys, args)
         with trio.move_on_after(limit):
             return await self._op(script, keys, args)
-        raise Unavailable(f"no answer within {self.bound_text() if bound is None else f'{bound:g} s'}")
+        raise RedisUnavailable(f"no answer within {self.bound_text() if bound is None else f'{bound:g} s'}")
 
     async def _op(self, script: str, keys: list[str], args: list[str]) -> Any:
         try:
@@ -103,7 +103,7 @@ class Scripts:
                 await self.wire.call("SCRIPT", "LOAD", SCRIPTS[script])
                 reply = await self.wire.call("EVALSHA", self._sha[script], len(keys), *keys, *args)
         except FAILURES as exc:
-            raise Unavailable(reason(exc)) from exc
+            raise RedisUnavailable(reason(exc)) from exc
         self.answered = trio.current_time()
         return reply
 
@@ -123,5 +123,5 @@ class Scripts:
                 await self.wire.warm(connections)
                 return
             except FAILURES as exc:
-                raise Unavailable(reason(exc)) from exc
-        raise Unavailable(f"no answer within {limit * 1000:g} ms")
+                raise RedisUnavailable(reason(exc)) from exc
+        raise RedisUnavailable(f"no answer within {limit * 1000:g} ms")

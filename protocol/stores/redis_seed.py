@@ -24,7 +24,7 @@ SEED_RETRY = 10.0        # seconds before a bucket whose seed failed is tried ag
 
 
 class Seeder:
-    """Seeds budget counters; ``op`` runs a limiter script (raising Unavailable), ``ledger`` is
+    """Seeds budget counters; ``op`` runs a limiter script (raising RedisUnavailable), ``ledger`` is
     ``LedgerActor.summary`` (None: budgets start at 0)."""
 
     def __init__(self, op: Callable[..., Awaitable[Any]], ledger: Summary | None,

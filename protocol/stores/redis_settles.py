@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from switchyard.actors.limits.port import Ticket
-from switchyard.protocol.stores.redis_ops import Unavailable, is_script_error
+from switchyard.protocol.stores.redis_ops import RedisUnavailable, is_script_error
 from switchyard.protocol.stores.redis_script import batch, settle_part
 
 log = logging.getLogger("switchyard.limits")
@@ -35,11 +35,11 @@ Settle = tuple[Ticket, int, "float | None"]   # the ticket, tokens used, cost in
 
 
 class Settles:
-    """``send(script, keys, args)`` runs a script (raising Unavailable); ``now()`` is the scripts' "now"
+    """``send(script, keys, args)`` runs a script (raising RedisUnavailable); ``now()`` is the scripts' "now"
     argument; ``available()`` says whether Redis is; ``fault(exc)`` is told when it stops answering."""
 
     def __init__(self, send: Callable[..., Awaitable[Any]], now: Callable[[], str],
-                 available: Callable[[], bool], fault: Callable[[Unavailable], None]) -> None:
+                 available: Callable[[], bool], fault: Callable[[RedisUnavailable], None]) -> None:
         self._send = send
         self._now = now
         self._available = available
@@ -87,7 +87,7 @@ class Settles:
 
     async def drain(self) -> None:
         """Apply everything queued now, in this task (after an outage, before Redis decides again);
-        Unavailable if Redis fails on the way (what was not applied stays queued)."""
+        RedisUnavailable if Redis fails on the way (what was not applied stays queued)."""
         while self._queue:
             await self._apply(self._take())
 
@@ -123,19 +123,19 @@ class Settles:
     async def _lane(self, items: list[Settle]) -> None:
         try:
             await self._apply(items)
-        except Unavailable as exc:
+        except RedisUnavailable as exc:
             self._fault(exc)
         finally:
             self._lanes.release()
 
     async def _apply(self, items: list[Settle]) -> None:
         """One script call for ``items`` (taken with _take); if Redis did not answer they go back to the
-        front of the queue and Unavailable is raised."""
+        front of the queue and RedisUnavailable is raised."""
         try:
             keys, args = batch([self._now(), str(len(items))], [settle_part(*item) for item in items])
             try:
                 replies = await self._send("settle", keys, args)
-            except Unavailable as exc:
+            except RedisUnavailable as exc:
                 if not is_script_error(exc):
                     self._queue.extendleft(reversed(items))
                     raise

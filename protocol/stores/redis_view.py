@@ -25,7 +25,7 @@ Seed = Callable[[list[tuple[core.BudgetLine, Bucket]], float], Awaitable[bool]]
 
 
 async def shared_view(op: Op, seed: Seed, now_arg: str, snapshot: Snapshot, key: Any, wall: float) -> dict[str, Any]:
-    """The key's view; ``op`` runs a script (raising Unavailable), ``seed`` seeds missing budget
+    """The key's view; ``op`` runs a script (raising RedisUnavailable), ``seed`` seeds missing budget
     counters from the ledger (as an admission does), ``now_arg`` is the script's "now" ('' : Redis TIME)."""
     scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
     org = snapshot.organizations.get(key.organization_id) if key.organization_id is not None else None

@@ -91,7 +91,7 @@ class Connection:
         await trio.aclose_forcefully(self.stream)
 
 
-class Wire:
+class RedisWire:
     """The limiter's connections to one Redis: ``call`` takes an idle one, or opens one."""
 
     def __init__(self, address: Address, ssl_context: ssl.SSLContext | None = None) -> None:

@@ -42,6 +42,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.params import limited_only
 from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.wire import JSON, Special, Wire
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.anthropic import SAMPLING_REJECTED_FROM, takes_sampling
 from switchyard.config.kinds.base import Api
@@ -164,7 +165,8 @@ def refuse_uncarried(call: Call, backend: BackendConfig, model: str) -> Wire | N
 
 
 def _refuses(call: Call, backend: BackendConfig, model: str) -> bool:
-    return call.endpoint == "chat" and bool(call.ingress.get("uncarried")) and kind_of(backend).api is not Api.MESSAGES
+    return call.endpoint == Endpoint.CHAT and bool(call.ingress.get("uncarried")) \
+        and kind_of(backend).api is not Api.MESSAGES
 
 
 def _sampling(out: dict[str, Any], payload: dict[str, Any], backend: BackendConfig, call: Call) -> None:
@@ -354,6 +356,6 @@ def _set(config: dict[str, Any], key: str, value: Any, field: str) -> None:
 # (protocol/serving/wiring.py) that passes any other backend over for a Messages call holding what chat
 # cannot carry.
 WIRE = Wire("/v1/messages", headers=headers, body=body, answer=chat_answer)
-NATIVE = Special(lambda call, backend, model: WIRE if call.endpoint == "chat" else None,
-                 lambda call, backend, model: call.endpoint == "chat")
+NATIVE = Special(lambda call, backend, model: WIRE if call.endpoint == Endpoint.CHAT else None,
+                 lambda call, backend, model: call.endpoint == Endpoint.CHAT)
 UNCARRIED_WIRE = Special(refuse_uncarried, _refuses)

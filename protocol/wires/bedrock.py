@@ -33,6 +33,7 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, Special, Wire
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig
 from switchyard.protocol.http.client_json import utf8
 from switchyard.protocol.wires import aws_sigv4
@@ -157,7 +158,7 @@ def bedrock_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
 
 
 def _applies(call: Call, backend: BackendConfig, model: str) -> bool:
-    return call.endpoint == "chat"
+    return call.endpoint == Endpoint.CHAT
 
 
 # Converse's wire (protocol/wires/native.py): a bedrock backend speaks chat only.

@@ -27,6 +27,7 @@ from typing import Any
 
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, Special, Wire
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds.gemini import VERSION
 from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires import gemini_embeddings
@@ -35,7 +36,7 @@ from switchyard.protocol.wires.gemini_request import NATIVE, NEUTRAL, NOT_SENT, 
 
 log = logging.getLogger("switchyard.gemini")
 
-ENDPOINTS = frozenset({"chat", "embeddings"})
+ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.EMBEDDINGS})
 # The chat fields the translation reads; any other is left out (the spec's strict cloud path).
 READ = frozenset({"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
                   "presence_penalty", "frequency_penalty", "stop", "response_format", "reasoning_effort", "tools",
@@ -72,7 +73,7 @@ def gemini_wire(call: Call, backend: BackendConfig, model: str) -> Wire | None:
     if not applies(call, backend, model):
         return None
     target = wire_id(backend, model)
-    if call.endpoint == "embeddings":
+    if call.endpoint == Endpoint.EMBEDDINGS:
         path = f"{VERSION}/models/{target}:{gemini_embeddings.method(call.payload)}"
         return Wire(path, headers=headers,
                     body=lambda raw, b, c: json.dumps(

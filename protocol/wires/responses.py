@@ -30,6 +30,7 @@ from switchyard.actors.addressing import auth_headers
 from switchyard.actors.errors import InvalidRequest
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import JSON, RESPONSES_API_TYPES, Special, Wire
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig, Snapshot
 from switchyard.protocol.wires.responses_answers import StreamToChat, response_to_chat
 from switchyard.protocol.wires.responses_bridge import chat_to_responses
@@ -102,7 +103,7 @@ def wants_bridge_for_tools(payload: Mapping[str, Any]) -> bool:
 
 def bridge_reason(call: Call, backend: BackendConfig, model: str) -> str | None:
     """Why this chat attempt goes to ``/v1/responses`` (a ``REASONS`` value), or None."""
-    if call.endpoint != "chat":
+    if call.endpoint != Endpoint.CHAT:
         return None
     if flag(call.snapshot, model, backend, "responses_only"):
         return RESPONSES_ONLY

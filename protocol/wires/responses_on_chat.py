@@ -27,6 +27,7 @@ import httpx
 
 from switchyard.actors.messages import Call
 from switchyard.actors.wire import RESPONSES_API_TYPES, RESPONSES_OVER_CHAT, Special, Wire, Wires
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig
 from switchyard.protocol.wires.chat_answers import chat_to_response
 from switchyard.protocol.wires.chat_bridge import responses_to_chat
@@ -40,7 +41,7 @@ _logged: set[tuple[str, str]] = set()        # (backend, model) pairs logged, pe
 
 
 def applies(call: Call, backend: BackendConfig, model: str) -> bool:
-    return call.endpoint == "responses" and backend.type not in RESPONSES_API_TYPES
+    return call.endpoint == Endpoint.RESPONSES and backend.type not in RESPONSES_API_TYPES
 
 
 def special(chat_wires: Wires) -> Special:
@@ -62,7 +63,7 @@ class _ChatAttempt:
     def __init__(self, chat_wires: Wires, call: Call, backend: BackendConfig, model: str) -> None:
         self.request: dict[str, Any] = call.payload
         chat = responses_to_chat(call.payload, backend.name, backend.type.value)   # its 400s before any I/O
-        self.chat_call = attrs.evolve(call, endpoint="chat", payload=chat, body=json.dumps(chat).encode())
+        self.chat_call = attrs.evolve(call, endpoint=Endpoint.CHAT, payload=chat, body=json.dumps(chat).encode())
         self.inner = chat_wires.wire_for(self.chat_call, backend, model)
 
     def wire(self) -> Wire:

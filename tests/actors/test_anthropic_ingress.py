@@ -10,6 +10,7 @@ import trio
 from switchyard.actors.errors import UpstreamTimeout
 from switchyard.actors.routing.token_estimate import estimate_tokens
 from switchyard.actors.wire import Wire
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendType, SimulatedFailure, Simulation
 from switchyard.protocol.doors.anthropic_format import to_chat
 from switchyard.protocol.doors.anthropic_sink import AnthropicSink
@@ -252,7 +253,7 @@ async def test_anthropic_headers_reach_the_call_for_native_backends(autojump_clo
     async with gateway(CONFIG) as app:
         wires = app.runtime.wires
         app.runtime.wires = attrs.evolve(wires, translated={
-            **wires.translated, ("chat", BackendType.SIMULATED): Wire("/v1/chat/completions", headers=headers)})
+            **wires.translated, (Endpoint.CHAT, BackendType.SIMULATED): Wire("/v1/chat/completions", headers=headers)})
         await request(app, "POST", MESSAGES, body(thinking={"type": "enabled", "budget_tokens": 2048}), headers=[
             (b"anthropic-version", b"2023-06-01"), (b"anthropic-beta", b"a-1"), (b"anthropic-beta", b"b-2")])
         assert len(seen) == 1

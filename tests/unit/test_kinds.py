@@ -9,10 +9,9 @@ import pytest
 
 from switchyard.actors.discovery import READERS
 from switchyard.actors.wire import ENDPOINTS as WIRE_ENDPOINTS
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.kinds import KEYS, KINDS
 from switchyard.config.kinds.base import (
-    ENDPOINTS,
-    REALTIME,
     Api,
     Auth,
     EnginePage,
@@ -54,7 +53,7 @@ def test_each_declared_fact_is_a_value_the_layers_know(kind: Kind):
     assert kind.health_path.startswith("/") and isinstance(kind.passive_health, bool)
     assert kind.model_list is None or isinstance(kind.model_list, ModelList)
     assert isinstance(kind.engine_page, EnginePage) and isinstance(kind.api, Api)
-    assert kind.endpoints <= ENDPOINTS and "chat" in kind.endpoints and "responses" in kind.endpoints
+    assert kind.endpoints <= set(Endpoint) and {Endpoint.CHAT, Endpoint.RESPONSES} <= kind.endpoints
     assert isinstance(kind.responses_api, bool) and isinstance(kind.stream_usage, StreamUsage)
     assert kind.carries <= set(PARAMS)
     assert kind.narrowing is None or isinstance(kind.narrowing, Narrowing)
@@ -67,7 +66,7 @@ def test_each_declared_fact_is_a_value_the_layers_know(kind: Kind):
 @pytest.mark.parametrize("kind", KIND_LIST, ids=lambda k: k.type.value)
 def test_each_kind_is_consistent_with_itself(kind: Kind):
     # compaction is the Responses API's alone; only a kind whose streams are asked takes stream_usage
-    assert ("compact" in kind.endpoints) == kind.responses_api
+    assert (Endpoint.COMPACT in kind.endpoints) == kind.responses_api
     assert kind.owns("stream_usage") == (kind.stream_usage is StreamUsage.OPTION)
     # passive health means no route to ask: none for its model list either
     assert not (kind.passive_health and kind.model_list is not None)
@@ -99,4 +98,4 @@ def test_every_kind_run_in_process_has_a_simulator_for_its_wire_api():
 
 def test_every_endpoint_a_kind_may_speak_has_a_wire():
     """actors/wire.py: ENDPOINTS (the realtime websocket is a door of its own)."""
-    assert ENDPOINTS - {REALTIME} == set(WIRE_ENDPOINTS)
+    assert set(Endpoint) - {Endpoint.REALTIME} == set(WIRE_ENDPOINTS)

@@ -10,8 +10,8 @@ from switchyard.protocol.http.limits import (
     MODELS_TTL,
     REFRESH_LIMIT,
     Bucket,
+    ClientRateLimiter,
     Limit,
-    Limiter,
     ModelListCache,
     Rate,
     client_ip,
@@ -54,7 +54,7 @@ def test_fixed_limits_are_the_documented_ones():
 
 
 def test_limiter_burst_limit_refuses_the_request_after_the_burst():
-    lim = Limiter(REFRESH_LIMIT)
+    lim = ClientRateLimiter(REFRESH_LIMIT)
     assert [lim.check("c", 0.0) for _ in range(3)] == [None] * 3
     refused = lim.check("c", 0.0)
     assert refused is not None and refused.which == "burst" and refused.rate == Rate(3, 5.0)
@@ -64,7 +64,7 @@ def test_limiter_burst_limit_refuses_the_request_after_the_burst():
 
 
 def test_limiter_sustained_limit_refuses_once_the_long_bucket_is_empty():
-    lim = Limiter(REFRESH_LIMIT)
+    lim = ClientRateLimiter(REFRESH_LIMIT)
     # 3 every 5 s keeps the burst bucket going; the sustained one (12, +1 every 5 s) drains.
     admitted = {t: sum(lim.check("c", float(t)) is None for _ in range(3)) for t in range(0, 30, 5)}
     assert admitted == {0: 3, 5: 3, 10: 3, 15: 3, 20: 3, 25: 2}
@@ -76,7 +76,7 @@ def test_limiter_sustained_limit_refuses_once_the_long_bucket_is_empty():
 
 
 def test_limiter_refusal_takes_no_token():
-    lim = Limiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(100, 60.0)))
+    lim = ClientRateLimiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(100, 60.0)))
     assert lim.check("c", 0.0) is None
     for t in (0.1, 0.5, 0.9):
         assert lim.check("c", t) is not None
@@ -84,7 +84,7 @@ def test_limiter_refusal_takes_no_token():
 
 
 def test_limiter_clients_have_independent_buckets():
-    lim = Limiter(REFRESH_LIMIT)
+    lim = ClientRateLimiter(REFRESH_LIMIT)
     for _ in range(3):
         lim.check("a", 0.0)
     assert lim.check("a", 0.0) is not None
@@ -92,7 +92,7 @@ def test_limiter_clients_have_independent_buckets():
 
 
 def test_limiter_first_refusal_of_a_streak_is_marked():
-    lim = Limiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(100, 60.0)))
+    lim = ClientRateLimiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(100, 60.0)))
     lim.check("c", 0.0)
     assert [lim.check("c", 0.1).first, lim.check("c", 0.2).first] == [True, False]
     assert lim.check("c", 1.0) is None
@@ -100,7 +100,7 @@ def test_limiter_first_refusal_of_a_streak_is_marked():
 
 
 def test_limiter_forgets_idle_then_least_recent_clients_when_full():
-    lim = Limiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(1, 1.0)), max_clients=10)
+    lim = ClientRateLimiter(Limit("x", burst=Rate(1, 1.0), sustained=Rate(1, 1.0)), max_clients=10)
     for i in range(10):
         lim.check(f"c{i}", 0.0)
     assert len(lim) == 10

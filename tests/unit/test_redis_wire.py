@@ -18,9 +18,9 @@ from switchyard.actors.routing import limits as core
 from switchyard.config.load import load_text
 from switchyard.protocol.stores import redis_settles
 from switchyard.protocol.stores.redis_limits import FALLBACK_ORIGIN
-from switchyard.protocol.stores.redis_ops import Scripts, Unavailable
+from switchyard.protocol.stores.redis_ops import RedisUnavailable, Scripts
 from switchyard.protocol.stores.redis_script import SCRIPTS, Plan, batch, claim_part
-from switchyard.protocol.stores.redis_wire import Address, Connection, Wire
+from switchyard.protocol.stores.redis_wire import Address, Connection, RedisWire
 from tests import redis
 from tests.servers import free_port
 from tests.unit.test_redis_limits import WALL, Clock, demand, snapshot, start
@@ -81,7 +81,7 @@ async def test_settles_that_rode_with_an_admission_redis_did_not_answer_go_back_
 
 
 async def test_a_command_cancelled_half_way_never_leaves_its_connection_for_the_next(redis_url):
-    wire = Wire(Address(redis_url))
+    wire = RedisWire(Address(redis_url))
     try:
         await wire.warm(1)   # open before the clock starts: the cancel falls on the command, not the connect
         with trio.move_on_after(0.05):
@@ -94,7 +94,7 @@ async def test_a_command_cancelled_half_way_never_leaves_its_connection_for_the_
 
 
 async def test_a_restarted_redis_is_answered_by_the_next_call(redis_server, redis_url):
-    wire = Wire(Address(redis_url))
+    wire = RedisWire(Address(redis_url))
     try:
         await wire.warm(3)
         redis_server.stop()
@@ -109,7 +109,7 @@ async def test_a_restarted_redis_is_answered_by_the_next_call(redis_server, redi
 
 
 async def test_an_idle_connection_the_server_closed_is_replaced_before_use_not_failed_on(redis_url):
-    admin, wire = Wire(Address(redis_url)), Wire(Address(redis_url))
+    admin, wire = RedisWire(Address(redis_url)), RedisWire(Address(redis_url))
     try:
         await wire.warm(2)
         await admin.call("CLIENT", "KILL", "SKIPME", "yes")   # every other client: the wire's idle ones
@@ -124,16 +124,16 @@ async def test_an_idle_connection_the_server_closed_is_replaced_before_use_not_f
 
 
 async def test_the_wire_logs_in_with_the_urls_user_and_password_and_selects_its_database(redis_url):
-    admin = Wire(Address(redis_url))
+    admin = RedisWire(Address(redis_url))
     host_port = redis_url.split("//")[1].split("/")[0]
     await admin.call("ACL", "SETUSER", "limiter", "on", ">s3cret:pass", "~*", "+@all")
-    wire = Wire(Address(f"redis://limiter:s3cret%3Apass@{host_port}/3"))
+    wire = RedisWire(Address(f"redis://limiter:s3cret%3Apass@{host_port}/3"))
     try:
         await wire.call("SET", "where", "db3")
         await admin.call("SELECT", "3")
         assert await admin.call("GET", "where") == "db3"
         with pytest.raises(Exception, match="WRONGPASS|invalid username-password"):
-            await Wire(Address(f"redis://limiter:wrong@{host_port}/0")).call("PING")
+            await RedisWire(Address(f"redis://limiter:wrong@{host_port}/0")).call("PING")
     finally:
         await admin.call("ACL", "DELUSER", "limiter")
         await admin.call("FLUSHALL")
@@ -142,7 +142,7 @@ async def test_the_wire_logs_in_with_the_urls_user_and_password_and_selects_its_
 
 
 async def test_a_script_redis_lost_is_loaded_again_on_noscript(redis_url):
-    scripts = Scripts(Wire(Address(redis_url)), 2.0)
+    scripts = Scripts(RedisWire(Address(redis_url)), 2.0)
     try:
         await scripts.wire.call("SCRIPT", "FLUSH")
         assert await scripts.op("view", [], ["5", '{"t":[],"l":[],"b":[]}']) == ["5"]
@@ -151,15 +151,15 @@ async def test_a_script_redis_lost_is_loaded_again_on_noscript(redis_url):
 
 
 async def test_an_unreachable_redis_is_unavailable_naming_the_cause():
-    scripts = Scripts(Wire(Address(f"redis://127.0.0.1:{free_port()}/0")), 2.0)
-    with pytest.raises(Unavailable, match="Connect|refused|OSError"):
+    scripts = Scripts(RedisWire(Address(f"redis://127.0.0.1:{free_port()}/0")), 2.0)
+    with pytest.raises(RedisUnavailable, match="Connect|refused|OSError"):
         await scripts.op("view", [], ["5", '{"t":[],"l":[],"b":[]}'])
 
 
 def test_every_script_is_sent_by_its_sha1():
     import hashlib
 
-    scripts = Scripts(Wire(Address("redis://127.0.0.1:1/0")), 1.0)
+    scripts = Scripts(RedisWire(Address("redis://127.0.0.1:1/0")), 1.0)
     assert scripts._sha == {name: hashlib.sha1(text.encode()).hexdigest() for name, text in SCRIPTS.items()}
 
 
@@ -188,7 +188,7 @@ async def test_rediss_speaks_tls_verified_against_the_ca_in_ssl_cert_file(tmp_pa
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        wire = Wire(Address(f"rediss://127.0.0.1:{port}/0"))
+        wire = RedisWire(Address(f"rediss://127.0.0.1:{port}/0"))
         with trio.fail_after(10):
             while True:
                 try:
@@ -198,7 +198,7 @@ async def test_rediss_speaks_tls_verified_against_the_ca_in_ssl_cert_file(tmp_pa
                     await trio.sleep(0.05)
         await wire.aclose()
         monkeypatch.delenv("SSL_CERT_FILE")
-        untrusted = Wire(Address(f"rediss://127.0.0.1:{port}/0"), ssl.create_default_context(cafile=None))
+        untrusted = RedisWire(Address(f"rediss://127.0.0.1:{port}/0"), ssl.create_default_context(cafile=None))
         with pytest.raises(trio.BrokenResourceError):
             await untrusted.call("PING")
     finally:
@@ -210,7 +210,7 @@ async def test_a_reply_that_is_not_resp_never_leaves_its_connection_for_the_next
     """The parser's protocol error is a RedisError too, but unlike an error reply it was not read whole:
     the connection is closed, not kept idle."""
     client, server = (trio.SocketStream(s) for s in trio.socket.socketpair())
-    wire = Wire(Address("redis://127.0.0.1/0"))
+    wire = RedisWire(Address("redis://127.0.0.1/0"))
     wire._idle.append(Connection(client))
 
     async def answer_garbage() -> None:
@@ -229,7 +229,7 @@ async def test_a_reply_that_is_not_resp_never_leaves_its_connection_for_the_next
 
 async def test_a_connection_warm_opened_is_closed_when_its_ping_is_cancelled(monkeypatch):
     client, server = (trio.SocketStream(s) for s in trio.socket.socketpair())
-    wire = Wire(Address("redis://127.0.0.1/0"))
+    wire = RedisWire(Address("redis://127.0.0.1/0"))
 
     async def opened() -> Connection:
         return Connection(client)
@@ -290,7 +290,7 @@ async def test_a_riding_settle_or_admission_whose_spec_is_not_json_fails_alone(r
     from switchyard.protocol.stores.redis_script import CALLS, Plan, batch
 
     snap = snapshot("{requests_per_minute: 100}")
-    scripts = Scripts(Wire(Address(redis_url)), 2.0)
+    scripts = Scripts(RedisWire(Address(redis_url)), 2.0)
     try:
         good = Plan(demand(snap, "good"), 0.0).part()
         bad_settle = (["sy:{sy}:inflight", "sy:{sy}:call:x"], ["x", "0", "", "{not json"])

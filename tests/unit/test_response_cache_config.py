@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from switchyard.config.load import ConfigError, load_text
-from switchyard.config.response_cache import CacheStore
+from switchyard.config.response_cache import CacheStoreKind
 from switchyard.config.watch import apply_live
 
 BACKENDS = "backends: [{name: a, type: simulated, models: [demo]}]\n"
@@ -19,7 +19,7 @@ def errors(section: str, extra: str = "") -> list[str]:
 
 def test_the_defaults_are_off_memory_and_every_model():
     cache = load_text(BACKENDS).snapshot.response_cache
-    assert (cache.enabled, cache.store, cache.models, cache.keys) == (False, CacheStore.MEMORY, ("*",), None)
+    assert (cache.enabled, cache.store, cache.models, cache.keys) == (False, CacheStoreKind.MEMORY, ("*",), None)
     assert (cache.cache_temperature_above_zero, cache.shared_across_keys) == (False, False)
 
 
@@ -27,7 +27,7 @@ def test_a_redis_store_needs_state_redis_url():
     assert errors("{enabled: true, store: redis}") == [
         "response_cache.store: redis needs state.redis_url (the Redis the fleet shares); set it, or use store: memory"]
     loaded = load_text(BACKENDS + "response_cache: {store: redis}\nstate: {redis_url: 'redis://127.0.0.1:6379'}\n")
-    assert loaded.snapshot.response_cache.store is CacheStore.REDIS
+    assert loaded.snapshot.response_cache.store is CacheStoreKind.REDIS
 
 
 @pytest.mark.parametrize("section, error", [
@@ -51,4 +51,4 @@ def test_the_store_and_the_memory_bounds_wait_for_a_restart_the_rest_reloads_liv
     applied = apply_live(running, new)
     assert {"response_cache.max_entries", "response_cache.store"} <= set(applied.pending_restart)
     cache = applied.snapshot.response_cache
-    assert (cache.max_entries, cache.store, cache.ttl) == (5, CacheStore.MEMORY, 60.0)
+    assert (cache.max_entries, cache.store, cache.ttl) == (5, CacheStoreKind.MEMORY, 60.0)

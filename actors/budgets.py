@@ -68,11 +68,9 @@ class CallBudget:
         return self.deadline - trio.current_time()
 
     def exhausted(self, backend: str | None = None) -> UpstreamTimeout:
-        err = UpstreamTimeout(
+        return UpstreamTimeout(
             f"The call's fallback budget ({_fmt(self.seconds)}) ran out before a backend completed the answer",
-            details={"timeout": "fallback_budget", "timeout_ms": round(self.seconds * 1000)})
-        err.backend = backend
-        return err
+            details={"timeout": "fallback_budget", "timeout_ms": round(self.seconds * 1000)}, backend=backend)
 
 
 class AttemptBudget:
@@ -107,11 +105,9 @@ class AttemptBudget:
             kind, seconds = "chunk_interval", self.limits.chunk_interval or 0.0
         what = {"first_byte": "passed before the first data", "chunk_interval": "passed with no data",
                 "total": "passed before the answer was complete"}[kind]
-        err = UpstreamTimeout(
+        return UpstreamTimeout(
             f"Backend '{backend}' stream timed out: the {kind} limit ({_fmt(seconds)}) {what} from the backend",
-            details={"timeout": kind, "timeout_ms": round(seconds * 1000)})
-        err.backend = backend
-        return err
+            details={"timeout": kind, "timeout_ms": round(seconds * 1000)}, backend=backend)
 
 
 def _fmt(seconds: float) -> str:

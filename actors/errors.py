@@ -41,18 +41,29 @@ I/O boundary (``Upstream.errors``, ``protocol/wires/upstream_errors.py``), so
 nothing here knows httpx and nothing above the wire ever catches an httpx
 type. The protocol layer renders the envelope of each ingress (the Anthropic
 one in ``protocol/doors/anthropic_errors.py``).
+
+An error is a value: everything it says is given to its constructor, and
+nothing is set on it afterwards. Whoever knows more about the call (its
+backend, the headers its answer carries) makes a changed copy with
+``evolve`` and raises or passes that one.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
+
+E = TypeVar("E", bound="GatewayError")
+U = TypeVar("U", bound="UpstreamFailure")
+Headers = Sequence[tuple[bytes, bytes]]
 
 
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"
     code: str | None = "internal_error"
+    # The constructor's keyword arguments, each kept as the attribute of the same name: what ``evolve`` copies.
+    fields: ClassVar[tuple[str, ...]] = ("message", "param", "code", "details", "extra_headers")
 
     def __init__(
         self,
@@ -61,6 +72,7 @@ class GatewayError(Exception):
         param: str | None = None,
         code: str | None = None,
         details: dict[str, Any] | None = None,
+        extra_headers: Headers = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -68,7 +80,15 @@ class GatewayError(Exception):
         if code is not None:
             self.code = code
         self.details = details
-        self.extra_headers: list[tuple[bytes, bytes]] = []   # set by whoever knows more about the call
+        self.extra_headers: tuple[tuple[bytes, bytes], ...] = tuple(extra_headers)   # what the call adds
+
+    def evolve(self: E, **changes: Any) -> E:
+        """A new error of the same class with ``changes``, built by its own constructor (this one stays)."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.fields}, **changes})
+
+    def with_headers(self: E, headers: Headers) -> E:
+        """This error with ``headers`` added to those its answer carries (itself when there are none)."""
+        return self.evolve(extra_headers=(*self.extra_headers, *headers)) if headers else self
 
     def envelope(self) -> dict[str, Any]:
         """The OpenAI-shaped error object."""
@@ -157,9 +177,10 @@ class RouteNotFound(ClientError):
 class MethodNotAllowed(ClientError):
     status = 405
     code = "method_not_allowed"
+    fields = (*GatewayError.fields, "allowed")
 
-    def __init__(self, message: str, *, allowed: tuple[str, ...]) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, allowed: tuple[str, ...], **kw: Any) -> None:
+        super().__init__(message, **kw)
         self.allowed = allowed
 
     def headers(self) -> list[tuple[bytes, bytes]]:
@@ -182,9 +203,10 @@ class RateLimited(ClientError):
     status = 429
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
+    fields = (*GatewayError.fields, "retry_after")
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after: int, **kw: Any) -> None:
+        super().__init__(message, **kw)
         self.retry_after = retry_after
 
     def headers(self) -> list[tuple[bytes, bytes]]:
@@ -194,9 +216,11 @@ class RateLimited(ClientError):
 class LimitExceeded(RateLimited):
     """A ``rate_limiting`` scope refused the call; ``type`` says which window, as OpenAI's 429s do."""
 
-    def __init__(self, message: str, *, kind: str, retry_after: int) -> None:
-        super().__init__(message, retry_after=retry_after)
-        self.type = kind   # "requests" or "tokens"
+    fields = (*RateLimited.fields, "kind")
+
+    def __init__(self, message: str, *, kind: str, retry_after: int, **kw: Any) -> None:
+        super().__init__(message, retry_after=retry_after, **kw)
+        self.kind = self.type = kind   # "requests" or "tokens"
 
 
 class BudgetExceeded(ClientError):
@@ -206,9 +230,10 @@ class BudgetExceeded(ClientError):
     status = 429
     type = "insufficient_quota"
     code = "budget_exceeded"
+    fields = (*GatewayError.fields, "retry_after")
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after: int, **kw: Any) -> None:
+        super().__init__(message, **kw)
         self.retry_after = retry_after   # seconds until the budget's period ends
 
     def headers(self) -> list[tuple[bytes, bytes]]:
@@ -271,21 +296,33 @@ class UpstreamFailure(GatewayError):
     status = 502
     type = "upstream_error"
     code = "upstream_error"
-    backend: str | None = None
-    # The connection could not be opened (refused, DNS, connect timeout): nothing of the request reached
-    # the backend, so no caller's request can be the cause (a circuit counts it as every caller's).
-    unreached: bool = False
+    fields = (*GatewayError.fields, "backend", "unreached")
+
+    def __init__(self, message: str, *, backend: str | None = None, unreached: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.backend = backend
+        # The connection could not be opened (refused, DNS, connect timeout): nothing of the request reached
+        # the backend, so no caller's request can be the cause (a circuit counts it as every caller's).
+        self.unreached = unreached
+
+    def of_backend(self: U, backend: str) -> U:
+        """This error said of ``backend``: itself when it already names one."""
+        return self if self.backend is not None else self.evolve(backend=backend)
 
 
 class UpstreamStatusError(UpstreamFailure):
     """The backend answered with an error status; its body goes back as-is."""
 
-    def __init__(self, backend: str, status: int, body: bytes, content_type: bytes | None,
-                 retry_after: str | None = None) -> None:
-        super().__init__(f"Backend '{backend}' answered HTTP {status}")
-        self.backend = backend
+    fields = ("backend", "status", "raw_body", "content_type", "retry_after", "details", "extra_headers")
+    backend: str
+
+    def __init__(self, backend: str, status: int, raw_body: bytes, content_type: bytes | None,
+                 retry_after: str | None = None, *, details: dict[str, Any] | None = None,
+                 extra_headers: Headers = ()) -> None:
+        super().__init__(f"Backend '{backend}' answered HTTP {status}", backend=backend, details=details,
+                         extra_headers=extra_headers)
         self.status = status
-        self.raw_body = body
+        self.raw_body = raw_body
         self.content_type = content_type
         self.retry_after = retry_after
 
@@ -293,23 +330,25 @@ class UpstreamStatusError(UpstreamFailure):
         extra = [(b"retry-after", self.retry_after.encode("latin-1"))] if self.retry_after else []
         return super().headers() + extra
 
-    def rewrite_text(self, rewrite: Callable[[str], str]) -> None:
-        """``rewrite`` the JSON error's ``param`` and ``message`` (nothing else of the backend's body): a path
-        into the body it was sent, said as the client sent it."""
+    def rewrite_text(self, rewrite: Callable[[str], str]) -> "UpstreamStatusError":
+        """This error with ``rewrite`` applied to the JSON error's ``param`` and ``message`` (nothing else of
+        the backend's body): a path into the body it was sent, said as the client sent it. Itself when
+        nothing changes."""
         try:
             data = json.loads(self.raw_body)
         except ValueError:
-            return
+            return self
         error = data.get("error") if isinstance(data, dict) else None
         if not isinstance(error, dict):
-            return
+            return self
         changed = False
         for name in ("param", "message"):
             value = error.get(name)
             if isinstance(value, str) and (new := rewrite(value)) != value:
                 error[name], changed = new, True
-        if changed:
-            self.raw_body = json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
+        if not changed:
+            return self
+        return self.evolve(raw_body=json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace"))
 
     def body(self) -> bytes:
         if self.content_type and b"json" in self.content_type and _is_json(self.raw_body):
@@ -317,8 +356,9 @@ class UpstreamStatusError(UpstreamFailure):
         # A non-JSON error page is wrapped so clients still get an envelope,
         # with the backend's own text kept verbatim in the message.
         text = self.raw_body.decode("utf-8", "replace").strip()[:2000]
-        self.message = f"Backend '{self.backend}' answered HTTP {self.status}: {text}"
-        return super().body()
+        envelope = self.envelope()
+        envelope["error"]["message"] = f"Backend '{self.backend}' answered HTTP {self.status}: {text}"
+        return json.dumps(envelope).encode()
 
 
 class UpstreamConnectError(UpstreamFailure):

@@ -16,11 +16,12 @@ the policy manages that a backend cannot take refuses the request.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from attrs import frozen
 
 from switchyard.actors.errors import InvalidRequest, UnsupportedRequestParameter
+from switchyard.actors.routing.tally import Tally
 from switchyard.config.kinds import kind_of
 from switchyard.config.params import PARAMS, SPECS, SPELLINGS, Number, ParamPolicy, Preset
 from switchyard.config.schema import BackendConfig
@@ -28,6 +29,14 @@ from switchyard.config.schema import BackendConfig
 HEADER = b"x-continuum-request-params"
 
 _ALL = frozenset(PARAMS)
+
+Outcome = Literal["applied", "rejected"]
+OUTCOMES: tuple[Outcome, ...] = ("applied", "rejected")
+
+
+class ParamOutcomes(Tally[Outcome]):
+    """Chat calls whose request_params policy changed a field (applied) or that it refused because a reachable
+    backend cannot carry one (rejected), counted at admission: request_params_total."""
 
 
 def carried_by(backend: BackendConfig) -> frozenset[str]:

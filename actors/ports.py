@@ -1,24 +1,35 @@
-"""What the actors need from below the wire, as interfaces the protocol layer fills at start.
+"""What the actors need from outside their layer, as interfaces the protocol layer fills at start.
 
-The actors speak to backends through an ``Upstream`` and count their calls
-through whatever ``metrics_for`` makes; they never import the HTTP client,
-the transport or the metrics exporter that implement them
-(``switchyard.protocol.serving.wiring`` assembles a Runtime with the real ones).
+The actors speak to backends through an ``Upstream``, keep ledger records in
+a ``UsageStore``, stored-response owners in an ``OwnerStore``, cached answers
+in a ``CacheStore``, ask a ``Limiter`` before dispatch and count their calls
+through ``CallMetrics`` and ``CallSpans``; they never import the HTTP client,
+the stores or the exporters that implement them. ``RuntimePorts`` is the one
+value the protocol layer hands the Runtime with them
+(``switchyard.protocol.serving.wiring`` assembles it with the real ones).
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import httpx
+from attrs import frozen
 
-from switchyard.actors.ledger.store import UsageStore as UsageStore  # the ledger's store, re-exported: a port
+# The ledger's store, re-exported: the port is defined beside the LedgerActor that uses it, since this module
+# imports the ledger (its records, and the relay's meter through CallTrace) and the ledger may not import it back.
+from switchyard.actors.ledger.store import UsageStore as UsageStore
+from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
+from switchyard.actors.owner_writes import Op
+from switchyard.actors.wire import Wires
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
     from switchyard.actors.events import CallTrace
     from switchyard.actors.ledger.record import LedgerRecord
+
+Current = Callable[[], Snapshot]   # the running revision, read afresh each time (a reload replaces it)
 
 
 class Upstream(Protocol):
@@ -54,9 +65,6 @@ class CallMetrics(Protocol):
     def observe_admission(self, seconds: float, refusal: Any) -> None: ...
 
 
-MetricsFor = Callable[[Any], CallMetrics]   # made for one Runtime, once it exists
-
-
 class CallSpans(Protocol):
     """Told of every finished call (after the metrics), to export it as spans (``tracing.otlp``).
 
@@ -70,5 +78,88 @@ class CallSpans(Protocol):
     def close(self) -> None: ...
 
 
-SpansFor = Callable[[Any], "CallSpans | None"]   # None: no export configured
+class Limiter(Protocol):
+    """Rate limits and budgets (``actors/limits``: the local one; the Redis one below the wire)."""
 
+    async def admit(self, demand: Demand) -> Admission:
+        """Check every scope and budget of ``demand`` and reserve them all, or none."""
+        ...
+
+    def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
+        """The call ended: end its lease, give back unused tokens, turn its budget
+        reservation into spend (``cost_usd`` None: unpriced, 0 USD). Never waits."""
+        ...
+
+    async def key_view(self, key_id: str) -> dict[str, Any]:
+        """A key's windows, leases in flight and budget left (and its organization's), for
+        GET /admin/keys/{id}. ``KeyError`` for a key id the running config does not have."""
+        ...
+
+
+class CacheStore(Protocol):
+    """Where the response cache keeps answers (``actors/cache/store.py``'s memory store, or Redis); a store
+    that fails raises ``actors.cache.store.StoreFailed`` and the call goes on uncached."""
+
+    evictions: int         # entries dropped to make room (LRU), since start
+    expirations: int       # entries dropped because their TTL passed, since start
+
+    @property
+    def stored_bytes(self) -> int | None: ...   # bytes held now; None: the store does not know (Redis)
+
+    @property
+    def entries(self) -> int | None: ...
+
+    async def get(self, key: bytes) -> bytes | None: ...
+    async def put(self, key: bytes, value: bytes, ttl: float) -> None: ...
+    async def aclose(self) -> None: ...   # let go of connections (the Runtime's end)
+
+
+@frozen
+class Found:
+    """A stored response id as the owner map holds it (``OwnerStore.lookup``, ``StoredOwners.lookup``)."""
+
+    backend: str | None   # the caller's: the backend that created the id for this owner
+    other: bool           # another owner holds the id
+
+
+class OwnerStore(Protocol):
+    """The shared map's store; blocking methods, run in worker threads. Each may raise (``StoreUnavailable``)."""
+
+    name: str
+
+    def open(self) -> None: ...
+
+    def apply(self, ops: Sequence[Op]) -> None:
+        """Remember and forget, in order, in one transaction."""
+        ...
+
+    def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
+        """The id as this owner and others hold it: rows created after ``since`` and within the newest
+        ``max_entries`` only."""
+        ...
+
+    def prune(self, before: float, max_entries: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
+# What the Runtime makes once, at start, from the parts below the wire: each factory is given what it reads.
+LimiterFor = Callable[[Current, Summary], Limiter]   # the running revision, the ledger's totals (budget seeds)
+CacheStoreFor = Callable[[Current], CacheStore]
+SpansFor = Callable[[Current], "CallSpans | None"]   # None: no export configured
+MetricsFor = Callable[[Any], CallMetrics]   # given the Runtime itself: the exposition reads all of its counters
+
+
+@frozen
+class RuntimePorts:
+    """Everything the protocol layer plugs into a Runtime; a factory left None takes the actors' own part
+    (the local limiter, the memory cache) or none (no metrics, no spans)."""
+
+    upstream: Upstream
+    wires: Wires                                # the translating wires (protocol/serving/wiring.py)
+    store: UsageStore                           # the ledger's, as usage.ledger names it
+    owner_store: OwnerStore | None = None       # stored responses' shared owner map (None: this worker's memory)
+    limiter_for: LimiterFor | None = None       # with state.redis_url: the fleet's
+    cache_store_for: CacheStoreFor | None = None   # with response_cache.store: redis
+    metrics_for: MetricsFor | None = None
+    spans_for: SpansFor | None = None

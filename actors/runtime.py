@@ -5,6 +5,9 @@ starts the actors in order under the Supervisor, and closes the upstream
 client when the server stops. ``reload_from_file`` / ``apply`` publish a new
 config revision to every part at once (Trio runs one task at a time, so no
 call ever sees half a reload); each call keeps the Snapshot it started with.
+What the protocol layer plugs in arrives as one ``RuntimePorts``
+(``actors/ports.py``); each feature's counters are the Runtime's, for the
+metrics exposition to read.
 """
 
 from __future__ import annotations
@@ -12,38 +15,38 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import trio
 
 from switchyard.actors.cache.stage import ResponseCache
-from switchyard.actors.cache.store import CacheStore, MemoryCacheStore
+from switchyard.actors.cache.store import MemoryCacheStore
 from switchyard.actors.config_watcher import ConfigWatcher
 from switchyard.actors.dedup import DedupCoordinator
 from switchyard.actors.discovery import ModelDiscoveryActor
 from switchyard.actors.engine_stats import EngineStatsPoller
 from switchyard.actors.events import TraceLog
+from switchyard.actors.guardrails.verdicts import GuardrailVerdicts
 from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.in_flight import InFlight
 from switchyard.actors.ledger import spill
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
 from switchyard.actors.ledger.record import StoreUnavailable
-from switchyard.actors.ledger.store import UsageStore
 from switchyard.actors.limits.local import LocalLimiter
-from switchyard.actors.limits.port import Limiter
+from switchyard.actors.params import ParamOutcomes
 from switchyard.actors.pool import BackendPool
-from switchyard.actors.ports import CallSpans, MetricsFor, SpansFor, Upstream
+from switchyard.actors.ports import CallSpans, Limiter, RuntimePorts
 from switchyard.actors.prompts import PromptStore
 from switchyard.actors.quota import QuotaObserver
-from switchyard.actors.routing.variants import ThroughputView
+from switchyard.actors.routing.variants import ThroughputView, VariantRequests
 from switchyard.actors.smart_router import SmartRouter
-from switchyard.actors.stored_owners import OwnerStore, StoredOwners
+from switchyard.actors.stored_owners import StoredOwners
 from switchyard.actors.stream_usage import StreamUsageMemory
 from switchyard.actors.supervisor import Supervisor
+from switchyard.actors.trace import ClientRefRejections
 from switchyard.actors.usage import UsageLedger, UsageRecord
-from switchyard.actors.wire import Wires
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.schema import Snapshot
@@ -68,20 +71,16 @@ class ReloadStatus:
 
 
 class Runtime:
-    def __init__(self, snapshot: Snapshot, *, upstream: Upstream, wires: Wires, store: UsageStore,
-                 spill_name: str = spill.NAME, workers: int = 1,
-                 limiter_for: Callable[["Runtime"], Limiter] | None = None,
-                 metrics_for: MetricsFor | None = None, config_path: str | None = None, watch: bool = True,
-                 spans_for: SpansFor | None = None, owner_store: OwnerStore | None = None,
-                 cache_store_for: Callable[["Runtime"], CacheStore] | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, ports: RuntimePorts, *, spill_name: str = spill.NAME, workers: int = 1,
+                 config_path: str | None = None, watch: bool = True) -> None:
         self.snapshot = snapshot
         self.workers = workers   # worker processes of this instance (limits without Redis need exactly one)
         self.config_path = Path(config_path) if config_path else None
         self.reload_status = ReloadStatus(path=str(self.config_path) if self.config_path else None,
                                           revision=snapshot.revision)
         self.watcher = ConfigWatcher(self, self.config_path) if self.config_path and watch else None
-        self.upstream = upstream
-        self.wires = wires                 # the translating wires (protocol/serving/wiring.py)
+        self.upstream = ports.upstream
+        self.wires = ports.wires           # the translating wires (protocol/serving/wiring.py)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)
@@ -91,40 +90,45 @@ class Runtime:
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
         # stored response id -> its backend: this worker's memory, then the store beside the ledger (if shared)
-        self.response_owners = StoredOwners(snapshot.stored_responses, owner_store)
+        self.response_owners = StoredOwners(snapshot.stored_responses, ports.owner_store)
         self.usage = UsageLedger()         # what the gateway's own calls (the LLM classifier's) and clients used
         # Every call's record, with its cost, kept in the store usage.ledger names (written off the request path).
-        self.ledger = LedgerActor(store, snapshot.usage, snapshot.server.data_path() / spill_name)
+        self.ledger = LedgerActor(ports.store, snapshot.usage, snapshot.server.data_path() / spill_name)
         self.usage.on_other = self._classifier_try
+        current = self._current
         # Rate limits and budgets: shared through Redis when state.redis_url says so, else this worker's own.
-        self.limiter: Limiter = limiter_for(self) if limiter_for is not None else LocalLimiter(
-            lambda: self.snapshot, ledger=self.ledger.summary)
+        self.limiter: Limiter = ports.limiter_for(current, self.ledger.summary) if ports.limiter_for is not None \
+            else LocalLimiter(current, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
         # Answers kept and served again (response_cache): this worker's memory, or the fleet's Redis; made once.
         cached = snapshot.response_cache
-        self.cache = ResponseCache(lambda: self.snapshot.response_cache, cache_store_for(self) if cache_store_for
+        self.cache = ResponseCache(lambda: self.snapshot.response_cache, ports.cache_store_for(current)
+                                   if ports.cache_store_for is not None
                                    else MemoryCacheStore(cached.max_entries, cached.max_bytes))
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
+        # Each feature's counters, bumped by the part that counts, read by the metrics exposition.
+        self.variant_requests = VariantRequests()
+        self.request_params_outcomes = ParamOutcomes()
+        self.guardrail_verdicts = GuardrailVerdicts()
+        self.client_ref_rejected = ClientRefRejections()   # bumped by the App, which reads the trace headers
         # Every finished call's trace feeds this Runtime's metrics (the protocol layer's exporter).
-        self.metrics: Any = metrics_for(self) if metrics_for is not None else None
+        self.metrics: Any = ports.metrics_for(self) if ports.metrics_for is not None else None
         if self.metrics is not None:
             self.traces.listener = self.metrics.observe
             self.ledger.listener = self.metrics.observe_record   # tokens and cost by key and model
         # ... and, with tracing.otlp, becomes spans (restart-only: made once, from the first snapshot).
-        self.spans: CallSpans | None = spans_for(self) if spans_for is not None else None
+        self.spans: CallSpans | None = ports.spans_for(current) if ports.spans_for is not None else None
         if self.spans is not None:
             self.traces.listeners.append(self.spans.observe)
-        self.client_ref_rejected: dict[str, int] = {}   # reason -> dropped client_ref headers (tracing)
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
-        # (variant, "true"|"false") -> requests, for continuum_model_variant_requests_total
-        self.variant_requests: dict[tuple[str, str], int] = {}
-        self.request_params_outcomes: dict[str, int] = {}   # applied | rejected, for request_params_total
-        # (guardrail, stage, action, mode) -> verdicts, for guardrail_verdicts_total
-        self.guardrail_verdicts: dict[tuple[str, str, str, str], int] = {}
         self.calls = InFlight()             # RequestActors and sessions in flight, for the drain
         self.draining = False
         self.supervisor: Supervisor | None = None
+
+    def _current(self) -> Snapshot:
+        """The running revision (what the parts made once at start read afresh)."""
+        return self.snapshot
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         try:

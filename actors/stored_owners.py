@@ -2,9 +2,10 @@
 
 Two places, looked up in order: this worker's own memory
 (``response_owners.ResponseOwners``: what it relayed itself), then the
-shared store (``OwnerStore``, filled by ``protocol/stores/response_owners.py``:
-the usage ledger's SQLite file or PostgreSQL), where every worker writes what
-it relays. Without a store (``usage.ledger: memory``) the memory is the map.
+shared store (an ``OwnerStore``, ``actors/ports.py``, filled by
+``protocol/stores/response_owners.py``: the usage ledger's SQLite file or
+PostgreSQL), where every worker writes what it relays. Without a store
+(``usage.ledger: memory``) the memory is the map.
 
 The request path never waits on a store that is away longer than the
 store's own short deadline (every call to it fails within its lock, connect
@@ -27,13 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 import trio
-from attrs import frozen
 
 from switchyard.actors.errors import StoredResponsesUnavailable
 from switchyard.actors.owner_writes import Op, OwnerWrites
+from switchyard.actors.ports import Found, OwnerStore
 from switchyard.actors.response_owners import ResponseOwners, storable_id
 from switchyard.config.stored_responses import StoredResponses
 
@@ -50,33 +51,6 @@ class ToThread(Protocol):
     """trio.to_thread.run_sync's shape: (fn, *args, limiter=), answering what ``fn`` returns."""
 
     def __call__(self, fn: Callable[..., R], /, *args: Any, limiter: trio.CapacityLimiter) -> Awaitable[R]: ...
-
-
-@frozen
-class Found:
-    backend: str | None   # the caller's: the backend that created the id for this owner
-    other: bool           # another owner holds the id
-
-
-class OwnerStore(Protocol):
-    """The shared map's store; blocking methods, run in worker threads. Each may raise (``StoreUnavailable``)."""
-
-    name: str
-
-    def open(self) -> None: ...
-
-    def apply(self, ops: Sequence[Op]) -> None:
-        """Remember and forget, in order, in one transaction."""
-        ...
-
-    def lookup(self, owner: str, response_id: str, since: float, max_entries: int) -> Found:
-        """The id as this owner and others hold it: rows created after ``since`` and within the newest
-        ``max_entries`` only."""
-        ...
-
-    def prune(self, before: float, max_entries: int) -> int: ...
-
-    def close(self) -> None: ...
 
 
 class StoredOwners:

@@ -11,6 +11,7 @@ from typing import Callable
 from attrs import frozen
 
 from switchyard.actors.ids import random_hex
+from switchyard.actors.routing.tally import Tally
 from switchyard.config.operations import Tracing
 
 DEFAULT_FLAGS = "01"   # sampled
@@ -34,6 +35,11 @@ class TraceContext:
     parent_id: str | None = None         # the inbound traceparent's parent span
     flags: str = DEFAULT_FLAGS
     tracestate: str | None = None
+
+
+class ClientRefRejections(Tally[str]):
+    """Client references dropped as invalid (the request went on), by reason (``client_ref_rejected``),
+    for client_ref_rejected_total."""
 
 
 def _nonzero_hex(nbytes: int, token_hex: Callable[[int], str]) -> str:

@@ -32,11 +32,12 @@ import attrs
 from switchyard.actors.cache.answer import Unclean, clean_completion, fold_stream, stream_events, with_model
 from switchyard.actors.cache.key import Actor, cache_key, opted_out, settled
 from switchyard.actors.cache.recorder import Recorder
-from switchyard.actors.cache.store import CacheStore, StoreFailed
+from switchyard.actors.cache.store import StoreFailed
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.params import HEADER as PARAMS_HEADER
 from switchyard.actors.params import header_value
+from switchyard.actors.ports import CacheStore
 from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.config.schema import BackendConfig
 

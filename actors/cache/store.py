@@ -1,4 +1,4 @@
-"""Where cached answers live: the store port, and the per-worker memory store.
+"""Where cached answers live: the per-worker memory store, one ``CacheStore`` (``actors/ports.py``).
 
 A store maps a key (the digest of ``key.py``) to an entry's bytes for a
 TTL. ``memory`` is this worker's: least recently used first out once
@@ -12,28 +12,12 @@ move it with ``autojump_clock``. The Redis store (shared by the fleet) is
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Protocol
 
 import trio
 
 
 class StoreFailed(Exception):
     """The store could not be asked (Redis away or too slow): the call runs uncached."""
-
-
-class CacheStore(Protocol):
-    evictions: int         # entries dropped to make room (LRU), since start
-    expirations: int       # entries dropped because their TTL passed, since start
-
-    @property
-    def stored_bytes(self) -> int | None: ...   # bytes held now; None: the store does not know (Redis)
-
-    @property
-    def entries(self) -> int | None: ...
-
-    async def get(self, key: bytes) -> bytes | None: ...
-    async def put(self, key: bytes, value: bytes, ttl: float) -> None: ...
-    async def aclose(self) -> None: ...   # let go of connections (the Runtime's end)
 
 
 class MemoryCacheStore:

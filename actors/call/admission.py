@@ -32,7 +32,15 @@ import trio
 
 from switchyard.actors.errors import GatewayError, PermissionDenied, UnsupportedRequestParameter
 from switchyard.actors.messages import Call
-from switchyard.actors.params import Applied, apply_policy, carried_everywhere, check_carriable, limited_only
+from switchyard.actors.params import (
+    Applied,
+    Outcome,
+    ParamOutcomes,
+    apply_policy,
+    carried_everywhere,
+    check_carriable,
+    limited_only,
+)
 from switchyard.actors.provider_prefs import unsatisfiable
 from switchyard.actors.routing import provider_rank, variants
 from switchyard.actors.signals import engine_window
@@ -47,7 +55,9 @@ RESPONSES_NAMES = {"temperature": "temperature", "top_p": "top_p", "max_tokens":
 
 
 if TYPE_CHECKING:
+    from switchyard.actors.discovery import ModelDiscoveryActor
     from switchyard.actors.events import CallTrace
+    from switchyard.actors.pool import BackendPool
     from switchyard.actors.runtime import Runtime
 
 
@@ -60,10 +70,11 @@ def _policy_view(call: "Call") -> dict[str, Any]:
     return payload
 
 
-def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant | None,
-          refusal: Callable[[], GatewayError | None], reach: "Reach", trace: "CallTrace") -> Call:
+def admit(call: Call, routed: str, variant: variants.Variant | None, refusal: Callable[[], GatewayError | None],
+          reach: "Reach", trace: "CallTrace", outcomes: ParamOutcomes) -> Call:
     """Refuse the call (raise its GatewayError), or return it with its reach fixed and its
-    policy-shaped body; ``routed`` is the model it is routed as, ``refusal`` says its variant's."""
+    policy-shaped body; ``routed`` is the model it is routed as, ``refusal`` says its variant's,
+    ``outcomes`` counts what its request_params policy did."""
     key = call.key
     if key is not None:
         _check_models(call, key, variant)
@@ -79,7 +90,7 @@ def admit(runtime: "Runtime", call: Call, routed: str, variant: variants.Variant
     view = _policy_view(call)
     applied = apply_policy(view, call.snapshot.request_params, routed)
     changed = applied.payload is not view
-    outcome = _Outcome(runtime, routed, trace)
+    outcome = _Outcome(outcomes, routed, trace)
     if call.endpoint == Endpoint.RESPONSES and changed:
         applied = _for_responses(applied, outcome)
     if applied.managed and not applied.managed <= _carried_everywhere(call.snapshot):
@@ -143,12 +154,11 @@ def _check_models(call: Call, key: ApiKey, variant: variants.Variant | None) -> 
 class _Outcome:
     """request_params' applied/rejected outcome, alike in the trace, the log and the metric."""
 
-    def __init__(self, runtime: "Runtime", routed: str, trace: "CallTrace") -> None:
-        self.runtime, self.routed, self.trace = runtime, routed, trace
+    def __init__(self, counts: ParamOutcomes, routed: str, trace: "CallTrace") -> None:
+        self.counts, self.routed, self.trace = counts, routed, trace
 
-    def __call__(self, outcome: str, tokens: tuple[str, ...], why: str = "") -> None:
-        counts = self.runtime.request_params_outcomes
-        counts[outcome] = counts.get(outcome, 0) + 1
+    def __call__(self, outcome: Outcome, tokens: tuple[str, ...], why: str = "") -> None:
+        self.counts.add(outcome)
         self.trace.add(f"request_params_{outcome}", model=self.routed, actions=list(tokens))
         if outcome == "rejected":
             log.info("request_params rejected for model %r: %s", self.routed, why)
@@ -163,8 +173,8 @@ class Reach:
     provider filters and pin are all it reads of the call.
     """
 
-    def __init__(self, runtime: "Runtime", call: Call, trace: "CallTrace") -> None:
-        self.runtime, self.call, self.trace = runtime, call, trace
+    def __init__(self, pool: "BackendPool", discovery: "ModelDiscoveryActor", call: Call, trace: "CallTrace") -> None:
+        self.pool, self.discovery, self.call, self.trace = pool, discovery, call, trace
         self._allowed: dict[str, frozenset[str] | None] = {}   # model -> backends the key and the client allow
 
     def of(self, model: str, primary: bool = False) -> frozenset[str] | None:
@@ -172,11 +182,11 @@ class Reach:
         fallback chain model it only means the hop has no route."""
         if model in self._allowed:
             return self._allowed[model]
-        call, rt = self.call, self.runtime
+        call = self.call
         key, prefs = call.key, call.prefs
         reach: frozenset[str] | None = None
         if key is not None or (prefs is not None and prefs.filters):
-            visible = rt.pool.serving(model, rt.discovery.view, call.snapshot)
+            visible = self.pool.serving(model, self.discovery.view, call.snapshot)
             keyed = visible
             if key is not None:
                 if not primary and not key.allows_model(model):
@@ -202,7 +212,7 @@ class Reach:
 
     def route_backends(self, routed: str) -> list[BackendConfig]:
         """Every backend this call may reach: its own model's (``routed``) and its fallback chain's."""
-        call, rt = self.call, self.runtime
+        call, pool, discovered = self.call, self.pool, self.discovery.view
         snap = call.snapshot
         models = [routed]
         if snap.fallback.enabled:
@@ -210,11 +220,11 @@ class Reach:
         out: list[BackendConfig] = []
         if call.pin is not None:   # the pin wins over the client's filters, so its backend is reachable too
             pinned = snap.backend(call.pin)
-            if pinned is not None and pinned in rt.pool.serving(routed, rt.discovery.view, snap):
+            if pinned is not None and pinned in pool.serving(routed, discovered, snap):
                 out.append(pinned)
         for model in models:
             reach = self.of(model, primary=model == routed)
-            for b in rt.pool.serving(model, rt.discovery.view, snap):
+            for b in pool.serving(model, discovered, snap):
                 if (reach is None or b.name in reach) and b not in out:
                     out.append(b)
         return out

@@ -28,13 +28,16 @@ from switchyard.config.kinds import kind_of
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
-    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.pool import BackendPool
+    from switchyard.actors.stored_owners import StoredOwners
 
 
-async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendConfig, response: httpx.Response,
-                 attempt: AttemptBudget, began: float, route_headers: list[tuple[bytes, bytes]]) -> None:
+async def answer(pool: "BackendPool", owners: "StoredOwners", call: Call, relay: Relay, backend: BackendConfig,
+                 response: httpx.Response, attempt: AttemptBudget, began: float,
+                 route_headers: list[tuple[bytes, bytes]]) -> None:
     """Relay ``response`` to the client, or raise AttemptFailed for an error status or a redirect.
-    ``route_headers`` are the call's own (fallback, variant, parameter and route headers)."""
+    ``route_headers`` are the call's own (fallback, variant, parameter and route headers); ``pool`` hears
+    a success's latency, ``owners`` the id of a stored Response."""
     status = response.status_code
     # A kind's own request id reaches the client (a native Anthropic backend's: the Messages door shows it).
     id_header = kind_of(backend).request_id_header
@@ -44,8 +47,7 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
         body = await read_answer(backend.name, response, relay.answer_limit)
         retry_after = response.headers.get("retry-after")
         err = UpstreamStatusError(backend.name, status, body, response.headers.get("content-type", "").encode(),
-                                  retry_after)
-        err.extra_headers = [*err.extra_headers, *passed]
+                                  retry_after, extra_headers=passed)
         raise AttemptFailed(
             Failure(classify_status(status, body), status=status, retry_after=parse_retry_after(retry_after)), err)
     if status >= 300:  # a misconfigured url: no retry here, move on like an unhealthy backend
@@ -53,11 +55,11 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
             f"Backend '{backend.name}' answered a redirect (HTTP {status}); point its url at the API itself",
             details={"status": status}))
     # error answers can be fast; only successes say how quick a backend is
-    runtime.pool.observe_latency(backend.name, trio.current_time() - began)
+    pool.observe_latency(backend.name, trio.current_time() - began)
     headers = [(b"content-type", response.headers.get("content-type", "application/json").encode()),
                *route_headers, *passed]
     if call.endpoint in RESPONSES_ENDPOINTS:   # no chat answer: relayed unchanged, by its rules
-        remember = stored_responses.Remember(runtime, call, backend.name)
+        remember = stored_responses.Remember(owners, call, backend.name)
         if response.extensions.get(RESPONSES_OVER_CHAT):
             remember.stored = False   # a chat backend's answer, translated: it keeps nothing to retrieve
         # the owner is noted (and told to the shared store) before the answer naming the id leaves
@@ -71,18 +73,18 @@ async def answer(runtime: "Runtime", call: Call, relay: Relay, backend: BackendC
         await relay.buffered(backend.name, response, attempt, headers)
 
 
-async def fallback_permit(runtime: "Runtime", call: Call, backend: BackendConfig,
+async def fallback_permit(pool: "BackendPool", call: Call, backend: BackendConfig,
                           budget: CallBudget) -> trio.Semaphore | None:
     """A fallback dial permit, waited for FIFO up to the connect limit or what the budget has left; an
     attempt that gets none fails over (the wait was not the backend's time)."""
-    sem = runtime.pool.dial_bound(backend.name)
+    sem = pool.dial_bound(backend.name)
     if sem is None:
         return None
     wait = min(call.snapshot.timeouts.connection, budget.left())
     with trio.move_on_after(wait) as waited:
         await sem.acquire()
     if waited.cancelled_caught:
-        runtime.pool.dial_saturated[backend.name] += 1
+        pool.dial_saturated[backend.name] += 1
         raise AttemptFailed(Failure(Kind.UNHEALTHY), UpstreamConnectError(
             f"Backend '{backend.name}' has no free fallback dial permit (waited {wait:g}s)",
             code="fallback_dial_bound_saturated"), upstream=False)

@@ -23,9 +23,10 @@ from switchyard.actors.routing.body_merge import merge_body
 from switchyard.actors.routing.failover import RoutePlan
 from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.thinking import active as thinking_active
+from switchyard.actors.signals import SignalTerms
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.thinking import ThinkingStream
-from switchyard.actors.usage import UsageRecord, token_counts
+from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
 from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
@@ -34,7 +35,6 @@ from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
     from switchyard.actors.prompts import PromptStore
-    from switchyard.actors.runtime import Runtime
 
 
 def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompts: "PromptStore", *,
@@ -61,20 +61,21 @@ def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompt
 
 
 def in_client_indices(err: GatewayError, call: Call, model: str, backend: BackendConfig, prompts: "PromptStore"
-                      ) -> None:
+                      ) -> GatewayError:
     """An attempt's error that names a message of the body the backend got, renumbered to the client's
     messages where the global prompt moved them (a message of its own put first): a client that sent one
-    message never reads ``messages[1]``. Only on an error's way out: a call that succeeds pays nothing."""
+    message never reads ``messages[1]``. Only on an error's way out: a call that succeeds pays nothing.
+    ``err`` itself when nothing moved."""
     if call.endpoint in NO_MESSAGES:
-        return
+        return err
     moved = prompts.client_indices(call.payload, model, backend.name)
     if moved is None:
-        return
-    if err.param is not None:
-        err.param = renumber(err.param, moved)
-    err.message = renumber(err.message, moved)
-    if isinstance(err, UpstreamStatusError):
-        err.rewrite_text(lambda text: renumber(text, moved))
+        return err
+    if isinstance(err, UpstreamStatusError):   # the backend's own body says it; our message names no message
+        return err.rewrite_text(lambda text: renumber(text, moved))
+    param = renumber(err.param, moved) if err.param is not None else None
+    message = renumber(err.message, moved)
+    return err.evolve(param=param, message=message) if (param, message) != (err.param, err.message) else err
 
 
 def for_backend(call: Call, payload: dict[str, Any], model: str, backend: BackendConfig,
@@ -167,13 +168,14 @@ def thinking_for(call: Call, backend: BackendConfig, model: str) -> ThinkingStre
     return ThinkingStream(thinking) if thinking is not None and thinking_active(thinking) else None
 
 
-def record_usage(runtime: "Runtime", call: Call, backend: str, model: str, began: float,
-                 usage_tokens: int | None, usage: Any) -> None:
-    """An answered attempt's tokens: for usage_weight's window, and the ledger's ``client`` purpose."""
+def record_usage(signals: SignalTerms, usage_ledger: UsageLedger, call: Call, backend: str, model: str,
+                 began: float, usage_tokens: int | None, usage: Any) -> None:
+    """An answered attempt's tokens: for usage_weight's window (``signals``), and the ``client`` purpose of
+    the usage totals."""
     if usage_tokens is not None and call.snapshot.routing.usage_weight.enabled:
-        runtime.pool.signals.record_usage(backend, usage_tokens, trio.current_time())
-    runtime.usage.record(UsageRecord("client", call.request_id, call.key.id if call.key else None, backend, model,
-                                     *token_counts(usage), status=200, at=began))
+        signals.record_usage(backend, usage_tokens, trio.current_time())
+    usage_ledger.record(UsageRecord("client", call.request_id, call.key.id if call.key else None, backend, model,
+                                    *token_counts(usage), status=200, at=began))
 
 
 def param_headers(call: Call) -> list[tuple[bytes, bytes]]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from switchyard.actors.errors import BudgetExceeded, GatewayError, LimitExceeded, Unavailable
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
-from switchyard.actors.limits.port import Admission, Demand, Quota, Refusal
+from switchyard.actors.limits.tickets import Admission, Demand, Quota, Refusal
 from switchyard.actors.routing.limits import budgets_for, reserved_tokens, scopes_for
 
 if TYPE_CHECKING:
@@ -107,17 +107,16 @@ def refusal_error(refusal: Refusal, admission: Admission, anthropic: bool) -> Ga
     retry = refusal.retry_after
     if refusal.dimension == UNAVAILABLE:   # Redis away under state.on_unavailable: fail_closed
         return unavailable_error()
+    headers = rate_headers(admission, anthropic)
     if refusal.dimension.startswith("budget_"):
         # A total budget never renews: a day's Retry-After (and x-should-retry: false) says stop.
-        err: GatewayError = BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None
-                                           else TOTAL_RETRY_AFTER)
-    else:
-        kind = "tokens" if refusal.dimension == "tokens_per_minute" else "requests"
-        # A refusal waiting cannot fix (max_concurrent, a reservation past the whole limit) still says when
-        # to look again: a second.
-        err = LimitExceeded(refusal.message, kind=kind, retry_after=_seconds(retry) if retry is not None else 1)
-    err.extra_headers.extend(rate_headers(admission, anthropic))
-    return err
+        return BudgetExceeded(refusal.message, retry_after=_seconds(retry) if retry is not None
+                              else TOTAL_RETRY_AFTER, extra_headers=headers)
+    kind = "tokens" if refusal.dimension == "tokens_per_minute" else "requests"
+    # A refusal waiting cannot fix (max_concurrent, a reservation past the whole limit) still says when
+    # to look again: a second.
+    return LimitExceeded(refusal.message, kind=kind, retry_after=_seconds(retry) if retry is not None else 1,
+                         extra_headers=headers)
 
 
 def unavailable_error() -> Unavailable:

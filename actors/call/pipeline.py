@@ -27,6 +27,7 @@ from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
+from switchyard.actors.ports import CallMetrics, Limiter
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
 from switchyard.config.endpoints import Endpoint
@@ -88,7 +89,8 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     if door.shape is not None:
         call = door.shape(call)
     sink = door.sink_for(call)
-    screen = guardrails.screen_for(runtime, call)   # None unless a guardrail's scope takes the call
+    # None unless a guardrail's scope takes the call
+    screen = guardrails.screen_for(runtime.upstream, runtime.guardrail_verdicts, call)
     if screen is not None:
         sink = guard(sink, screen, call)   # the output stage, on fresh answers and cache hits alike
         try:
@@ -116,7 +118,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     except GatewayError as err:
         await actor.refuse(sink, err)
         return
-    if snapshot.limits_enabled and not await within_limits(runtime, actor, sink, arrival):
+    if snapshot.limits_enabled and not await within_limits(runtime.limiter, runtime.metrics, actor, sink, arrival):
         return
     cached = await runtime.cache.lookup(actor, sink, headers)   # response_cache: a hit is answered here
     if cached.answered:
@@ -129,17 +131,19 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         await run(sink, disconnected)
 
 
-async def within_limits(runtime: "Runtime", actor: RequestActor, sink: ResponseSink, arrival: Arrival) -> bool:
+async def within_limits(limiter: Limiter, metrics: CallMetrics | None, actor: RequestActor, sink: ResponseSink,
+                        arrival: Arrival) -> bool:
     """Reserve the call's rate limits and budgets (one round trip to the limiter), or refuse it with its 429;
-    an admitted call's answer carries its key's rate headers, and its ticket is settled when it ends."""
+    an admitted call's answer carries its key's rate headers, and its ticket is settled when it ends.
+    ``metrics`` hears how long the limiter took."""
     demand = limits.demand_for(actor.call, actor.model, arrival.client_ip)
     if demand is None:
         return True
     began = trio.current_time()
-    admission = await runtime.limiter.admit(demand)
+    admission = await limiter.admit(demand)
     refusal = admission.refusal
-    if runtime.metrics is not None:
-        runtime.metrics.observe_admission(trio.current_time() - began, refusal)
+    if metrics is not None:
+        metrics.observe_admission(trio.current_time() - began, refusal)
     anthropic = arrival.route == limits.ANTHROPIC_ROUTE
     if refusal is not None:
         limits.log_refusal(refusal)

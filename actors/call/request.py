@@ -55,7 +55,7 @@ from switchyard.actors.errors import (
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
-from switchyard.actors.limits.port import Ticket
+from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import (
     AttemptFailed,
@@ -109,25 +109,28 @@ class RequestActor:
         if call.smart_route is not None:
             self.trace.add("smart_routed", **call.smart_route)
         # A `base:variant` name (proxy.variant_suffixes): the call is the base's, with a preference.
-        self.variant = resolve_variant(runtime, call, self.trace)
+        self.variant = resolve_variant(runtime.discovery.view, call, self.trace)
         if self.variant is not None and self.variant.variant == variants.THINKING:
             self.call = call = attrs.evolve(call, payload=variants.with_effort(call.payload))
         # The model the call is routed as: the client's own (a variant's base), or the canonical id
         # of an alias no backend serves literally. Decided once, before the first selection.
-        self.model = dispatch_model(runtime, call, self.variant.base if self.variant is not None else call.model,
-                                    self.trace)
+        self.model = dispatch_model(runtime.discovery.view, call,
+                                    self.variant.base if self.variant is not None else call.model, self.trace)
         self._last_route: tuple[str | None, str | None] = (None, self.model)
-        self.reach = admission.Reach(runtime, call, self.trace)   # what the key and the client allow, per model
+        # what the key and the client allow, per model
+        self.reach = admission.Reach(runtime.pool, runtime.discovery, call, self.trace)
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
-        self.call = admission.admit(self.runtime, self.call, self.model, self.variant,
-                                    lambda: variant_refusal(self.runtime, self.call, self.variant, self.model),
-                                    self.reach, self.trace)
-        self.route.holder = stored_responses.holder(self.runtime, self.call)   # previous_response_id's backend
+        rt = self.runtime
+        self.call = admission.admit(
+            self.call, self.model, self.variant,
+            lambda: variant_refusal(rt.pool, rt.discovery.view, self.call, self.variant, self.model),
+            self.reach, self.trace, rt.request_params_outcomes)
+        self.route.holder = stored_responses.holder(rt.response_owners, self.call)   # previous_response_id's backend
 
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
         self.sink = sink
@@ -201,9 +204,7 @@ class RequestActor:
         """The call's bookkeeping, however it ended."""
         self.runtime.calls.discard(self)
         if self.variant is not None:
-            key = (self.variant.variant, "true" if self.route.variant_reported else "false")
-            counts = self.runtime.variant_requests
-            counts[key] = counts.get(key, 0) + 1
+            self.runtime.variant_requests.add((self.variant.variant, self.route.variant_reported))
         if self.trace.terminal is None:
             self.trace.add("client_disconnected", backend=self._last_route[0], model=self._last_route[1])
         meter, call = self.meter, self.call
@@ -231,9 +232,7 @@ class RequestActor:
             log.info("refused: %r", err.message)
         # A backend's error saw the policy-shaped body; smart routing says which policy chose the model.
         params = attempt_body.param_headers(self.call) if isinstance(err, UpstreamStatusError) else []
-        extra = [*params, *self.call.route_headers]
-        if extra:
-            err.extra_headers = [*err.extra_headers, *extra]
+        err = err.with_headers([*params, *self.call.route_headers])
         self.trace.add("failed", backend=getattr(err, "backend", None) or self._last_route[0],
                        model=self._last_route[1], status=err.status, code=err.code, error=err.message,
                        committed=self.sink.started)
@@ -258,7 +257,7 @@ class RequestActor:
     async def _serve(self) -> None:
         rt, call = self.runtime, self.call
         if self.route.holder is None:   # not in this worker's memory: the store the workers share may know it
-            self.route.holder = await stored_responses.shared_holder(rt, call)
+            self.route.holder = await stored_responses.shared_holder(rt.response_owners, call)
         snap = call.snapshot
         budget = CallBudget.for_call(snap, self.model, call.stream)
         plan = RoutePlan(self.model, snap.fallback, snap.retry)
@@ -367,9 +366,8 @@ class RequestActor:
             if attempt_body.leaves_out_door_usage(call, backend, refused):
                 content = without_option(content)
         except GatewayError as err:
-            if body is None:
-                attempt_body.in_client_indices(err, call, model, backend, rt.prompts)
-            raise AttemptFailed(Failure(Kind.UNHEALTHY), err, upstream=False) from None
+            said = attempt_body.in_client_indices(err, call, model, backend, rt.prompts) if body is None else err
+            raise AttemptFailed(Failure(Kind.UNHEALTHY), said, upstream=False) from None
         except Exception as exc:   # the wire's own bug: our 500, no backend's fault
             raise our_failure(exc, backend.name) from None
         headers = wire.headers(backend, call)
@@ -400,7 +398,7 @@ class RequestActor:
         droppable = attempt_body.drops_usage_on_refusal(call, backend, refused)
         self.meter.begin(model, backend.name)
         # A fallback dial waits for a permit first; the wait is not the backend's time.
-        permit = await fallback_permit(rt, call, backend, budget) if bounded else None
+        permit = await fallback_permit(rt.pool, call, backend, budget) if bounded else None
         whole = permit if permit is not None and permit_spans_answer(backend, call.stream) else None
         held = permit if whole is None else None   # freed at the headers
         attempt = AttemptBudget(limits, budget)
@@ -442,14 +440,16 @@ class RequestActor:
                     raise AttemptFailed(Failure(Kind.TIMEOUT, timeout=(expired.details or {}).get("timeout")), expired)
             except AttemptFailed as failed:
                 settled = True
-                if isinstance(failed.error, UpstreamFailure) and failed.error.backend is None:
-                    failed.error.backend = backend.name
-                if body is None and isinstance(failed.error, UpstreamStatusError):   # quoting what it was sent
-                    attempt_body.in_client_indices(failed.error, call, model, backend, rt.prompts)
+                error = failed.error.of_backend(backend.name) if isinstance(failed.error, UpstreamFailure) \
+                    else failed.error
+                if body is None and isinstance(error, UpstreamStatusError):   # quoting what it was sent
+                    error = attempt_body.in_client_indices(error, call, model, backend, rt.prompts)
                 if backend_fault(failed.failure):
-                    rt.health.call_failed(backend.name, model, failed.error.message, failing_caller(call, failed.error))
+                    rt.health.call_failed(backend.name, model, error.message, failing_caller(call, error))
                 else:
                     rt.health.call_succeeded(backend.name, model)
+                if error is not failed.error:   # the same failure, its error said of this backend and this call
+                    raise AttemptFailed(failed.failure, error, failed.upstream) from None
                 raise
             except UpstreamFailure as err:
                 settled = True
@@ -473,7 +473,8 @@ class RequestActor:
                     rt.health.probe_abandoned(backend.name, model)
         settled = True
         rt.health.call_succeeded(backend.name, model)
-        attempt_body.record_usage(rt, call, backend.name, model, began, self.relay.usage_tokens, self.relay.usage)
+        attempt_body.record_usage(rt.pool.signals, rt.usage, call, backend.name, model, began,
+                                  self.relay.usage_tokens, self.relay.usage)
 
     def _answer(self, backend: BackendConfig, plan: RoutePlan, response: httpx.Response,
                 attempt: AttemptBudget, began: float) -> Awaitable[None]:
@@ -481,7 +482,8 @@ class RequestActor:
         headers = [*attempt_body.fallback_headers(self.call, self.model, plan, self.attempts),
                    *self.route.variant_headers(plan.model), *attempt_body.param_headers(self.call),
                    *self.call.route_headers]
-        return answer(self.runtime, self.call, self.relay, backend, response, attempt, began, headers)
+        rt = self.runtime
+        return answer(rt.pool, rt.response_owners, self.call, self.relay, backend, response, attempt, began, headers)
 
 
 async def _never() -> None:

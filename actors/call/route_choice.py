@@ -35,7 +35,7 @@ from switchyard.actors.errors import (
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
-from switchyard.actors.routing.candidates import public_backends
+from switchyard.actors.routing.candidates import Discovered, public_backends
 from switchyard.actors.routing.capabilities import Needs, missing, needs_of
 from switchyard.actors.signals import EnginesSaturated, Signals, engine_window
 from switchyard.actors.wire import unfit, unfit_refusal
@@ -47,23 +47,25 @@ log = logging.getLogger("switchyard.route")
 if TYPE_CHECKING:
     from switchyard.actors.call.admission import Reach
     from switchyard.actors.events import CallTrace
+    from switchyard.actors.pool import BackendPool
     from switchyard.actors.runtime import Runtime
 
 
-def resolve_variant(runtime: "Runtime", call: Call, trace: "CallTrace") -> variants.Variant | None:
-    """The ``base:variant`` the call names, if suffixes are on and the name is not known as itself."""
+def resolve_variant(discovered: Discovered, call: Call, trace: "CallTrace") -> variants.Variant | None:
+    """The ``base:variant`` the call names, if suffixes are on and the name is not known as itself
+    (``discovered``: the discovery actor's view)."""
     # Only /v1/chat/completions reads suffixes; behind other doors a suffixed name is just unknown.
     if not call.snapshot.proxy.variant_suffixes.enabled or call.endpoint != Endpoint.CHAT or call.ingress:
         return None
-    found = variants.parse(call.model, lambda name: _known(runtime, call, name))
+    found = variants.parse(call.model, lambda name: _known(discovered, call, name))
     if found is not None:
         trace.add("variant_resolved", model=found.base, requested_model=call.model, variant=found.variant)
     return found
 
 
-def _known(runtime: "Runtime", call: Call, name: str) -> bool:
+def _known(discovered: Discovered, call: Call, name: str) -> bool:
     """Whether the router resolves ``name`` as itself: served or declared, an alias, a catalogue id."""
-    snap, discovered = call.snapshot, runtime.discovery.view
+    snap = call.snapshot
     if any(serves_literally(b, name, discovered) for b in public_backends(snap.backends)):
         return True
     if alias_owner(name, snap) is not None or snap.models.get(name) is not None or name in snap.models.aliases:
@@ -71,7 +73,7 @@ def _known(runtime: "Runtime", call: Call, name: str) -> bool:
     return any(name in b.model_metadata or name in b.exact_models for b in snap.backends if b.enabled)
 
 
-def variant_refusal(runtime: "Runtime", call: Call, variant: variants.Variant | None,
+def variant_refusal(pool: BackendPool, discovered: Discovered, call: Call, variant: variants.Variant | None,
                     routed: str) -> GatewayError | None:
     """Why a variant cannot be answered (``:online``, ``:thinking`` without thinking metadata), or None."""
     v = variant
@@ -81,21 +83,22 @@ def variant_refusal(runtime: "Runtime", call: Call, variant: variants.Variant | 
         return UnsupportedModelVariant(
             f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
             f"configured; '{v.base}' is not answered without search", param="model")
-    if v.variant == variants.THINKING and not _has_thinking(runtime, call, v, routed):
+    if v.variant == variants.THINKING and not _has_thinking(pool, discovered, call, v, routed):
         return UnsupportedModelVariant(
             f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
             f"metadata (a thinking pattern); it is not answered as the base model", param="model")
     return None
 
 
-def _has_thinking(runtime: "Runtime", call: Call, variant: variants.Variant, routed: str) -> bool:
+def _has_thinking(pool: BackendPool, discovered: Discovered, call: Call, variant: variants.Variant,
+                  routed: str) -> bool:
     snap = call.snapshot
     names = {variant.base, routed}
     names |= {snap.models.aliases[n] for n in list(names) if n in snap.models.aliases}
     for name in names:
         entries = [snap.model_entry(name)]
         entries += [snap.model_entry(name, b.name) for b in
-                    runtime.pool.serving(name, runtime.discovery.view, snap)]
+                    pool.serving(name, discovered, snap)]
         for entry in entries:
             thinking = entry.metadata.thinking if entry is not None else None
             if thinking is not None and thinking.pattern:
@@ -103,9 +106,9 @@ def _has_thinking(runtime: "Runtime", call: Call, variant: variants.Variant, rou
     return False
 
 
-def dispatch_model(runtime: "Runtime", call: Call, name: str, trace: "CallTrace") -> str:
+def dispatch_model(discovered: Discovered, call: Call, name: str, trace: "CallTrace") -> str:
     """The model ``name`` is routed as: itself, or the canonical id of an alias no backend serves literally."""
-    canonical = dispatch_target(name, call.snapshot, runtime.discovery.view)
+    canonical = dispatch_target(name, call.snapshot, discovered)
     if canonical is None:
         return name
     log.info("Dispatching a model alias as the canonical id its backend serves: %s -> %s",
@@ -272,5 +275,4 @@ def _error_object(err: GatewayError) -> Any:
 
 def _naming(err: GatewayError, routed: str, requested: str) -> GatewayError:
     """``err`` about the canonical id ``routed``, reworded to name the model the client asked for."""
-    return type(err)(err.message.replace(f"'{routed}'", f"'{requested}'"), param=err.param,
-                     code=err.code, details=err.details)
+    return err.evolve(message=err.message.replace(f"'{routed}'", f"'{requested}'"))

@@ -24,7 +24,7 @@ from switchyard.actors.response_owners import owner_of
 from switchyard.config.endpoints import Endpoint
 
 if TYPE_CHECKING:
-    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.stored_owners import StoredOwners
 
 # Endpoints whose answers come from the Responses API (relayed by actors/responses_relay.py).
 RESPONSES_ENDPOINTS = frozenset({Endpoint.RESPONSES, Endpoint.COMPACT})
@@ -42,27 +42,27 @@ def _refused(previous: str) -> InvalidRequest:
                           code="previous_response_not_found")
 
 
-def holder(runtime: "Runtime", call: Call) -> str | None:
+def holder(owners: "StoredOwners", call: Call) -> str | None:
     """The backend this worker knows holds the call's ``previous_response_id`` for its key; None when it
     knows none (``shared_holder`` then asks the store). Raises the 400 for an id relayed for another key."""
     previous = _previous(call)
     if previous is None:
         return None
-    memory, owner, now = runtime.response_owners.memory, owner_of(call.key), trio.current_time()
+    memory, owner, now = owners.memory, owner_of(call.key), trio.current_time()
     found = memory.backend_of(owner, previous, now)
     if found is None and memory.known_to_other(owner, previous, now):
         raise _refused(previous)
     return found
 
 
-async def shared_holder(runtime: "Runtime", call: Call) -> str | None:
+async def shared_holder(owners: "StoredOwners", call: Call) -> str | None:
     """``holder`` from the store every worker shares, for an id this worker's memory does not know.
     Raises the 400 for an id not found as this key's there either (fail closed: with the store away,
     too)."""
     previous = _previous(call)
     if previous is None:
         return None
-    found = await runtime.response_owners.lookup(owner_of(call.key), previous)
+    found = await owners.lookup(owner_of(call.key), previous)
     if found.backend is None:
         raise _refused(previous)
     return found.backend
@@ -72,8 +72,8 @@ class Remember:
     """Notes the id of the Response a ``POST /v1/responses`` answer names (one the backend stores), once;
     the relay awaits it before the first bytes naming the id reach the client."""
 
-    def __init__(self, runtime: "Runtime", call: Call, backend: str) -> None:
-        self.runtime, self.backend = runtime, backend
+    def __init__(self, owners: "StoredOwners", call: Call, backend: str) -> None:
+        self.owners, self.backend = owners, backend
         self.owner = owner_of(call.key)
         self.stored = call.endpoint == Endpoint.RESPONSES and call.payload.get("store") is not False
         self.noted: str | None = None
@@ -82,4 +82,4 @@ class Remember:
         if response_id is None or not self.stored or response_id == self.noted:
             return
         self.noted = response_id
-        await self.runtime.response_owners.remember(self.owner, response_id, self.backend)
+        await self.owners.remember(self.owner, response_id, self.backend)

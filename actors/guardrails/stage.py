@@ -26,6 +26,7 @@ from switchyard.actors.guardrails.texts import Slot, request_slots, rewrite
 from switchyard.actors.guardrails.verdicts import (
     GuardrailBlocked,
     GuardrailUnavailable,
+    GuardrailVerdicts,
     Masker,
     Verdict,
     blocked,
@@ -40,14 +41,15 @@ from switchyard.config.guardrails import Guardrail
 
 if TYPE_CHECKING:
     from switchyard.actors.events import CallTrace
-    from switchyard.actors.runtime import Runtime
+    from switchyard.actors.ports import Upstream
 
 
 class Screen:
     """The guardrails in scope of one call, its placeholders, and every verdict so far."""
 
-    def __init__(self, runtime: "Runtime", call: Call, guardrails: Sequence[Guardrail]) -> None:
-        self.runtime = runtime
+    def __init__(self, upstream: "Upstream", counts: GuardrailVerdicts, call: Call,
+                 guardrails: Sequence[Guardrail]) -> None:
+        self.upstream, self.counts = upstream, counts   # the webhooks' client; every verdict, for the metrics
         self.request_id = call.request_id
         self.model = call.model
         self.guardrails = tuple(guardrails)
@@ -56,9 +58,7 @@ class Screen:
 
     def record(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
-        counts = self.runtime.guardrail_verdicts
-        key = (verdict.guardrail, verdict.stage, verdict.action, verdict.mode)
-        counts[key] = counts.get(key, 0) + 1
+        self.counts.verdict(verdict)
 
     def ledger_field(self) -> str | None:
         return verdicts_json(self.verdicts)
@@ -104,7 +104,7 @@ class Screen:
 
     async def _webhook(self, g: Guardrail, stage: str, slots: Sequence[Slot]) -> tuple[str, ...] | None:
         assert g.webhook is not None
-        answer = await webhook.ask(self.runtime.upstream, g.name, g.webhook, stage, slots,
+        answer = await webhook.ask(self.upstream, g.name, g.webhook, stage, slots,
                                    request_id=self.request_id, model=self.model)
         enforce = g.mode == "enforce"
         if answer.action == "error":
@@ -151,11 +151,11 @@ def _rewritten(call: Call, payload: dict[str, Any]) -> Call:
     return attrs.evolve(call, payload=payload, body=json.dumps(payload).encode(), ingress=ingress)
 
 
-def screen_for(runtime: "Runtime", call: Call) -> Screen | None:
+def screen_for(upstream: "Upstream", counts: GuardrailVerdicts, call: Call) -> Screen | None:
     """The call's screen, or None when no guardrail's scope takes it (the common case: nothing to do)."""
     configured = call.snapshot.guardrails
     if not configured:
         return None
     key_id = call.key.id if call.key is not None else None
     chosen = [g for g in configured if in_scope(g, key_id, call.model)]
-    return Screen(runtime, call, chosen) if chosen else None
+    return Screen(upstream, counts, call, chosen) if chosen else None

@@ -21,6 +21,7 @@ from attrs import frozen
 from switchyard.actors.errors import ClientError, Unavailable
 from switchyard.actors.guardrails.detectors import BUILT_IN, PRECEDENCE, Detector, operator_detector, scan
 from switchyard.actors.guardrails.texts import Slot
+from switchyard.actors.routing.tally import Tally
 from switchyard.config.guardrails import Guardrail
 
 SEVERITY = {"log": 0, "mask": 1, "block": 2}
@@ -55,6 +56,13 @@ class Verdict:
         if self.failure is not None:
             out["failure"] = self.failure
         return out
+
+
+class GuardrailVerdicts(Tally[tuple[str, str, str, str]]):
+    """Every verdict, by (guardrail, stage, action, mode), for guardrail_verdicts_total."""
+
+    def verdict(self, v: Verdict) -> None:
+        self.add((v.guardrail, v.stage, v.action, v.mode))
 
 
 def verdicts_json(verdicts: Sequence[Verdict]) -> str | None:

@@ -1,5 +1,6 @@
-"""The port a ledger store fills (SQLite, PostgreSQL, memory: ``protocol/stores``), kept beside the
-ledger so the actor that uses it imports nothing above it; ``actors.ports`` re-exports it."""
+"""The port a ledger store fills (SQLite, PostgreSQL, memory: ``protocol/stores``), re-exported by
+``actors.ports`` with the others. It is kept beside the ledger: ``actors.ports`` imports the ledger (the
+records this port speaks, the per-call meter through ``CallTrace``), so the ledger cannot import it back."""
 
 from __future__ import annotations
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import trio
 
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
-from switchyard.actors.limits.port import Admission, Demand, Ticket
+from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import Bucket, bucket_of
 from switchyard.config.limits import Budget
@@ -40,8 +40,6 @@ log = logging.getLogger("switchyard.limits")
 SEED_TIMEOUT = 5.0     # seconds an admission waits for the ledger's figure of a budget bucket
 SEED_RETRY = 10.0      # seconds before a failed seed is tried again
 PRUNE_EVERY = 60.0     # seconds between sweeps of idle windows, ended leases and old buckets
-
-Summary = Callable[[UsageQuery], Awaitable[list[dict[str, Any]]]]   # LedgerActor.summary
 
 
 class LocalLimiter:

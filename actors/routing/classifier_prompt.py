@@ -233,9 +233,8 @@ def parse_answer(response_json: Mapping[str, Any] | bytes | str, strategy: str,
         answer = _strict_object(text, where) if strategy == "json_schema" else _lenient_object(text, where)
     try:
         return _classification(answer, settings)
-    except MalformedAnswer as err:
-        err.text = text[:BAD_ANSWER_CHARS]
-        raise
+    except MalformedAnswer as err:   # the same reason, with what was said
+        raise MalformedAnswer(err.reason, text[:BAD_ANSWER_CHARS]) from None
 
 
 def _body(response_json: Mapping[str, Any] | bytes | str) -> Mapping[str, Any]:

@@ -48,7 +48,7 @@ PERIOD_SECONDS = {"requests_per_second": 1.0, "requests_per_minute": 60.0, "toke
 LEASE_SECONDS = 600.0      # a lease not settled by then is dropped (a crashed call never holds a slot)
 
 
-# --- the shapes the port speaks (re-exported by actors/limits/port.py) ----------------------
+# --- the shapes the port speaks (re-exported by actors/limits/tickets.py) ----------------------
 
 @frozen
 class Scope:

@@ -22,6 +22,8 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from attrs import frozen
 
+from switchyard.actors.routing.tally import Tally
+
 NITRO, FLOOR, THINKING, ONLINE = "nitro", "floor", "thinking", "online"
 VARIANTS = (NITRO, FLOOR, THINKING, ONLINE)
 RANKED = frozenset({NITRO, FLOOR})     # preferences over candidates; the others change the request
@@ -31,6 +33,11 @@ THINKING_EFFORT = "high"
 
 T = TypeVar("T")
 
+
+
+class VariantRequests(Tally[tuple[str, bool]]):
+    """Chat calls naming a variant suffix, by (variant, whether it was applied), counted when the call ends:
+    continuum_model_variant_requests_total."""
 
 @frozen
 class Variant:

@@ -248,8 +248,7 @@ class RealtimeSession:
             except (ModelNotFound, NoHealthyBackend) as err:
                 if last is not None:
                     raise last.error from None
-                raise type(err)(err.message.replace(f"'{model}'", f"'{name}'"), param=err.param, code=err.code,
-                                details=err.details) from None
+                raise err.evolve(message=err.message.replace(f"'{model}'", f"'{name}'")) from None
             if last is not None:
                 assert self.trace is not None
                 self.trace.add("route_changed", backend=backend.name, model=model, from_backend=tried[-1],
@@ -333,14 +332,14 @@ class RealtimeSession:
                 if isinstance(exc, ConnectionTimeout):
                     error = UpstreamTimeout(
                         f"Backend '{backend.name}' did not open its realtime socket within "
-                        f"{call.snapshot.timeouts.connection:g}s", details={"timeout": "connect"})
+                        f"{call.snapshot.timeouts.connection:g}s", details={"timeout": "connect"},
+                        backend=backend.name)
                     kind = Kind.TIMEOUT
                 else:
                     cause = exc.__cause__ or exc
                     error = UpstreamConnectError(f"Backend '{backend.name}' could not be reached for a realtime "
-                                                 f"session: {cause or type(cause).__name__}")
+                                                 f"session: {cause or type(cause).__name__}", backend=backend.name)
                     kind = Kind.CONNECTION
-                error.backend = backend.name
                 rt.health.call_failed(backend.name, model, error.message, failing_caller(call, error))
                 raise _Failed(error, kind, move_on=True) from None
             finally:

@@ -250,8 +250,7 @@ class App:
         if ctx.x_request_id is not None:
             id_headers[-1] = (b"x-request-id", ctx.x_request_id.encode())
         if ctx.client_ref_rejected is not None:
-            counts = runtime.client_ref_rejected
-            counts[ctx.client_ref_rejected] = counts.get(ctx.client_ref_rejected, 0) + 1
+            runtime.client_ref_rejected.add(ctx.client_ref_rejected)
         log_fields.bind(trace_id=ctx.trace_id, x_request_id=ctx.x_request_id, client_ref=ctx.client_ref)
         return ctx
 
@@ -260,10 +259,9 @@ class App:
         answer is the last thing on the connection and nothing pipelined behind it is served."""
         server = self._runtime().snapshot.server
         await read_body(scope, receive, server.max_body_bytes, server)
-        err = InvalidRequest("The request has both Transfer-Encoding and Content-Length; send one of them "
-                             "(RFC 9112 section 6.3)", param="headers", code="ambiguous_request_framing")
-        err.extra_headers.append((b"connection", b"close"))
-        raise err
+        raise InvalidRequest("The request has both Transfer-Encoding and Content-Length; send one of them "
+                             "(RFC 9112 section 6.3)", param="headers", code="ambiguous_request_framing",
+                             extra_headers=[(b"connection", b"close")])
 
     def _refuse_h2c_if_off(self) -> None:
         """hypercorn always speaks h2c (``Upgrade: h2c`` or the HTTP/2 preface); with

@@ -117,13 +117,13 @@ class GatewayMetrics:
             "Redis with state.redis_url)", buckets=ADMISSION_BUCKETS, registry=r)
         # The usage ledger: its client records (observe_record) and its health.
         self.usage = UsageMetrics(r, lambda: runtime.snapshot.usage.metrics_max_label_values)
-        self.usage.read_ledger(lambda: counters_of(getattr(runtime, "ledger", None), LEDGER))
+        self.usage.read_ledger(lambda: counters_of(runtime.ledger, LEDGER))
         # the shared limiter's health (with state.redis_url; the local limiter has none of these counters)
-        r.register(CountersCollector(LIMITER, lambda: counters_of(getattr(runtime, "limiter", None), LIMITER)))
+        r.register(CountersCollector(LIMITER, lambda: counters_of(runtime.limiter, LIMITER)))
         # the span export's queue and its collector (with tracing.otlp)
-        r.register(CountersCollector(OTLP, lambda: counters_of(getattr(runtime, "spans", None), OTLP)))
+        r.register(CountersCollector(OTLP, lambda: counters_of(runtime.spans, OTLP)))
         r.register(CountersCollector(STORED, lambda: counters_of(
-            getattr(getattr(runtime, "response_owners", None), "writes", None), STORED)))
+            runtime.response_owners.writes, STORED)))
         self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
         self.clean_labels = False   # a label value UTF-8 cannot encode was met: every scrape cleans (metrics.py)

@@ -23,6 +23,7 @@ from switchyard.actors import safe_text
 from switchyard.actors.cache.stage import BYPASS_REASONS, NOT_STORED_REASONS
 from switchyard.actors.dedup import Role
 from switchyard.actors.mailbox import Mailbox
+from switchyard.actors.params import OUTCOMES
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.http.tracing import CLIENT_REF_REASONS
 from switchyard.protocol.wires.responses import BRIDGE, REASONS
@@ -34,14 +35,14 @@ log = logging.getLogger("switchyard.metrics")
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
-# The pool's decision counters ((backend, reason) -> picks) and the metric each becomes.
+# The metric each of the pool's decision counters ((backend, reason) -> picks) becomes.
 ROUTING_DECISIONS = (
-    ("engine_load_decisions", "routing_engine_load_decisions",
-     "routing.engine_load verdicts, one per candidate per pick, by backend and reason"),
-    ("usage_weight_decisions", "routing_usage_weight_decisions",
-     "routing.usage_weight verdicts, one per candidate per pick, by backend and reason"),
-    ("quota_decisions", "routing_quota_aware_decisions",
-     "routing.quota_aware verdicts, one per candidate per pick, by backend and reason"),
+    ("routing_engine_load_decisions", "routing.engine_load verdicts, one per candidate per pick, by backend and "
+     "reason"),
+    ("routing_usage_weight_decisions", "routing.usage_weight verdicts, one per candidate per pick, by backend and "
+     "reason"),
+    ("routing_quota_aware_decisions", "routing.quota_aware verdicts, one per candidate per pick, by backend and "
+     "reason"),
 )
 
 
@@ -70,7 +71,7 @@ class RuntimeCollector(Collector):
             "client_ref_rejected", "Client reference headers dropped as invalid (the request went on), by reason",
             labels=["reason"])
         for reason in CLIENT_REF_REASONS:   # every reason, zero until seen, so rate() works from the start
-            client_ref.add_metric([reason], rt.client_ref_rejected.get(reason, 0))
+            client_ref.add_metric([reason], rt.client_ref_rejected.count(reason))
         yield client_ref
         variant = CounterMetricFamily(
             "continuum_model_variant_requests",
@@ -78,14 +79,14 @@ class RuntimeCollector(Collector):
             "it was applied (false: no ranking data, refused, or failed before an answer)",
             labels=["variant", "applied"])
         for name in VARIANTS:   # every series from the start, like client_ref_rejected
-            for applied in ("true", "false"):
-                variant.add_metric([name, applied], rt.variant_requests.get((name, applied), 0))
+            for applied in (True, False):
+                variant.add_metric([name, "true" if applied else "false"], rt.variant_requests.count((name, applied)))
         yield variant
         policy = CounterMetricFamily(
             "request_params", "Chat calls whose request_params policy changed a field (applied) or was refused "
             "because a reachable backend cannot carry one (rejected)", labels=["outcome"])
-        for outcome in ("applied", "rejected"):
-            policy.add_metric([outcome], rt.request_params_outcomes.get(outcome, 0))
+        for outcome in OUTCOMES:
+            policy.add_metric([outcome], rt.request_params_outcomes.count(outcome))
         yield policy
         dedup = CounterMetricFamily(
             "dedup_requests", "Chat calls under dedup.enabled, by role: led a shared upstream call, followed one, "
@@ -97,7 +98,7 @@ class RuntimeCollector(Collector):
                        "Responses API bridge, by reason (per worker process)", ["reason"], BRIDGE.counts, REASONS)
         yield _counted("guardrail_verdicts", "Guardrail verdicts, by guardrail, stage (input, output), action "
                        "(mask, block, log; allow, rewrite; unread, skipped) and mode (enforce, monitor)",
-                       ["guardrail", "stage", "action", "mode"], rt.guardrail_verdicts)
+                       ["guardrail", "stage", "action", "mode"], rt.guardrail_verdicts.as_dict())
         yield from self._telemetry(rt)
         yield from _smart_routing(rt)
         yield from _response_cache(rt)
@@ -127,9 +128,10 @@ class RuntimeCollector(Collector):
             for backend, snap in sorted(stats.view.items()):
                 age.add_metric([backend], snap.age(now))
         yield age
-        for attr, name, doc in ROUTING_DECISIONS:
+        pool = rt.pool
+        decisions = (pool.engine_load_decisions, pool.usage_weight_decisions, pool.quota_decisions)
+        for (name, doc), counts in zip(ROUTING_DECISIONS, decisions, strict=True):
             family = CounterMetricFamily(name, doc, labels=["backend", "reason"])
-            counts: dict[tuple[str, str], int] = getattr(rt.pool, attr, None) or {}
             for (backend, reason), count in sorted(counts.items()):
                 family.add_metric([backend, reason], count)
             yield family
@@ -173,7 +175,7 @@ def _smart_routing(rt: "Runtime") -> Iterator[Metric]:
 def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
     """Each actor mailbox's drop count, by the mailbox's name; every actor that has one, from the start."""
     out: dict[str, int] = {}
-    actors: tuple[Any, ...] = (getattr(rt, "quota", None), rt.health, rt.discovery, rt.engine_stats, rt.prompts,
+    actors: tuple[Any, ...] = (rt.quota, rt.health, rt.discovery, rt.engine_stats, rt.prompts,
                                rt.watcher)
     for actor in actors:
         mailbox = getattr(actor, "mailbox", None)

@@ -1,6 +1,7 @@
-"""A Runtime assembled with the protocol layer's parts: the shared upstream client, the translating
-wires, the Prometheus metrics of its calls and, with ``tracing.otlp``, their spans (the actors define
-what they need in ``actors/ports.py``)."""
+"""A Runtime assembled with the protocol layer's parts, one ``RuntimePorts``: the shared upstream client, the
+translating wires, the usage and owner stores, the Prometheus metrics of its calls and, with ``tracing.otlp``,
+their spans, with ``state.redis_url`` the shared limiter and cache (the actors define what they need in
+``actors/ports.py``; each factory is given what it reads)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from switchyard.actors.ledger import spill
+from switchyard.actors.limits.tickets import Summary
+from switchyard.actors.ports import Current, RuntimePorts
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStoreKind
@@ -44,25 +47,27 @@ WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(W
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
                 watch: bool = True) -> Runtime:
-    return Runtime(snapshot, upstream=upstream or Upstream(snapshot), wires=WIRES,
-                   store=open_store(snapshot.usage, snapshot.server.data_path()), spill_name=spill_name(),
-                   workers=int(os.environ.get(WORKERS_ENV, "1")),
-                   limiter_for=shared_limiter if snapshot.state.redis_url else None,
-                   metrics_for=GatewayMetrics, config_path=config_path, watch=watch, spans_for=spans_for,
-                   owner_store=open_owner_store(snapshot.usage, snapshot.server.data_path()),
-                   cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None)
+    data = snapshot.server.data_path()
+    ports = RuntimePorts(
+        upstream=upstream or Upstream(snapshot), wires=WIRES, store=open_store(snapshot.usage, data),
+        owner_store=open_owner_store(snapshot.usage, data),
+        limiter_for=shared_limiter if snapshot.state.redis_url else None,
+        cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None,
+        metrics_for=GatewayMetrics, spans_for=spans_for)
+    return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
+                   config_path=config_path, watch=watch)
 
 
-def shared_limiter(runtime: Runtime) -> RedisLimiter:
+def shared_limiter(current: Current, ledger: Summary) -> RedisLimiter:
     """With ``state.redis_url``: every worker and instance counts in one Redis (budgets seeded from the ledger)."""
-    return RedisLimiter(runtime.snapshot.state, lambda: runtime.snapshot, ledger=runtime.ledger.summary)
+    return RedisLimiter(current().state, current, ledger=ledger)
 
 
-def shared_cache(runtime: Runtime) -> RedisCacheStore:
+def shared_cache(current: Current) -> RedisCacheStore:
     """With ``response_cache.store: redis``: one cache for the fleet, in the Redis of ``state.redis_url``."""
-    url = runtime.snapshot.state.redis_url
+    url = current().state.redis_url
     assert url is not None   # the config refuses store: redis without it
-    return RedisCacheStore(url, lambda: runtime.snapshot.response_cache)
+    return RedisCacheStore(url, lambda: current().response_cache)
 
 
 def spill_name() -> str:
@@ -72,11 +77,11 @@ def spill_name() -> str:
     return spill.NAME if index == "0" else spill.NAME.replace(".jsonl", f"-{index}.jsonl")
 
 
-def spans_for(runtime: Runtime) -> SpanExport | None:
+def spans_for(current: Current) -> SpanExport | None:
     """The Runtime's span export, from its first snapshot (``tracing`` waits for a restart); None when off.
     The OpenTelemetry SDK is imported here, only when spans are exported: a worker without
     ``tracing.otlp`` does not pay its import at start."""
-    tracing = runtime.snapshot.tracing
+    tracing = current().tracing
     if tracing.otlp is None:
         return None
     if not tracing.enabled:
@@ -86,4 +91,4 @@ def spans_for(runtime: Runtime) -> SpanExport | None:
 
     log.info("exporting spans to %s (sampling ratio %g)", shown_url(tracing.otlp.traces_url),
              tracing.otlp.sampling_ratio)
-    return SpanExport(tracing.otlp, lambda: runtime.snapshot)
+    return SpanExport(tracing.otlp, current)

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 import trio
 
-from switchyard.actors.limits.local import LocalLimiter, Summary
-from switchyard.actors.limits.port import Admission, Demand, Refusal, Ticket
+from switchyard.actors.limits.local import LocalLimiter
+from switchyard.actors.limits.tickets import Admission, Demand, Refusal, Summary, Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.schema import Snapshot

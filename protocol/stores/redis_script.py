@@ -10,7 +10,7 @@ import math
 from typing import Any
 from urllib.parse import quote
 
-from switchyard.actors.limits.port import Demand, Ticket
+from switchyard.actors.limits.tickets import Demand, Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import bucket_of
 

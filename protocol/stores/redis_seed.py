@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
-from switchyard.actors.limits.local import Summary
+from switchyard.actors.limits.tickets import Summary
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import Bucket, bucket_expiry
 from switchyard.protocol.stores.redis_script import budget_key

@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from switchyard.actors.limits.port import Ticket
+from switchyard.actors.limits.tickets import Ticket
 from switchyard.protocol.stores.redis_ops import RedisUnavailable, is_script_error
 from switchyard.protocol.stores.redis_script import batch, settle_part
 

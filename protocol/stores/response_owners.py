@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from switchyard.actors.owner_writes import Op
-from switchyard.actors.stored_owners import Found, OwnerStore
+from switchyard.actors.ports import Found, OwnerStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import DEFAULT_SQLITE
 

@@ -29,17 +29,20 @@ class map_upstream_exceptions:
         if not isinstance(exc, (httpx.TransportError, httpx.DecodingError)):
             return False
         backend = self.backend
+        # nothing was sent: the backend (or the way to it) failed whatever the request
+        unreached = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
         err: UpstreamFailure
         if isinstance(exc, httpx.TimeoutException):
             timeout = type(exc).__name__.replace("Timeout", "").lower() or "request"
-            err = UpstreamTimeout(f"Backend '{backend}' timed out ({timeout})", details={"timeout": timeout})
+            err = UpstreamTimeout(f"Backend '{backend}' timed out ({timeout})", details={"timeout": timeout},
+                                  backend=backend, unreached=unreached)
         elif isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-            err = UpstreamConnectError(f"Backend '{backend}' connection failed: {exc or type(exc).__name__}")
+            err = UpstreamConnectError(f"Backend '{backend}' connection failed: {exc or type(exc).__name__}",
+                                       backend=backend, unreached=unreached)
         elif isinstance(exc, (httpx.RemoteProtocolError, httpx.LocalProtocolError, httpx.DecodingError)):
-            err = UpstreamProtocolError(f"Backend '{backend}' protocol error: {exc or type(exc).__name__}")
+            err = UpstreamProtocolError(f"Backend '{backend}' protocol error: {exc or type(exc).__name__}",
+                                        backend=backend, unreached=unreached)
         else:
-            err = UpstreamConnectError(f"Backend '{backend}' transport error: {exc or type(exc).__name__}")
-        err.backend = backend
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
-            err.unreached = True   # nothing was sent: the backend (or the way to it) failed whatever the request
+            err = UpstreamConnectError(f"Backend '{backend}' transport error: {exc or type(exc).__name__}",
+                                       backend=backend, unreached=unreached)
         raise err from exc

@@ -17,7 +17,8 @@ from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.actors.limits import local as local_module
 from switchyard.actors.limits.local import SEED_RETRY, SEED_TIMEOUT, LocalLimiter
-from switchyard.actors.limits.port import Admission, Limiter, Ticket
+from switchyard.actors.limits.tickets import Admission, Ticket
+from switchyard.actors.ports import Limiter
 from switchyard.actors.routing import limits as core
 from switchyard.config.load import load_text
 from switchyard.config.schema import Snapshot

@@ -237,22 +237,17 @@ async def test_drops_polls_and_routing_decisions_are_read_at_scrape_time(autojum
         t0 = trio.current_time()
         rt.upstream.simulated["v.simulated"].metrics_script.append(MetricsReply(status=500))
         await trio.sleep_until(t0 + 20)                 # polled at 0 (at start) and 15, which failed
-        quota = getattr(rt, "quota", None)
-        if quota is not None:
-            for _ in range(quota.mailbox.inbox.statistics().max_buffer_size + 3):
-                quota.mailbox.tell(("v", [], 0.0))      # nothing consumes while this task runs
-        decisions = getattr(rt.pool, "engine_load_decisions", None)
-        if decisions is not None:
-            decisions[("v", "applied")] += 2
+        quota = rt.quota
+        for _ in range(quota.mailbox.inbox.statistics().max_buffer_size + 3):
+            quota.mailbox.tell(("v", [], 0.0))      # nothing consumes while this task runs
+        rt.pool.engine_load_decisions[("v", "applied")] += 2
         scraped = (await request(app, "GET", "/metrics")).body.decode()
         assert 'engine_stats_poll_failures_total{backend="v"} 1.0' in scraped
         assert 'engine_stats_age_seconds{backend="v"} 20.0' in scraped
         assert isinstance(rt.engine_stats.view["v"], EngineSnapshot)
-        if quota is not None:
-            assert quota.mailbox.dropped >= 2   # the actor may take one message straight off the channel
-            assert f'actor_mailbox_dropped_total{{actor="quota"}} {quota.mailbox.dropped}.0' in scraped
-        if decisions is not None:
-            assert 'routing_engine_load_decisions_total{backend="v",reason="applied"} 2.0' in scraped
+        assert quota.mailbox.dropped >= 2   # the actor may take one message straight off the channel
+        assert f'actor_mailbox_dropped_total{{actor="quota"}} {quota.mailbox.dropped}.0' in scraped
+        assert 'routing_engine_load_decisions_total{backend="v",reason="applied"} 2.0' in scraped
         for name in ("routing_usage_weight_decisions_total", "routing_quota_aware_decisions_total",
                      "fallback_dial_bound_saturated_total", "client_ref_rejected_total", "dedup_requests_total"):
             assert f"# TYPE {name} counter" in scraped

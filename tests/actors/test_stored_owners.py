@@ -7,7 +7,8 @@ import trio
 
 from switchyard.actors.errors import StoredResponsesUnavailable
 from switchyard.actors.owner_writes import Op
-from switchyard.actors.stored_owners import Found, StoredOwners
+from switchyard.actors.ports import Found
+from switchyard.actors.stored_owners import StoredOwners
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.protocol.stores.response_owners import SqlOwnerStore
 from switchyard.protocol.stores.sqlite import SqliteStore

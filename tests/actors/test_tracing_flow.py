@@ -83,7 +83,7 @@ async def test_client_ref_valid_is_forwarded_and_recorded(autojump_clock):
         trace = await events_of(app, reply)
         assert trace["client_ref"] == "billing-dept-01"
         assert all(e["client_ref"] == "billing-dept-01" for e in trace["events"])
-        assert app.runtime.client_ref_rejected == {}
+        assert app.runtime.client_ref_rejected.as_dict() == {}
 
 
 async def test_client_ref_invalid_is_dropped_and_counted_by_reason(autojump_clock):
@@ -94,7 +94,8 @@ async def test_client_ref_invalid_is_dropped_and_counted_by_reason(autojump_cloc
                                   headers=[(b"x-client-ref", value)])
             assert reply.status == 200, value
         assert all("x-client-ref" not in r.headers for r in upstream(app, "a"))
-        assert app.runtime.client_ref_rejected == {"empty": 1, "too_long": 1, "control_char": 1, "invalid_char": 3}
+        assert app.runtime.client_ref_rejected.as_dict() == {"empty": 1, "too_long": 1, "control_char": 1,
+                                                             "invalid_char": 3}
         metrics = (await request(app, "GET", "/metrics")).body.decode()
         for reason, count in [("empty", 1), ("too_long", 1), ("control_char", 1), ("invalid_char", 3)]:
             assert f'client_ref_rejected_total{{reason="{reason}"}} {count}.0' in metrics

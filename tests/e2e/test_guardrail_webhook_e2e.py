@@ -119,7 +119,7 @@ async def test_a_timeout_fails_closed_with_503_at_the_time_limit():
 async def test_a_timeout_fails_open_and_the_call_goes_on():
     _, reply, upstream, app = await call("/slow", on_failure="fail_open")
     assert reply.status == 200 and len(upstream) == 1
-    assert app.runtime.guardrail_verdicts == {("policy", "input", "allow", "enforce"): 1}
+    assert app.runtime.guardrail_verdicts.as_dict() == {("policy", "input", "allow", "enforce"): 1}
 
 
 @pytest.mark.parametrize("path, failure", [("/broken", "status"), ("/garbage", "malformed")])
@@ -133,4 +133,4 @@ async def test_a_bad_answer_follows_on_failure(path, failure):
 async def test_monitor_mode_records_a_block_and_changes_nothing():
     _, reply, upstream, app = await call("/block", mode="monitor")
     assert reply.status == 200 and upstream[0]["messages"][1]["content"] == f"mail {EMAIL}"
-    assert app.runtime.guardrail_verdicts == {("policy", "input", "block", "monitor"): 1}
+    assert app.runtime.guardrail_verdicts.as_dict() == {("policy", "input", "block", "monitor"): 1}

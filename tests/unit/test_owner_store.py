@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.actors.stored_owners import Found
+from switchyard.actors.ports import Found
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores.postgresql import PostgresStore
 from switchyard.protocol.stores.response_owners import SqlOwnerStore, open_owner_store

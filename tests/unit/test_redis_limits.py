@@ -22,7 +22,8 @@ import trio
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.record import LedgerRecord, UsageQuery
 from switchyard.actors.limits.local import LocalLimiter
-from switchyard.actors.limits.port import Admission, Limiter
+from switchyard.actors.limits.tickets import Admission
+from switchyard.actors.ports import Limiter
 from switchyard.actors.routing import limits as core
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.load import load_text

@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from switchyard.actors.limits.port import Ticket
+from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.routing import limits as core
 from switchyard.config.load import load_text
 from switchyard.protocol.stores import redis_settles

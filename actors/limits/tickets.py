@@ -1,4 +1,4 @@
-"""The limiter's interface: what the call path asks before dispatch and tells after.
+"""What the limiter port (``actors/ports.py``'s ``Limiter``) is asked and answers.
 
 A call's ``Demand`` names every scope it is judged in and every budget it
 draws on; ``admit`` decides them all at once (all or nothing) and returns an
@@ -13,17 +13,20 @@ the call path.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable
 
 from attrs import frozen
 
+from switchyard.actors.ledger.record import UsageQuery
 from switchyard.actors.routing.limits import BudgetLine as BudgetLine
 from switchyard.actors.routing.limits import Demand as Demand
 from switchyard.actors.routing.limits import Quota as Quota
 from switchyard.actors.routing.limits import Refusal as Refusal
 from switchyard.actors.routing.limits import Scope as Scope
 
-__all__ = ["Admission", "BudgetLine", "Demand", "Limiter", "Quota", "Refusal", "Scope", "Ticket"]
+__all__ = ["Admission", "BudgetLine", "Demand", "Quota", "Refusal", "Scope", "Summary", "Ticket"]
+
+Summary = Callable[[UsageQuery], Awaitable[list[dict[str, Any]]]]   # LedgerActor.summary: what budgets are seeded from
 
 
 @frozen
@@ -47,18 +50,3 @@ class Admission:
     def admitted(self) -> bool:
         return self.refusal is None
 
-
-class Limiter(Protocol):
-    async def admit(self, demand: Demand) -> Admission:
-        """Check every scope and budget of ``demand`` and reserve them all, or none."""
-        ...
-
-    def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
-        """The call ended: end its lease, give back unused tokens, turn its budget
-        reservation into spend (``cost_usd`` None: unpriced, 0 USD). Never waits."""
-        ...
-
-    async def key_view(self, key_id: str) -> dict[str, Any]:
-        """A key's windows, leases in flight and budget left (and its organization's), for
-        GET /admin/keys/{id}. ``KeyError`` for a key id the running config does not have."""
-        ...

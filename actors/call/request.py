@@ -16,11 +16,11 @@ as complete.
 The actor coordinates; its parts are asked, not mixed in: admission
 (``admission.py``: the call's reach and policy), route choice
 (``route_choice.py``: what the model name and pin mean, each attempt's
-backend), the attempt's body and headers (``attempt_body.py``), what is
-done with its answer and a fallback dial's permit (``answering.py``), the
-relay's settings for it (``actors/relay.py``), mid-stream recovery
-(``recovery.py``), and what an attempt's end says about its backend
-(``verdicts.py``).
+backend), the attempt's body (``attempt_body.py``) and all it sends
+(``outbound.py``), what is done with its answer and a fallback dial's
+permit (``answering.py``), the relay's settings for it
+(``actors/relay.py``), mid-stream recovery (``recovery.py``), and what an
+attempt's end says about its backend (``verdicts.py``).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors import hops, log_fields
-from switchyard.actors.addressing import api_url
+from switchyard.actors import log_fields
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.call import admission, attempt_body, stored_responses
 from switchyard.actors.call.answering import answer, fallback_permit
 from switchyard.actors.call.attempt_body import NO_MESSAGES
+from switchyard.actors.call.outbound import outbound
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.verdicts import backend_fault, failing_caller, our_failure
@@ -57,26 +57,13 @@ from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
 from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.messages import Call
-from switchyard.actors.relay import (
-    AttemptFailed,
-    AttemptRelaySettings,
-    Relay,
-    ResponseSink,
-    Transform,
-)
+from switchyard.actors.relay import AttemptFailed, AttemptRelaySettings, Relay, ResponseSink, Transform
 from switchyard.actors.rename import Rename
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.dial_permits import permit_spans_answer
-from switchyard.actors.routing.failover import (
-    Failure,
-    Kind,
-    MoveOn,
-    Retry,
-    RoutePlan,
-)
+from switchyard.actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.stream_usage import without_option
-from switchyard.actors.trace import new_span_id, outbound_headers
 from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.schema import BackendConfig
 
@@ -359,30 +346,14 @@ class RequestActor:
         self._last_route = (backend.name, model)
         log_fields.bind(backend=backend.name, model=model)   # for any line logged during this attempt
         refused = rt.stream_usage.refused(backend)   # it refused stream_options: its streams are not asked
-        try:   # a backend this call cannot be translated for is passed over, never the call's end
-            wire = self.runtime.wires.wire_for(call, backend, model)
-            content = wire.body(body if body is not None else attempt_body.body_for(
-                call, self.model, model, backend, rt.prompts, refused=refused), backend, call)
-            if attempt_body.leaves_out_door_usage(call, backend, refused):
-                content = without_option(content)
-        except GatewayError as err:
-            said = attempt_body.in_client_indices(err, call, model, backend, rt.prompts) if body is None else err
-            raise AttemptFailed(Failure(Kind.UNHEALTHY), said, upstream=False) from None
-        except Exception as exc:   # the wire's own bug: our 500, no backend's fault
-            raise our_failure(exc, backend.name) from None
-        headers = wire.headers(backend, call)
-        headers.append(hops.outbound(call.hops))   # the next gateway, if this backend is one, counts it
-        if call.trace is not None:
-            # Same trace id on every attempt; a new span id for each one.
-            span_id = new_span_id()
-            headers += outbound_headers(call.trace, call.snapshot.tracing, span_id)
-            self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded, span_id=span_id)
-        else:
-            self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded)
+        # a backend this call cannot be translated for is passed over, never the call's end
+        sent = outbound(rt.wires, rt.prompts, call, self.model, backend, model, body, refused)
+        wire, content, headers, url = sent.wire, sent.content, sent.headers, sent.url
+        extra = {"span_id": sent.span_id} if sent.span_id is not None else {}
+        self.trace.add("selected", backend=backend.name, model=model, fallback_dial=bounded, **extra)
         override = backend.retry_override
         limits = limits_for(call.snapshot, model, call.stream, fallback_hop=model != self.model,
                             backend_cap=override.timeout if override else None)
-        url = api_url(backend.url, wire.path)
         request = rt.upstream.request("POST", url, headers=headers, content=content)
         # This backend answers with the id it was sent; the client sees the public one.
         upstream_id = backend.upstream_ids.get(model)

@@ -44,7 +44,7 @@ from switchyard.actors.routing.variants import ThroughputView, VariantRequests
 from switchyard.actors.smart_router import SmartRouter
 from switchyard.actors.stored_owners import StoredOwners
 from switchyard.actors.stream_usage import StreamUsageMemory
-from switchyard.actors.supervisor import Supervisor
+from switchyard.actors.supervisor import Actor, Supervisor
 from switchyard.actors.trace import ClientRefRejections
 from switchyard.actors.usage import UsageLedger, UsageRecord
 from switchyard.config.load import ConfigError, load_file
@@ -145,8 +145,8 @@ class Runtime:
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.ledger)
                 await self.supervisor.start(self.response_owners)
-                if hasattr(self.limiter, "run"):   # a limiter with connections of its own (Redis)
-                    await self.supervisor.start(self.limiter)  # type: ignore[arg-type]
+                if isinstance(self.limiter, Actor):   # a limiter with connections of its own (Redis)
+                    await self.supervisor.start(self.limiter)
                 await self.supervisor.start(self.health)
                 await self.supervisor.start(self.discovery)
                 await self.supervisor.start(self.engine_stats)

@@ -9,13 +9,14 @@ takes the server down. Its last published view stays readable meanwhile.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import trio
 
 log = logging.getLogger("switchyard.supervisor")
 
 
+@runtime_checkable
 class Actor(Protocol):
     name: str
 

@@ -23,7 +23,7 @@ import logging
 import re
 import sys
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import Any, TextIO
 
 from switchyard.actors.log_fields import FIELDS, bound
 from switchyard.protocol.http.log_repeats import FIELDS_ATTR, RepeatFilter
@@ -108,12 +108,12 @@ def formatter(fmt: str) -> logging.Formatter:
     return JsonFormatter() if fmt == "json" else TextFormatter()
 
 
-class Handler(logging.StreamHandler):  # type: ignore[type-arg]
+class Handler(logging.StreamHandler[TextIO]):
     """Ours: repeats counted (``log_repeats``), and what is still counted logged when it closes."""
 
     switchyard = True
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: TextIO) -> None:
         super().__init__(stream)
         self.repeats = RepeatFilter(self.handle, fields_of)
         self.addFilter(self.repeats)
@@ -123,7 +123,7 @@ class Handler(logging.StreamHandler):  # type: ignore[type-arg]
         super().close()
 
 
-def install(level: str, fmt: str, stream: IO[str] | None = None) -> logging.Handler:
+def install(level: str, fmt: str, stream: TextIO | None = None) -> logging.Handler:
     """Point the root logger at one handler of ours (replacing an earlier one of ours) at ``level``."""
     root = logging.getLogger()
     for handler in list(root.handlers):

@@ -31,6 +31,7 @@ the answer is under way is a client that left, as hypercorn takes it.
 from __future__ import annotations
 
 from math import inf
+from typing import Any
 
 import h11
 import trio
@@ -50,8 +51,8 @@ CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Conti
 class ReleasingTCPServer(TCPServer):
     """hypercorn's trio connection, closed at once when the client's end of stream leaves nothing owed."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._reading = True
         self._over = trio.Event()   # the connection is closed, or the peer proved gone
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from contextlib import aclosing
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, ClassVar
 
@@ -89,6 +89,9 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self._requests: deque[httpx.Request] = deque(maxlen=self.keep)
         self.served = 0                # chat requests taken in (their ids count them)
         self.in_flight = 0             # chat requests not yet answered in full
+        self.responses_script: deque[Any] = deque()   # Responses turns queued by script_responses
+        self.stored_responses: OrderedDict[str, dict[str, Any]] = OrderedDict()   # what /v1/responses keeps
+        self.response_ids = 0          # Response ids handed out (not ``served``: those answered at once share it)
         self.generated = 0             # tokens streamed so far, for the engine's generation counter
         self.background = 0.0          # tokens generated "for other clients" up to the last engine page
         self.engine_at: float | None = None      # when the last engine page was rendered

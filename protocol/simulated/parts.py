@@ -4,6 +4,7 @@ that paces an answer (``protocol/simulated/openai.py`` and the endpoint simulato
 from __future__ import annotations
 
 import re
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Protocol
 
 import httpx
@@ -76,6 +77,9 @@ class Simulator(Protocol):
 
     in_flight: int                       # requests not yet answered in full (the engine page's running count)
     served: int                          # requests taken in (their ids count them)
+    responses_script: deque[Any]         # queued Responses turns (``responses.script_responses``)
+    stored_responses: OrderedDict[str, dict[str, Any]]   # the Responses it keeps (``responses_store``)
+    response_ids: int                    # Response ids handed out
 
     def record(self, kind: str) -> None: ...
 

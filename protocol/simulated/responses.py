@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
 from contextlib import aclosing
 from typing import Any, AsyncIterator
 
@@ -56,9 +55,7 @@ class ResponsesTurn:
 
 def script_responses(owner: "Simulator", *turns: ResponsesTurn) -> None:
     """Queue answers for the next ``/v1/responses`` requests (one turn each; then plain answers)."""
-    queue: deque[ResponsesTurn] = getattr(owner, "responses_script", None) or deque()
-    queue.extend(turns)
-    owner.responses_script = queue   # type: ignore[attr-defined]
+    owner.responses_script.extend(turns)
 
 
 def answer(owner: "Simulator", sim: Simulation, body: dict[str, Any]) -> httpx.Response:
@@ -66,7 +63,7 @@ def answer(owner: "Simulator", sim: Simulation, body: dict[str, Any]) -> httpx.R
     if refused is not None:
         owner.record("invalid")
         return refused
-    queue = getattr(owner, "responses_script", None)
+    queue = owner.responses_script
     turn = queue.popleft() if queue else ResponsesTurn()
     tool = offered_tool(body) if sim.call_tools else None
     if tool is not None:   # the demo's model uses a tool it is offered

@@ -28,10 +28,7 @@ PREFIX = "/v1/responses/"
 
 
 def _store(owner: "Simulator") -> "OrderedDict[str, dict[str, Any]]":
-    store = getattr(owner, "stored_responses", None)
-    if store is None:
-        store = owner.stored_responses = OrderedDict()   # type: ignore[attr-defined]
-    return store
+    return owner.stored_responses
 
 
 def keep(owner: "Simulator", response: dict[str, Any], body: dict[str, Any]) -> None:
@@ -206,5 +203,6 @@ def _safe(name: str) -> str:
 def response_id(owner: "Simulator") -> str:
     """A new Response id, unique across the simulators of one gateway (each has its own name). Counted on its
     own: ``served`` counts arrivals, and requests answered at once would share it."""
-    number = owner.response_ids = getattr(owner, "response_ids", 0) + 1   # type: ignore[attr-defined]
+    owner.response_ids += 1
+    number = owner.response_ids
     return f"resp_{_safe(getattr(owner, 'name', 'sim'))}_{number}"

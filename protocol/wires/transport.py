@@ -70,9 +70,9 @@ class Conn(httpcore.AsyncHTTP11Connection):
 
     _head = b""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)   # type: ignore[arg-type]
-        self._state_lock = _Uncontended()   # type: ignore[assignment]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._state_lock = _Uncontended()   # type: ignore[assignment]  # a lock of our own kind in its place
 
     async def _send_event(self, event: h11.Event, timeout: float | None = None) -> None:
         data = self._h11_state.send(event) or b""

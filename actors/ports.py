@@ -12,10 +12,12 @@ value the protocol layer hands the Runtime with them
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import httpx
 from attrs import frozen
+
+from switchyard.actors.control.records import KeyRecord
 
 # The ledger's store, re-exported: the port is defined beside the LedgerActor that uses it, since this module
 # imports the ledger (its records, and the relay's meter through CallTrace) and the ledger may not import it back.
@@ -139,6 +141,51 @@ class OwnerStore(Protocol):
         ...
 
     def prune(self, before: float, max_entries: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class ControlConflict(Exception):
+    """A write the control store refused: the id (or the secret's digest) is taken, or the record changed."""
+
+
+class ControlStore(Protocol):
+    """The control plane's records in the usage ledger's database (``protocol/stores/control.py``). Blocking
+    methods, run in worker threads; each may raise ``StoreUnavailable``. Every write bumps one change counter
+    in the same transaction, so a reader that saw ``revision()`` move reloads and misses nothing."""
+
+    name: str
+
+    def open(self) -> None: ...
+
+    def revision(self) -> int:
+        """The change counter: cheap enough to poll every half second from every worker."""
+        ...
+
+    def load(self) -> tuple[int, list[KeyRecord]]:
+        """Every key record, with the revision they were read at (one transaction)."""
+        ...
+
+    def find(self, digest: bytes) -> KeyRecord | None:
+        """The record whose current secret, or rotated-out one, has this digest."""
+        ...
+
+    def insert(self, record: KeyRecord) -> None:
+        """A new record; ``ControlConflict`` when its id or digest exists."""
+        ...
+
+    def replace(self, record: KeyRecord, updated_at: float) -> None:
+        """``record`` in place of the stored one with its id, if that one was last updated at ``updated_at``
+        (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id)."""
+        ...
+
+    def delete(self, key_id: str) -> bool:
+        """Forget the record; False when there was none."""
+        ...
+
+    def touch(self, used: Mapping[str, float]) -> None:
+        """Each key id's ``last_used_at``, where later than the stored one; bumps no revision."""
+        ...
 
     def close(self) -> None: ...
 

@@ -1,0 +1,46 @@
+"""What the control plane keeps of a key created through the admin API (a *database key*).
+
+The data plane reads a database key exactly as it reads one from ``api_keys``:
+its ``ApiKey`` (``config/access.py``), whose ``key`` is empty here since the
+secret itself is never kept, only its keyed digest (``secrets.py``) and a
+short public prefix to recognise it by. The rest is the record's own life:
+when it was made and by whom, labels, expiry, revocation, last use, and the
+secret a rotation replaced, which keeps working until ``valid_until``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import attrs
+from attrs import frozen
+
+from switchyard.config.access import ApiKey
+
+
+@frozen
+class PreviousSecret:
+    """The secret a rotation replaced: accepted until ``valid_until`` (Unix seconds), then refused."""
+
+    digest: bytes = attrs.field(repr=False)
+    prefix: str
+    valid_until: float
+
+
+@frozen
+class KeyRecord:
+    key: ApiKey                               # what the data plane reads; key.key is "" (never kept)
+    prefix: str                               # the secret's public start, e.g. "syk_Ab12Cd34"
+    digest: bytes = attrs.field(repr=False)   # secrets.digest(secret): the only form of the secret kept
+    created_at: float                         # Unix seconds
+    updated_at: float
+    created_by: str | None = None             # the admin identity that made it (None: the CLI on the machine)
+    expires_at: float | None = None           # refused from then on (key_expired)
+    metadata: Mapping[str, str] = attrs.field(factory=dict)   # free-form labels
+    revoked_at: float | None = None           # refused from then on (key_revoked)
+    last_used_at: float | None = None         # at most a minute behind (written off the request path)
+    previous: PreviousSecret | None = None    # a rotation's old secret, still accepted for its grace
+
+    @property
+    def id(self) -> str:
+        return self.key.id

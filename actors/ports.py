@@ -176,11 +176,12 @@ class ControlStore(Protocol):
 
     def replace(self, record: KeyRecord, updated_at: float) -> None:
         """``record`` in place of the stored one with its id, if that one was last updated at ``updated_at``
-        (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id)."""
+        (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id). The stored
+        ``last_used_at`` never moves back: a ``touch`` may have come after the caller read the record."""
         ...
 
     def delete(self, key_id: str) -> bool:
-        """Forget the record; False when there was none."""
+        """Forget the record; False when there was none (nothing changed: no revision bumped)."""
         ...
 
     def touch(self, used: Mapping[str, float]) -> None:

@@ -16,6 +16,12 @@ instance served the call.
 
 Migration 4 adds ``cache_hit`` (answered from the response cache) and
 ``guardrails`` (the guardrails' verdicts as JSON, never the matched text).
+
+Migration 5 adds the control plane's keys (``protocol/stores/control.py``):
+``control_keys``, one row per key made through the admin API (the secret's
+digest, never the secret; a rotation's previous digest beside it; the key's
+settings and labels as one JSON text), and ``control_revision``, one row
+whose counter every write bumps in its own transaction.
 """
 
 from __future__ import annotations
@@ -72,6 +78,31 @@ SQLITE: tuple[Migration, ...] = (
     ("ALTER TABLE usage_records ADD COLUMN route_events TEXT",),
     ("ALTER TABLE usage_records ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0",
      "ALTER TABLE usage_records ADD COLUMN guardrails TEXT"),
+    (
+        # a rotation's previous secret: all three previous_* columns, or none (UNIQUE takes any number of NULLs)
+        """CREATE TABLE control_keys (
+            id TEXT PRIMARY KEY,
+            digest BLOB NOT NULL UNIQUE,
+            prefix TEXT NOT NULL,
+            previous_digest BLOB UNIQUE,
+            previous_prefix TEXT,
+            previous_valid_until REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL,
+            revoked_at REAL,
+            last_used_at REAL,
+            created_by TEXT,
+            settings TEXT NOT NULL,
+            CHECK ((previous_digest IS NULL) = (previous_prefix IS NULL)
+                   AND (previous_digest IS NULL) = (previous_valid_until IS NULL))
+        )""",
+        """CREATE TABLE control_revision (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            revision INTEGER NOT NULL
+        )""",
+        "INSERT INTO control_revision (id, revision) VALUES (1, 0)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -122,4 +153,28 @@ POSTGRESQL: tuple[Migration, ...] = (
     ("ALTER TABLE usage_records ADD COLUMN route_events text",),
     ("ALTER TABLE usage_records ADD COLUMN cache_hit boolean NOT NULL DEFAULT false",
      "ALTER TABLE usage_records ADD COLUMN guardrails text"),
+    (
+        """CREATE TABLE control_keys (
+            id text PRIMARY KEY,
+            digest bytea NOT NULL UNIQUE,
+            prefix text NOT NULL,
+            previous_digest bytea UNIQUE,
+            previous_prefix text,
+            previous_valid_until double precision,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            expires_at double precision,
+            revoked_at double precision,
+            last_used_at double precision,
+            created_by text,
+            settings text NOT NULL,
+            CHECK ((previous_digest IS NULL) = (previous_prefix IS NULL)
+                   AND (previous_digest IS NULL) = (previous_valid_until IS NULL))
+        )""",
+        """CREATE TABLE control_revision (
+            id integer PRIMARY KEY CHECK (id = 1),
+            revision bigint NOT NULL
+        )""",
+        "INSERT INTO control_revision (id, revision) VALUES (1, 0)",
+    ),
 )

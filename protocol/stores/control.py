@@ -1,0 +1,178 @@
+"""The control plane's keys in the usage ledger's database: what the admin API writes and every worker reads.
+
+``control_keys`` (migration 5 of ``migrations.py``) holds one row per key
+(``control_rows.py`` turns it into a ``KeyRecord`` and back); it lives where
+``usage.ledger`` says, the SQLite file under ``server.data_dir`` (the workers
+of one machine) or PostgreSQL (a fleet). With ``usage.ledger: memory``
+nothing is shared and ``open_control_store`` returns None.
+
+``control_revision`` is one row, one counter: insert, replace and delete bump
+it in their own transaction, so a worker polling ``revision()`` and reloading
+when it moves never misses a change. ``touch`` bumps nothing: it runs every
+minute or so and writes only ``last_used_at``, which the data plane never
+reads. ``replace`` is optimistic: it writes only over the version its caller
+read (its ``updated_at``), so two admins editing one key cannot lose an edit.
+
+Each method blocks: the callers run them in worker threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.ledger.record import StoreUnavailable
+from switchyard.actors.ports import ControlConflict, ControlStore
+from switchyard.config.usage import UsageConfig
+from switchyard.protocol.stores import DEFAULT_SQLITE
+from switchyard.protocol.stores.control_rows import COLUMNS, TABLE, record_of, row_of
+
+if TYPE_CHECKING:
+    from switchyard.protocol.stores.postgresql import PostgresStore
+    from switchyard.protocol.stores.sqlite import SqliteStore
+
+REVISION = "control_revision"
+# Seconds any call to the control store may take, its own deadline (a lock waited for, a connection, a
+# statement): the admin API and a worker's reload of the keys wait on a store that is away no longer than this.
+DEADLINE = 2.0
+
+
+class SqlControlStore:
+    """The control plane's records on a ledger store (``SqliteStore`` or ``PostgresStore``) of its own: a
+    connection apart from the ledger's, so an admin's write or a reload never waits behind a batch of records."""
+
+    def __init__(self, db: SqliteStore | PostgresStore) -> None:
+        self.db = db
+        self.name = db.name
+        self._integrity = _integrity_error(db.dialect.name)
+        p = db.dialect.placeholder
+        self._revision = f"SELECT revision FROM {REVISION}"
+        self._bump = f"UPDATE {REVISION} SET revision = revision + 1"
+        # one statement, so the revision and the rows are one snapshot; LEFT JOIN: the revision with no keys too
+        self._load = (f"SELECT r.revision, {', '.join(f'k.{c}' for c in COLUMNS)} FROM {REVISION} r "
+                      f"LEFT JOIN {TABLE} k ON 1 = 1 ORDER BY k.created_at, k.id")
+        self._find = f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE digest = {p} OR previous_digest = {p}"
+        self._insert = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({db.dialect.params(len(COLUMNS))})"
+        # every column but the id; last_used_at never moves back (a touch may have come after the caller's read)
+        sets = [f"{c} = {p}" for c in COLUMNS[1:] if c != "last_used_at"]
+        sets.append(f"last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at < {p} THEN {p} "
+                    f"ELSE last_used_at END")
+        self._replace = f"UPDATE {TABLE} SET {', '.join(sets)} WHERE id = {p} AND updated_at = {p}"
+        self._exists = f"SELECT 1 FROM {TABLE} WHERE id = {p}"
+        self._delete = f"DELETE FROM {TABLE} WHERE id = {p}"
+        self._touch = (f"UPDATE {TABLE} SET last_used_at = {p} WHERE id = {p} "
+                       f"AND (last_used_at IS NULL OR last_used_at < {p})")
+
+    def __repr__(self) -> str:
+        return f"SqlControlStore({self.db!r})"
+
+    def open(self) -> None:
+        """Connect, and migrate as the ledger does (the tables come with the ledger's schema)."""
+        self.db.open()
+
+    def revision(self) -> int:
+        return int(self.db._fetch(self._revision, [])[0][0])
+
+    def load(self) -> tuple[int, list[KeyRecord]]:
+        rows = self.db._fetch(self._load, [])
+        return int(rows[0][0]), [self._record(row[1:]) for row in rows if row[1] is not None]
+
+    def find(self, digest: bytes) -> KeyRecord | None:
+        """The record whose current digest is this one, else the one whose previous digest is (the caller
+        checks its ``valid_until``)."""
+        rows = self.db._fetch(self._find, [digest, digest])
+        rows.sort(key=lambda row: bytes(row[1]) != digest)   # a current digest first
+        return self._record(rows[0]) if rows else None
+
+    def insert(self, record: KeyRecord) -> None:
+        def work(cur: Any) -> None:
+            cur.execute(self._insert, row_of(record))
+        self._write(work)
+
+    def replace(self, record: KeyRecord, updated_at: float) -> None:
+        row = row_of(record)
+        last_used_at = row[COLUMNS.index("last_used_at")]
+        values = [v for c, v in zip(COLUMNS[1:], row[1:], strict=True) if c != "last_used_at"]
+
+        def work(cur: Any) -> None:
+            if cur.execute(self._replace, [*values, last_used_at, last_used_at, record.id, updated_at]).rowcount:
+                return
+            if cur.execute(self._exists, [record.id]).fetchone() is None:
+                raise KeyError(record.id)
+            raise ControlConflict(f"key {record.id!r} changed since it was read (updated_at {updated_at})")
+        self._write(work)
+
+    def delete(self, key_id: str) -> bool:
+        """Forget the record; False (and no revision bumped: nothing changed) when there was none."""
+        def work(cur: Any) -> bool:
+            if not cur.execute(self._delete, [key_id]).rowcount:
+                return False
+            cur.execute(self._bump)
+            return True
+        return self.db.transact(work)
+
+    def touch(self, used: Mapping[str, float]) -> None:
+        """Every key's ``last_used_at`` moved forward, in one transaction; an id no longer there is passed over."""
+        if not used:
+            return
+        rows = [(at, key_id, at) for key_id, at in used.items()]
+        self.db.transact(lambda cur: cur.executemany(self._touch, rows))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _write(self, work: Callable[[Any], None]) -> None:
+        """``work``, then the revision bumped, in one transaction; a duplicate id or digest is a ControlConflict."""
+        def bumped(cur: Any) -> None:
+            try:
+                work(cur)
+            except self._integrity as exc:
+                if not _duplicate(exc):
+                    raise
+                raise ControlConflict(f"the key's id or secret is taken: {_first_line(exc)}") from None
+            cur.execute(self._bump)
+        self.db.transact(bumped)
+
+    def _record(self, row: Any) -> KeyRecord:
+        try:
+            return record_of(row)
+        except ValueError as exc:
+            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+
+
+def _integrity_error(dialect: str) -> type[Exception]:
+    """The driver's constraint error (imported here: a gateway on SQLite never loads libpq)."""
+    if dialect == "postgresql":
+        import psycopg
+        return psycopg.IntegrityError
+    import sqlite3
+    return sqlite3.IntegrityError
+
+
+def _duplicate(exc: Exception) -> bool:
+    """A value a unique column has already (PostgreSQL's SQLSTATE 23505, SQLite's extended codes), not a
+    constraint of another kind."""
+    return getattr(exc, "sqlstate", None) == "23505" or getattr(exc, "sqlite_errorname", None) in (
+        "SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def open_control_store(usage: UsageConfig, data_dir: Path) -> ControlStore | None:
+    """The control store beside the ledger ``usage.ledger`` names, constructed but not connected; None with
+    ``memory`` (nothing shared to keep keys in)."""
+    ledger = usage.ledger
+    if ledger == "memory":
+        return None
+    if ledger == "sqlite" or ledger.startswith("sqlite:///"):
+        from switchyard.protocol.stores.sqlite import SqliteStore
+        path = Path(data_dir) / DEFAULT_SQLITE if ledger == "sqlite" else Path(ledger[len("sqlite://"):])
+        return SqlControlStore(SqliteStore(path, busy_timeout=DEADLINE))
+    if ledger.startswith(("postgresql://", "postgres://")):
+        from switchyard.protocol.stores.postgresql import PostgresStore
+        return SqlControlStore(PostgresStore(ledger, timeout=DEADLINE, max_size=2, statement_timeout=DEADLINE))
+    raise ValueError(f"usage.ledger must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
+                     f"got {ledger!r}")

@@ -1,0 +1,85 @@
+"""A ``KeyRecord`` as a row of ``control_keys`` (migration 5) and back, exactly.
+
+The record's own life (digests, prefixes, instants, its author) has a column
+each; the ``ApiKey``'s settings and the record's labels are one JSON text,
+``settings``, rebuilt with their constructors (a ``Budget``'s period stored
+as its value). A member the code does not know is refused, never skipped:
+a row written by a newer Switchyard may carry a restriction this one would
+drop. ``tests/unit/test_control_store.py`` checks every ``ApiKey`` field is
+in the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import attrs
+
+from switchyard.actors.control.records import KeyRecord, PreviousSecret
+from switchyard.config.access import ApiKey
+from switchyard.config.limits import Budget, Period, RateLimit
+
+TABLE = "control_keys"
+COLUMNS = ("id", "digest", "prefix", "previous_digest", "previous_prefix", "previous_valid_until", "created_at",
+           "updated_at", "expires_at", "revoked_at", "last_used_at", "created_by", "settings")
+# the settings JSON's members: every ApiKey field but its id (a column) and its secret (never kept)
+SETTINGS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget", "metadata")
+
+
+def row_of(record: KeyRecord) -> tuple[Any, ...]:
+    """The column values, in ``COLUMNS`` order."""
+    prev = record.previous
+    return (record.id, record.digest, record.prefix,
+            None if prev is None else prev.digest, None if prev is None else prev.prefix,
+            None if prev is None else prev.valid_until,
+            record.created_at, record.updated_at, record.expires_at, record.revoked_at, record.last_used_at,
+            record.created_by, settings_of(record))
+
+
+def record_of(row: Sequence[Any]) -> KeyRecord:
+    """The record of a row in ``COLUMNS`` order; ``ValueError`` for settings this code cannot rebuild."""
+    (key_id, digest, prefix, prev_digest, prev_prefix, prev_until, created_at, updated_at, expires_at, revoked_at,
+     last_used_at, created_by, settings) = row
+    key, metadata = key_of(key_id, settings)
+    previous = None if prev_digest is None else PreviousSecret(bytes(prev_digest), prev_prefix, prev_until)
+    return KeyRecord(key=key, prefix=prefix, digest=bytes(digest), created_at=created_at, updated_at=updated_at,
+                     created_by=created_by, expires_at=expires_at, metadata=metadata, revoked_at=revoked_at,
+                     last_used_at=last_used_at, previous=previous)
+
+
+def settings_of(record: KeyRecord) -> str:
+    key = record.key
+    data = {
+        "organization_id": key.organization_id,
+        "tier": key.tier,
+        "allowed_models": None if key.allowed_models is None else list(key.allowed_models),
+        "allowed_backends": None if key.allowed_backends is None else list(key.allowed_backends),
+        "rate_limit": None if key.rate_limit is None else attrs.asdict(key.rate_limit),
+        "budget": None if key.budget is None else {"limit_usd": key.budget.limit_usd,
+                                                   "limit_tokens": key.budget.limit_tokens,
+                                                   "period": key.budget.period.value},
+        "metadata": dict(record.metadata),
+    }
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
+    """The ``ApiKey`` (its secret "") and the labels of one row's settings."""
+    try:
+        data = json.loads(settings)
+        if not isinstance(data, dict):
+            raise ValueError(f"not a JSON object: {settings[:80]!r}")
+        unknown = sorted(set(data) - set(SETTINGS))
+        if unknown:
+            raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
+        models, backends = data.get("allowed_models"), data.get("allowed_backends")
+        rate, budget = data.get("rate_limit"), data.get("budget")
+        key = ApiKey(id=key_id, key="", organization_id=data.get("organization_id"), tier=data.get("tier"),
+                     allowed_models=None if models is None else tuple(models),
+                     allowed_backends=None if backends is None else tuple(backends),
+                     rate_limit=None if rate is None else RateLimit(**rate),
+                     budget=None if budget is None else Budget(**{**budget, "period": Period(budget["period"])}))
+        return key, dict(data.get("metadata") or {})
+    except (ValueError, TypeError, KeyError) as exc:   # json's errors are ValueErrors
+        raise ValueError(f"the settings of key {key_id!r} cannot be read: {exc}") from exc

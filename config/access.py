@@ -19,6 +19,9 @@ from switchyard.config.fields import field
 from switchyard.config.limits import Budget, RateLimit, budget_section, rate_limit_section
 from switchyard.config.rules import Invalid
 
+# A key's id: in ``api_keys`` and in the admin API's bodies alike.
+KEY_ID = rules.string(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}", "1-128 letters, digits, '.', '_', ':', '@' or '-'")
+
 
 def _label(value: Any) -> str:
     text = rules.string()(value)

@@ -13,12 +13,11 @@ from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping, Sequence
 
 from switchyard.config import rules
-from switchyard.config.access import Access, ApiKey
+from switchyard.config.access import KEY_ID, Access, ApiKey
 from switchyard.config.fields import read
 from switchyard.config.rules import Invalid, Reader, child
 from switchyard.config.schema import BackendConfig
 
-_ID = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
 MIN_KEY_LENGTH = 16
 
 
@@ -41,7 +40,7 @@ def api_keys(top: Reader) -> Access:
         for required in ("id", "key"):
             if not r.has(required):
                 r.problems.error(child(r.path, required), "is required")
-        key_id = r.get("id", rules.string(_ID, "1-128 letters, digits, '.', '_', ':', '@' or '-'"), "")
+        key_id = r.get("id", KEY_ID, "")
         secret = r.get("key", _secret, "")
         key = ApiKey(
             id=key_id,

@@ -131,6 +131,13 @@ class AuthenticationError(ClientError):
         return super().headers() + [(b"www-authenticate", b'Bearer realm="switchyard"')]
 
 
+class KeyConflict(ClientError):
+    """A key's id is taken, or the key changed since it was read (two administrators at once)."""
+
+    status = 409
+    code = "key_conflict"
+
+
 class PermissionDenied(ClientError):
     status = 403
     type = "permission_error"
@@ -271,6 +278,13 @@ class TooManyConcurrentRequests(Unavailable):
 
 class StoredResponsesUnavailable(Unavailable):
     code = "stored_responses_unavailable"
+
+
+class ControlPlaneUnavailable(Unavailable):
+    """A change to keys (organizations, admins) while the control plane's store is away or unusable: what is
+    known keeps working, changes wait for the store."""
+
+    code = "control_plane_unavailable"
 
 
 class NoHealthyBackend(Unavailable):

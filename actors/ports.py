@@ -12,12 +12,16 @@ value the protocol layer hands the Runtime with them
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+import attrs
 import httpx
 from attrs import frozen
 
-from switchyard.actors.control.records import KeyRecord
+# The control plane's store, re-exported: defined beside the ControlPlane that uses it (the control plane may
+# not import this module, which imports its records).
+from switchyard.actors.control.store import ControlConflict as ControlConflict
+from switchyard.actors.control.store import ControlStore as ControlStore
 
 # The ledger's store, re-exported: the port is defined beside the LedgerActor that uses it, since this module
 # imports the ledger (its records, and the relay's meter through CallTrace) and the ledger may not import it back.
@@ -25,6 +29,7 @@ from switchyard.actors.ledger.store import UsageStore as UsageStore
 from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
 from switchyard.actors.owner_writes import Op
 from switchyard.actors.wire import Wires
+from switchyard.config.access import ApiKey
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
@@ -92,9 +97,10 @@ class Limiter(Protocol):
         reservation into spend (``cost_usd`` None: unpriced, 0 USD). Never waits."""
         ...
 
-    async def key_view(self, key_id: str) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
         """A key's windows, leases in flight and budget left (and its organization's), for
-        GET /admin/keys/{id}. ``KeyError`` for a key id the running config does not have."""
+        GET /admin/keys/{id}. ``key``: the key itself (a database key), or a key id of the running
+        config (``KeyError`` when it has none)."""
         ...
 
 
@@ -145,52 +151,6 @@ class OwnerStore(Protocol):
     def close(self) -> None: ...
 
 
-class ControlConflict(Exception):
-    """A write the control store refused: the id (or the secret's digest) is taken, or the record changed."""
-
-
-class ControlStore(Protocol):
-    """The control plane's records in the usage ledger's database (``protocol/stores/control.py``). Blocking
-    methods, run in worker threads; each may raise ``StoreUnavailable``. Every write bumps one change counter
-    in the same transaction, so a reader that saw ``revision()`` move reloads and misses nothing."""
-
-    name: str
-
-    def open(self) -> None: ...
-
-    def revision(self) -> int:
-        """The change counter: cheap enough to poll every half second from every worker."""
-        ...
-
-    def load(self) -> tuple[int, list[KeyRecord]]:
-        """Every key record, with the revision they were read at (one transaction)."""
-        ...
-
-    def find(self, digest: bytes) -> KeyRecord | None:
-        """The record whose current secret, or rotated-out one, has this digest."""
-        ...
-
-    def insert(self, record: KeyRecord) -> None:
-        """A new record; ``ControlConflict`` when its id or digest exists."""
-        ...
-
-    def replace(self, record: KeyRecord, updated_at: float) -> None:
-        """``record`` in place of the stored one with its id, if that one was last updated at ``updated_at``
-        (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id). The stored
-        ``last_used_at`` never moves back: a ``touch`` may have come after the caller read the record."""
-        ...
-
-    def delete(self, key_id: str) -> bool:
-        """Forget the record; False when there was none (nothing changed: no revision bumped)."""
-        ...
-
-    def touch(self, used: Mapping[str, float]) -> None:
-        """Each key id's ``last_used_at``, where later than the stored one; bumps no revision."""
-        ...
-
-    def close(self) -> None: ...
-
-
 # What the Runtime makes once, at start, from the parts below the wire: each factory is given what it reads.
 LimiterFor = Callable[[Current, Summary], Limiter]   # the running revision, the ledger's totals (budget seeds)
 CacheStoreFor = Callable[[Current], CacheStore]
@@ -211,3 +171,6 @@ class RuntimePorts:
     cache_store_for: CacheStoreFor | None = None   # with response_cache.store: redis
     metrics_for: MetricsFor | None = None
     spans_for: SpansFor | None = None
+    control_store: ControlStore | None = None   # the database keys' store (None: config keys only)
+    control_secret: bytes | None = attrs.field(default=None, repr=False)   # keys the digests of their secrets
+    control_off: str | None = None              # why there are no database keys, said to whoever asks for one

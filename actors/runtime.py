@@ -23,6 +23,7 @@ import trio
 from switchyard.actors.cache.stage import ResponseCache
 from switchyard.actors.cache.store import MemoryCacheStore
 from switchyard.actors.config_watcher import ConfigWatcher
+from switchyard.actors.control.plane import ControlPlane
 from switchyard.actors.dedup import DedupCoordinator
 from switchyard.actors.discovery import ModelDiscoveryActor
 from switchyard.actors.engine_stats import EngineStatsPoller
@@ -97,6 +98,8 @@ class Runtime:
         self.usage.on_other = self._classifier_try
         current = self._current
         # Rate limits and budgets: shared through Redis when state.redis_url says so, else this worker's own.
+        # Keys kept in the database (the control plane): a view in memory, kept current by its actor.
+        self.control = ControlPlane(ports.control_store, ports.control_secret, why_off=ports.control_off)
         self.limiter: Limiter = ports.limiter_for(current, self.ledger.summary) if ports.limiter_for is not None \
             else LocalLimiter(current, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
@@ -136,6 +139,7 @@ class Runtime:
                 await self.ledger.open()
             except StoreUnavailable as exc:
                 raise StoreUnavailable(f"usage.ledger ({self.ledger.store.name}): {exc}") from None
+            await self.control.start()   # the database keys, read before any call is judged
             try:
                 await self.response_owners.open()
             except Exception as exc:
@@ -145,6 +149,7 @@ class Runtime:
                 self.supervisor = Supervisor(nursery)
                 await self.supervisor.start(self.ledger)
                 await self.supervisor.start(self.response_owners)
+                await self.supervisor.start(self.control)
                 if isinstance(self.limiter, Actor):   # a limiter with connections of its own (Redis)
                     await self.supervisor.start(self.limiter)
                 await self.supervisor.start(self.health)
@@ -161,6 +166,7 @@ class Runtime:
                 await self.ledger.flush()   # every record written (or spilled) before the process goes
                 await self.ledger.aclose()
                 await self.response_owners.aclose()
+                await self.control.aclose()
                 await self.cache.store.aclose()   # a Redis cache's connections
                 if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
                     await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
@@ -226,6 +232,11 @@ class Runtime:
         if refusal is not None:
             raise ConfigError(str(self.config_path), [f"rate_limiting: {refusal} (state.redis_url needs a restart)"],
                               [])
+        taken = self.control.view.records   # an id is the config's or the database's, never both
+        clashes = [f"api_keys[{i}].id: {key.id!r} is a database key's id (see GET /admin/keys/{key.id}); "
+                   f"rename one" for i, key in enumerate(new.api_keys.keys) if key.id in taken]
+        if clashes:
+            raise ConfigError(str(self.config_path), clashes, [])
 
     def apply(self, new: Snapshot) -> Applied:
         """Publish ``new`` to every part; restart-only fields keep their running values."""

@@ -29,9 +29,10 @@ from typing import Any, Callable
 import trio
 
 from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
-from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
+from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket, configured
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import Bucket, bucket_of
+from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget
 from switchyard.config.schema import Snapshot
 
@@ -91,15 +92,13 @@ class LocalLimiter:
     def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
         core.settle(self.counters, ticket.demand, ticket.buckets, tokens_used, cost_usd, self._clock())
 
-    async def key_view(self, key_id: str) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
         """The key's windows and leases (and its organization's), and what is left of their budgets.
 
-        Raises ``KeyError`` for a key id the config does not have.
+        ``key``: the key itself (a database key), or a key id of the config (``KeyError`` when it has none).
         """
         snapshot = self._config()
-        key = next((k for k in snapshot.api_keys.keys if k.id == key_id), None)
-        if key is None:
-            raise KeyError(key_id)
+        key = configured(snapshot, key)
         now, wall = self._clock(), self._wall()
         scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
         out: dict[str, Any] = {"id": key.id, "organization_id": key.organization_id, "share": self.share}

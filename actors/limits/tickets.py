@@ -23,8 +23,21 @@ from switchyard.actors.routing.limits import Demand as Demand
 from switchyard.actors.routing.limits import Quota as Quota
 from switchyard.actors.routing.limits import Refusal as Refusal
 from switchyard.actors.routing.limits import Scope as Scope
+from switchyard.config.access import ApiKey
+from switchyard.config.schema import Snapshot
 
-__all__ = ["Admission", "BudgetLine", "Demand", "Quota", "Refusal", "Scope", "Summary", "Ticket"]
+
+def configured(snapshot: Snapshot, key: str | ApiKey) -> ApiKey:
+    """``key`` itself, or the config's key with this id (``KeyError`` when it has none)."""
+    if not isinstance(key, str):
+        return key
+    found = next((k for k in snapshot.api_keys.keys if k.id == key), None)
+    if found is None:
+        raise KeyError(key)
+    return found
+
+
+__all__ = ["configured", "Admission", "BudgetLine", "Demand", "Quota", "Refusal", "Scope", "Summary", "Ticket"]
 
 Summary = Callable[[UsageQuery], Awaitable[list[dict[str, Any]]]]   # LedgerActor.summary: what budgets are seeded from
 

@@ -110,7 +110,7 @@ class AdminApi:
             await self.usage.one_request(runtime, scope, send)
             return
         if path.startswith(KEYS_PREFIX) and len(path) > len(KEYS_PREFIX):
-            await self.keys.one_key(runtime, scope, send)
+            await self.keys.one_key(runtime, scope, receive, send)
             return
         if path.startswith(TRACE_PREFIX) and path.endswith(TRACE_SUFFIX) and scope["method"] == "GET":
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)

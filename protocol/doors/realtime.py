@@ -142,7 +142,7 @@ class RealtimeSession:
         app, scope = self.app, self.scope
         gate = app.gate
         gate.up()   # starting or stopping: refused before anything else, the path included
-        self.who = gate.identify(scope, self.request_id, credentials=self._credential_headers())
+        self.who = await gate.identify(scope, self.request_id, credentials=self._credential_headers())
         path = scope["path"]
         if path != PATH:
             raise RouteNotFound(f"No websocket route for {path}; realtime sessions open at {PATH}?model=<model>")

@@ -160,7 +160,7 @@ class ResponsesSocket:
         try:
             gate = self.app.gate
             try:
-                who = gate.identify(self.scope, self.request_id)
+                who = await gate.identify(self.scope, self.request_id)
                 passage = await gate.admit(member=self, elsewhere=SOCKET)
             except GatewayError as err:
                 await refuse_handshake(self.scope, self._send, err, self.id_headers)

@@ -1,19 +1,28 @@
-"""Client authentication on the data plane: which configured API key a request carries.
+"""Client authentication on the data plane: which API key a request carries, from the config or the database.
 
 Keys are looked up by digest (``config/access.py``), so the presented secret
 is never compared byte by byte and never reaches a log line or an error: a
 refusal names the rule, a success is known by the key's id. The OpenAI SDKs
 send ``Authorization: Bearer``; the Anthropic SDKs send ``x-api-key``; both
-are accepted.
+are accepted. A secret the config does not know is judged by the control
+plane's view of the database keys (``actors/control``): only a secret of
+their shape, checksum included, gets that far.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
+import attrs
+from attrs import frozen
+
+from switchyard.actors.control.view import invalid
 from switchyard.actors.errors import AuthenticationError
 from switchyard.config.access import Access, ApiKey
+
+if TYPE_CHECKING:
+    from switchyard.actors.control.plane import ControlPlane
 
 # Paths that carry client traffic; /health, /ready and /metrics stay open for probes and scrapers.
 DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/")
@@ -35,17 +44,52 @@ def credential(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
     return api_key
 
 
-def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access) -> ApiKey | None:
-    """The request's key; None when keys are off (the data plane is open). Raises 401 otherwise."""
-    if not access.enabled:
-        return None
+@frozen
+class Judged:
+    """A request's key as judged at the edge. ``digest``: a database key's (the view judges it again later);
+    ``lookup``: a secret of a database key's shape the view does not know, for the store to be asked."""
+
+    key: ApiKey | None = None
+    digest: bytes | None = attrs.field(default=None, repr=False)
+    lookup: bool = False
+
+
+OPEN = Judged()
+
+
+def judge(headers: Iterable[tuple[bytes, bytes]], access: Access, control: "ControlPlane | None") -> Judged:
+    """The request's key, without waiting on anything: the config's keys (by digest), then the database keys'
+    view. ``OPEN`` when there are no keys at all (the data plane is open). Raises the 401 otherwise."""
+    if not access.enabled and (control is None or not control.enabled):
+        return OPEN
     secret = credential(headers)
     if secret is None:
         raise AuthenticationError("Missing API key: send 'Authorization: Bearer <API key>'", code="missing_api_key")
     key = access.find(secret)
-    if key is None:
-        raise AuthenticationError("Invalid API key", code="invalid_api_key")
-    return key
+    if key is not None:
+        return Judged(key)
+    digest = control.digest(secret) if control is not None else None
+    if digest is None:   # no database key has this shape: no lookup anywhere
+        raise invalid()
+    record = control.judge(digest) if control is not None else None
+    return Judged(record.key, digest) if record is not None else Judged(None, digest, lookup=True)
+
+
+async def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access,
+                       control: "ControlPlane | None" = None) -> Judged:
+    """``judge``, and a secret the view does not know asked of the control store (bounded: a key created a
+    moment ago on another instance); its use noted for ``last_used_at``."""
+    judged = judge(headers, access, control)
+    if judged.digest is None or control is None:
+        return judged
+    if judged.lookup:
+        record = await control.find(judged.digest)
+        if record is None:
+            raise invalid()
+        judged = Judged(record.key, judged.digest)
+    assert judged.key is not None
+    control.used(judged.key.id)
+    return judged
 
 
 def loopback(bind: str) -> bool:

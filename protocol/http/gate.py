@@ -37,12 +37,14 @@ from attrs import frozen
 
 from switchyard.actors import log_fields
 from switchyard.actors.call.pipeline import Arrival
+from switchyard.actors.control.view import invalid
 from switchyard.actors.errors import ShuttingDown, TooManyConcurrentRequests, Unavailable
 from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.http import limits
-from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate
+from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, judge
 
 if TYPE_CHECKING:
+    from switchyard.actors.control.plane import ControlPlane
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
     from switchyard.config.access import ApiKey
@@ -71,6 +73,7 @@ class Identity:
     hops: int = 0                                    # gateways passed before this one (actors/hops.py)
     trace: "TraceContext | None" = None
     credentials: Headers = attrs.field(repr=False)   # where the key was read (a browser's subprotocol too)
+    control: "ControlPlane | None" = attrs.field(default=None, repr=False, eq=False)   # database keys' judge
 
     @credentials.default
     def _headers(self) -> Headers:
@@ -81,7 +84,10 @@ class Identity:
         asked again (a key revoked by a reload meanwhile is a 401, one narrowed is the narrower key)."""
         if snapshot is self.revision:
             return self.key
-        return authenticate(self.credentials, snapshot.api_keys)
+        judged = judge(self.credentials, snapshot.api_keys, self.control)
+        if judged.lookup:   # a database key the view knew at the edge and no longer does (deleted)
+            raise invalid()
+        return judged.key
 
     def client_ip(self, trusted_proxies: tuple[str, ...]) -> str:
         return limits.client_ip(self.peer, self.headers, trusted_proxies)
@@ -136,8 +142,8 @@ class Gate:
             raise Unavailable("The gateway is starting or stopping; retry shortly")
         return runtime
 
-    def identify(self, scope: "Scope", request_id: str, *, trace: "TraceContext | None" = None,
-                 credentials: Headers | None = None) -> Identity:
+    async def identify(self, scope: "Scope", request_id: str, *, trace: "TraceContext | None" = None,
+                       credentials: Headers | None = None) -> Identity:
         """Who asks: on the data plane the hop guard, then the key (from ``credentials``, by default the
         headers), judged by the current revision and bound as the ``key_id`` log field."""
         headers, path = scope["headers"], scope["path"]
@@ -147,10 +153,11 @@ class Gate:
         snapshot = runtime.snapshot
         hops = inbound_hops(headers, snapshot.server.max_hops)
         credentials = headers if credentials is None else credentials
-        key = authenticate(credentials, snapshot.api_keys)
+        key = (await authenticate(credentials, snapshot.api_keys, runtime.control)).key
         if key is not None:
             log_fields.bind(key_id=key.id)
-        return Identity(request_id, path, headers, scope.get("client"), key, snapshot, hops, trace, credentials)
+        return Identity(request_id, path, headers, scope.get("client"), key, snapshot, hops, trace, credentials,
+                        runtime.control)
 
     async def admit(self, *, read: Callable[["ServerConfig"], Awaitable[bytes]] | None = None,
                     member: object | None = None, elsewhere: str = CALL) -> Passage:

@@ -34,7 +34,7 @@ from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors import anthropic as anthropic_ingress
-from switchyard.protocol.doors import endpoints, images, responses_stored, responses_ws
+from switchyard.protocol.doors import endpoints, images, key_info, responses_stored, responses_ws
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors.anthropic_sink import respond_error
 from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
@@ -108,6 +108,7 @@ class App:
             "/v1/models": {"GET": self._capped(self.model_routes.models)},
             "/v1/models/refresh": {"POST": self._capped(self.model_routes.refresh_models)},
             "/v1/models/extended": {"GET": self._capped(self.model_routes.models_extended)},
+            key_info.PATH: {"GET": self._capped(key_info.key_info)},
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
             "/metrics": {"GET": self.metrics},
@@ -196,7 +197,7 @@ class App:
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
             # The hop guard, then the key: before the path is looked at, like the admin token.
-            who = self.gate.identify(scope, request_id, trace=trace)
+            who = await self.gate.identify(scope, request_id, trace=trace)
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route

@@ -21,6 +21,8 @@ from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
+from switchyard.protocol.stores.control import open_control_store
+from switchyard.protocol.stores.control_secret import control_secret
 from switchyard.protocol.stores.redis_cache import RedisCacheStore
 from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.stores.response_owners import open_owner_store
@@ -48,12 +50,15 @@ WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(W
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
                 watch: bool = True) -> Runtime:
     data = snapshot.server.data_path()
+    secret, off = control_secret(snapshot.usage, data)   # database keys need one: else none, and why
     ports = RuntimePorts(
         upstream=upstream or Upstream(snapshot), wires=WIRES, store=open_store(snapshot.usage, data),
         owner_store=open_owner_store(snapshot.usage, data),
         limiter_for=shared_limiter if snapshot.state.redis_url else None,
         cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None,
-        metrics_for=GatewayMetrics, spans_for=spans_for)
+        metrics_for=GatewayMetrics, spans_for=spans_for,
+        control_store=open_control_store(snapshot.usage, data) if secret is not None else None,
+        control_secret=secret, control_off=off)
     return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
                    config_path=config_path, watch=watch)
 

@@ -25,7 +25,7 @@ from switchyard.actors.control.records import KeyRecord
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ports import ControlConflict, ControlStore
 from switchyard.config.usage import UsageConfig
-from switchyard.protocol.stores import DEFAULT_SQLITE
+from switchyard.protocol.stores import side_database
 from switchyard.protocol.stores.control_rows import COLUMNS, TABLE, record_of, row_of
 
 if TYPE_CHECKING:
@@ -164,15 +164,5 @@ def _first_line(exc: BaseException) -> str:
 def open_control_store(usage: UsageConfig, data_dir: Path) -> ControlStore | None:
     """The control store beside the ledger ``usage.ledger`` names, constructed but not connected; None with
     ``memory`` (nothing shared to keep keys in)."""
-    ledger = usage.ledger
-    if ledger == "memory":
-        return None
-    if ledger == "sqlite" or ledger.startswith("sqlite:///"):
-        from switchyard.protocol.stores.sqlite import SqliteStore
-        path = Path(data_dir) / DEFAULT_SQLITE if ledger == "sqlite" else Path(ledger[len("sqlite://"):])
-        return SqlControlStore(SqliteStore(path, busy_timeout=DEADLINE))
-    if ledger.startswith(("postgresql://", "postgres://")):
-        from switchyard.protocol.stores.postgresql import PostgresStore
-        return SqlControlStore(PostgresStore(ledger, timeout=DEADLINE, max_size=2, statement_timeout=DEADLINE))
-    raise ValueError(f"usage.ledger must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
-                     f"got {ledger!r}")
+    db = side_database(usage, data_dir, DEADLINE, pool=2)
+    return SqlControlStore(db) if db is not None else None

@@ -30,8 +30,9 @@ from typing import Any, Callable
 import trio
 
 from switchyard.actors.limits.local import LocalLimiter
-from switchyard.actors.limits.tickets import Admission, Demand, Refusal, Summary, Ticket
+from switchyard.actors.limits.tickets import Admission, Demand, Refusal, Summary, Ticket, configured
 from switchyard.actors.routing import limits as core
+from switchyard.config.access import ApiKey
 from switchyard.config.limits import OnUnavailable, State
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.redis_batch import Batches
@@ -416,18 +417,16 @@ class RedisLimiter:
 
     # --- admin --------------------------------------------------------------------------------
 
-    async def key_view(self, key_id: str) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
         """As LocalLimiter.key_view, from the shared counters (``store``: redis), or from the local
-        share while Redis is away. Raises ``KeyError`` for a key id the config does not have."""
+        share while Redis is away. ``KeyError`` for a key id the config does not have."""
         snapshot = self._config()
-        key = next((k for k in snapshot.api_keys.keys if k.id == key_id), None)
-        if key is None:
-            raise KeyError(key_id)
+        key = configured(snapshot, key)
         if self.available:
             try:
                 return await shared_view(self._scripts.op, self._seeder.seed, self._now(), snapshot, key, self._wall())
             except RedisUnavailable as exc:
                 self._fault(exc)
-        out = await self.fallback.key_view(key_id)
+        out = await self.fallback.key_view(key)
         out["store"] = "local share (Redis unavailable)"
         return out

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from switchyard.actors.owner_writes import Op
 from switchyard.actors.ports import Found, OwnerStore
 from switchyard.config.usage import UsageConfig
-from switchyard.protocol.stores import DEFAULT_SQLITE
+from switchyard.protocol.stores import side_database
 
 if TYPE_CHECKING:
     import sqlite3
@@ -102,15 +102,5 @@ class SqlOwnerStore:
 def open_owner_store(usage: UsageConfig, data_dir: Path) -> OwnerStore | None:
     """The owner map's store beside the ledger ``usage.ledger`` names, constructed but not connected; None
     with ``memory`` (nothing shared: each worker's own memory is the map)."""
-    ledger = usage.ledger
-    if ledger == "memory":
-        return None
-    if ledger == "sqlite" or ledger.startswith("sqlite:///"):
-        from switchyard.protocol.stores.sqlite import SqliteStore
-        path = Path(data_dir) / DEFAULT_SQLITE if ledger == "sqlite" else Path(ledger[len("sqlite://"):])
-        return SqlOwnerStore(SqliteStore(path, busy_timeout=DEADLINE))
-    if ledger.startswith(("postgresql://", "postgres://")):
-        from switchyard.protocol.stores.postgresql import PostgresStore
-        return SqlOwnerStore(PostgresStore(ledger, timeout=DEADLINE, max_size=4, statement_timeout=DEADLINE))
-    raise ValueError(f"usage.ledger must be sqlite, sqlite:///<absolute path>, memory or a postgresql:// URL, "
-                     f"got {ledger!r}")
+    db = side_database(usage, data_dir, DEADLINE, pool=4)
+    return SqlOwnerStore(db) if db is not None else None

@@ -1,6 +1,5 @@
 """GET /admin/keys: every key of the running config, in config order, each as GET /admin/keys/{id} shows it."""
 
-import json
 import math
 
 from tests.harness import chat, gateway, request
@@ -47,11 +46,10 @@ async def test_admin_keys_never_shows_a_secret(autojump_clock):
 async def test_admin_keys_without_keys_is_an_empty_list(autojump_clock):
     bare = CONFIG.split("organizations:")[0]
     async with gateway(bare) as app:
-        assert (await request(app, "GET", "/admin/keys", None, ADMIN)).json() == {"keys": []}
+        assert (await request(app, "GET", "/admin/keys", None, ADMIN)).json() == {"keys": [], "next": None}
 
 
-async def test_admin_keys_needs_the_admin_token_and_is_read_only(autojump_clock):
+async def test_admin_keys_needs_the_admin_token(autojump_clock):
     async with gateway(CONFIG) as app:
         assert (await request(app, "GET", "/admin/keys")).status == 401
-        reply = await request(app, "POST", "/admin/keys", None, ADMIN)
-        assert reply.status == 405 and json.loads(reply.body)["error"]
+        assert (await request(app, "POST", "/admin/keys", {}, [])).status == 401

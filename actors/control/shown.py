@@ -1,0 +1,66 @@
+"""Database and config keys as the admin API, ``GET /v1/key`` and the CLI show them (never a secret).
+
+Times are RFC 3339 UTC strings to the second; ``settings`` is what a key may
+reach and spend as written (the limiter's view says what is left of it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from switchyard.actors.control.records import KeyRecord
+from switchyard.config.access import ApiKey
+
+STATUSES = ("active", "revoked", "expired")
+
+
+def iso(seconds: float | None) -> str | None:
+    """Unix seconds as RFC 3339 UTC, to the second (None stays None)."""
+    return None if seconds is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def status_of(record: KeyRecord, now: float) -> str:
+    if record.revoked_at is not None and record.revoked_at <= now:
+        return "revoked"
+    if record.expires_at is not None and record.expires_at <= now:
+        return "expired"
+    return "active"
+
+
+def settings(key: ApiKey) -> dict[str, Any]:
+    """What the key may reach and spend, as written (the limiter's view says what is left)."""
+    return {"tier": key.tier, "allowed_models": _listed(key.allowed_models),
+            "allowed_backends": _listed(key.allowed_backends),
+            "rate_limit": attrs.asdict(key.rate_limit) if key.rate_limit is not None else None,
+            "budget": _budget(key)}
+
+
+def _listed(names: tuple[str, ...] | None) -> list[str] | None:
+    return list(names) if names is not None else None
+
+
+def _budget(key: ApiKey) -> dict[str, Any] | None:
+    if key.budget is None:
+        return None
+    return {name: (value.value if hasattr(value, "value") else value)
+            for name, value in attrs.asdict(key.budget, recurse=False).items()}
+
+
+def record_fields(record: KeyRecord, now: float) -> dict[str, Any]:
+    previous = record.previous
+    return {
+        "source": "database", "prefix": record.prefix, "status": status_of(record, now),
+        "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),
+        "created_by": record.created_by, "expires_at": iso(record.expires_at),
+        "revoked_at": iso(record.revoked_at), "last_used_at": iso(record.last_used_at),
+        "metadata": dict(record.metadata),
+        "previous_secret": None if previous is None or previous.valid_until <= now else
+        {"prefix": previous.prefix, "valid_until": iso(previous.valid_until)},
+    }
+
+
+def config_fields() -> dict[str, Any]:
+    return {"source": "config", "prefix": None, "status": "active", "read_only": True}

@@ -1,0 +1,58 @@
+"""The control plane's store port: what ``ControlPlane`` asks of the records' database.
+
+Implemented below the wire by ``protocol/stores/control.py`` (SQLite or
+PostgreSQL, the usage ledger's database); re-exported by ``actors/ports.py``
+with the other ports.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol
+
+from switchyard.actors.control.records import KeyRecord
+
+
+class ControlConflict(Exception):
+    """A write the control store refused: the id (or the secret's digest) is taken, or the record changed."""
+
+
+class ControlStore(Protocol):
+    """The control plane's records in the usage ledger's database (``protocol/stores/control.py``). Blocking
+    methods, run in worker threads; each may raise ``StoreUnavailable``. Every write bumps one change counter
+    in the same transaction, so a reader that saw ``revision()`` move reloads and misses nothing."""
+
+    name: str
+
+    def open(self) -> None: ...
+
+    def revision(self) -> int:
+        """The change counter: cheap enough to poll every half second from every worker."""
+        ...
+
+    def load(self) -> tuple[int, list[KeyRecord]]:
+        """Every key record, with the revision they were read at (one transaction)."""
+        ...
+
+    def find(self, digest: bytes) -> KeyRecord | None:
+        """The record whose current secret, or rotated-out one, has this digest."""
+        ...
+
+    def insert(self, record: KeyRecord) -> None:
+        """A new record; ``ControlConflict`` when its id or digest exists."""
+        ...
+
+    def replace(self, record: KeyRecord, updated_at: float) -> None:
+        """``record`` in place of the stored one with its id, if that one was last updated at ``updated_at``
+        (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id). The stored
+        ``last_used_at`` never moves back: a ``touch`` may have come after the caller read the record."""
+        ...
+
+    def delete(self, key_id: str) -> bool:
+        """Forget the record; False when there was none (nothing changed: no revision bumped)."""
+        ...
+
+    def touch(self, used: Mapping[str, float]) -> None:
+        """Each key id's ``last_used_at``, where later than the stored one; bumps no revision."""
+        ...
+
+    def close(self) -> None: ...

@@ -12,7 +12,7 @@ value the protocol layer hands the Runtime with them
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import attrs
 import httpx
@@ -30,6 +30,7 @@ from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
 from switchyard.actors.owner_writes import Op
 from switchyard.actors.wire import Wires
 from switchyard.config.access import ApiKey
+from switchyard.config.limits import Organization
 from switchyard.config.schema import Snapshot
 
 if TYPE_CHECKING:
@@ -97,10 +98,11 @@ class Limiter(Protocol):
         reservation into spend (``cost_usd`` None: unpriced, 0 USD). Never waits."""
         ...
 
-    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey, organizations: Mapping[str, Organization] | None = None
+                       ) -> dict[str, Any]:
         """A key's windows, leases in flight and budget left (and its organization's), for
         GET /admin/keys/{id}. ``key``: the key itself (a database key), or a key id of the running
-        config (``KeyError`` when it has none)."""
+        config (``KeyError`` when it has none); ``organizations``: those it is judged by (else the config's)."""
         ...
 
 

@@ -25,7 +25,7 @@ from attrs import frozen
 from switchyard.config import rules
 from switchyard.config.access import KEY_ID, ApiKey
 from switchyard.config.fields import read
-from switchyard.config.limits import Budget, RateLimit
+from switchyard.config.limits import Budget, Organization, RateLimit
 from switchyard.config.rules import Invalid, Problems, Reader, child
 
 ROOT = "body"
@@ -264,6 +264,44 @@ def rotate_body(data: Any) -> RotateBody:
     problems = _Problems()
     r = _body(data, problems, absent=True)
     out = RotateBody(grace_seconds=r.get("grace_seconds", _grace, 0))
+    r.finish()
+    problems.raise_any()
+    return out
+
+
+# --- organizations (POST /admin/organizations, PATCH /admin/organizations/{id}) ------------------------
+
+ORG_FIELDS = ("budget", "rate_limit")
+
+
+@frozen
+class OrgBody:
+    """An organization's body: ``given`` the fields present (a create gives them all, absent ones as None)."""
+
+    given: frozenset[str]
+    id: str | None = None
+    budget: Budget | None = None
+    rate_limit: RateLimit | None = None
+    metadata: Mapping[str, str] = attrs.field(factory=dict)
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in (*ORG_FIELDS, "metadata") if name in self.given}
+
+
+def org_body(data: Any, *, patch: bool) -> OrgBody:
+    """POST (``id`` required, as in ``organizations[]``) or PATCH (``id`` refused: an organization keeps it)."""
+    problems = _Problems()
+    r = _body(data, problems)
+    org_id = None
+    if patch and "id" in r.raw:
+        r.get("id", _raw, None)
+        problems.error(child(ROOT, "id"), "cannot change: an organization keeps its id")
+    elif not patch:
+        if not r.has("id"):
+            problems.error(child(ROOT, "id"), "is required")
+        org_id = r.get("id", KEY_ID, None)
+    out = OrgBody(given=frozenset(name for name in (*ORG_FIELDS, "metadata") if name in r.raw), id=org_id,
+                  **{name: read(r, Organization, name) for name in ORG_FIELDS}, metadata=_metadata(r))
     r.finish()
     problems.raise_any()
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from switchyard.actors.errors import BudgetExceeded, GatewayError, LimitExceeded, Unavailable
 from switchyard.actors.ledger.counts import TokenCounts
@@ -27,6 +27,7 @@ from switchyard.actors.routing.limits import budgets_for, reserved_tokens, scope
 
 if TYPE_CHECKING:
     from switchyard.actors.messages import Call
+    from switchyard.config.limits import Organization
     from switchyard.config.schema import Snapshot
 
 log = logging.getLogger("switchyard.route")
@@ -36,12 +37,15 @@ UNAVAILABLE = "rate_limiter_unavailable"
 TOTAL_RETRY_AFTER = 86_400
 
 
-def demand_for(call: "Call", model: str, client_ip: str | None) -> Demand | None:
-    """What ``call`` asks of the limiter when it runs as ``model``; None when nothing limits it."""
+def demand_for(call: "Call", model: str, client_ip: str | None,
+               organizations: "Mapping[str, Organization] | None" = None) -> Demand | None:
+    """What ``call`` asks of the limiter when it runs as ``model``; None when nothing limits it.
+    ``organizations``: those the call is judged by (the config's and the database's), else the config's."""
     snap = call.snapshot
     key = call.key
-    scopes = scopes_for(snap.rate_limiting, snap.organizations, key, client_ip, model)
-    budgeted = key is not None and (key.budget is not None or _org_budget(snap, key))
+    orgs = snap.organizations if organizations is None else organizations
+    scopes = scopes_for(snap.rate_limiting, orgs, key, client_ip, model)
+    budgeted = key is not None and (key.budget is not None or _org_budget(orgs, key))
     if not scopes and not budgeted:
         return None
     payload = call.payload if isinstance(call.payload, dict) else {}
@@ -49,13 +53,13 @@ def demand_for(call: "Call", model: str, client_ip: str | None) -> Demand | None
     model_max = meta.limits.max_output if meta is not None and meta.limits is not None else None
     estimate, output = reserved_tokens(payload, model_max)   # the prompt is read once for both
     tokens = estimate + output                                 # token_reservation
-    budgets = budgets_for(snap.organizations, key, _worst(snap, model, TokenCounts(input=estimate, output=output)),
+    budgets = budgets_for(orgs, key, _worst(snap, model, TokenCounts(input=estimate, output=output)),
                           tokens) if budgeted else ()
     return Demand(call.request_id, scopes, tokens, budgets)
 
 
-def _org_budget(snap: "Snapshot", key: Any) -> bool:
-    org = snap.organizations.get(key.organization_id) if key.organization_id is not None else None
+def _org_budget(organizations: "Mapping[str, Organization]", key: Any) -> bool:
+    org = organizations.get(key.organization_id) if key.organization_id is not None else None
     return org is not None and org.budget is not None
 
 

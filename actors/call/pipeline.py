@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
     from switchyard.config.access import ApiKey
+    from switchyard.config.limits import Organization
 
 
 @frozen
@@ -118,7 +119,9 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     except GatewayError as err:
         await actor.refuse(sink, err)
         return
-    if snapshot.limits_enabled and not await within_limits(runtime.limiter, runtime.metrics, actor, sink, arrival):
+    control = runtime.control.view   # the database's keys and organizations: their limits count too
+    if (snapshot.limits_enabled or control.limited) and not await within_limits(
+            runtime.limiter, runtime.metrics, actor, sink, arrival, control.organizations_over(snapshot.organizations)):
         return
     cached = await runtime.cache.lookup(actor, sink, headers)   # response_cache: a hit is answered here
     if cached.answered:
@@ -132,11 +135,11 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
 
 
 async def within_limits(limiter: Limiter, metrics: CallMetrics | None, actor: RequestActor, sink: ResponseSink,
-                        arrival: Arrival) -> bool:
+                        arrival: Arrival, organizations: "Mapping[str, Organization] | None" = None) -> bool:
     """Reserve the call's rate limits and budgets (one round trip to the limiter), or refuse it with its 429;
     an admitted call's answer carries its key's rate headers, and its ticket is settled when it ends.
-    ``metrics`` hears how long the limiter took."""
-    demand = limits.demand_for(actor.call, actor.model, arrival.client_ip)
+    ``metrics`` hears how long the limiter took; ``organizations``: the config's and the database's."""
+    demand = limits.demand_for(actor.call, actor.model, arrival.client_ip, organizations)
     if demand is None:
         return True
     began = trio.current_time()

@@ -13,13 +13,13 @@ are stored.
 from __future__ import annotations
 
 import secrets as random_source
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import attrs
 
 from switchyard.actors.control import secrets
 from switchyard.actors.control.plane import ControlPlane
-from switchyard.actors.control.records import KeyRecord, PreviousSecret
+from switchyard.actors.control.records import KeyRecord, OrgRecord, PreviousSecret
 from switchyard.actors.control.store import ControlConflict
 from switchyard.actors.errors import InvalidRequest, KeyConflict, RouteNotFound
 from switchyard.config.access import ApiKey
@@ -27,6 +27,23 @@ from switchyard.config.access import ApiKey
 # The ApiKey fields an administrator sets (the rest of a record is the record's own life).
 KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget")
 RECORD_FIELDS = ("expires_at", "metadata")
+
+
+R = TypeVar("R", KeyRecord, OrgRecord)
+
+
+async def replaced(plane: ControlPlane, write: Callable[[R, float], None], old: R, new: R, now: float, what: str,
+                   missing: Callable[[str], RouteNotFound]) -> R:
+    """``new`` written over ``old`` only if the store still holds ``old`` (else 409: changed meanwhile)."""
+    new = attrs.evolve(new, updated_at=max(now, old.updated_at + 1e-6))
+    try:
+        await plane.change(write, new, old.updated_at)
+    except KeyError:
+        raise missing(old.id) from None
+    except ControlConflict:
+        raise KeyConflict(f"The {what} '{old.id}' was changed by someone else meanwhile; read it and retry",
+                          param="id") from None
+    return new
 
 
 def not_found(key_id: str) -> RouteNotFound:
@@ -111,15 +128,7 @@ class KeyChanges:
             raise not_found(key_id)
 
     async def _replace(self, store: Any, old: KeyRecord, new: KeyRecord) -> KeyRecord:
-        new = attrs.evolve(new, updated_at=max(self._clock(), old.updated_at + 1e-6))
-        try:
-            await self.plane.change(store.replace, new, old.updated_at)
-        except KeyError:
-            raise not_found(old.id) from None
-        except ControlConflict:
-            raise KeyConflict(f"The key '{old.id}' was changed by someone else meanwhile; read it and retry",
-                              param="id") from None
-        return new
+        return await replaced(self.plane, store.replace, old, new, self._clock(), "key", not_found)
 
     def _new_secret(self) -> tuple[str, bytes]:
         secret = secrets.make(self._random(secrets.RANDOM_BYTES))

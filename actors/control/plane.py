@@ -181,11 +181,12 @@ class ControlPlane:
         assert self.store is not None
         try:
             revision, records = await self._call(self.store.load)
+            organizations = await self._call(self.store.load_organizations)
         except Exception as exc:
             self._failed(exc, "read the keys")
             return
         self._recovered()
-        self.view = KeyView.of(revision, records)
+        self.view = KeyView.of(revision, records, organizations)
         self.reloads += 1
 
     async def start(self) -> None:

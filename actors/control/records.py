@@ -1,4 +1,4 @@
-"""What the control plane keeps of a key created through the admin API (a *database key*).
+"""What the control plane keeps of a key (a *database key*) or an organization made through the admin API.
 
 The data plane reads a database key exactly as it reads one from ``api_keys``:
 its ``ApiKey`` (``config/access.py``), whose ``key`` is empty here since the
@@ -16,6 +16,7 @@ import attrs
 from attrs import frozen
 
 from switchyard.config.access import ApiKey
+from switchyard.config.limits import Organization
 
 
 @frozen
@@ -44,3 +45,18 @@ class KeyRecord:
     @property
     def id(self) -> str:
         return self.key.id
+
+
+@frozen
+class OrgRecord:
+    """An organization made through the admin API: what its keys share (``organizations[]``'s fields)."""
+
+    organization: Organization                # id, budget, rate_limit: what the limiter reads
+    created_at: float
+    updated_at: float
+    created_by: str | None = None
+    metadata: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.organization.id

@@ -13,6 +13,7 @@ import attrs
 
 from switchyard.actors.control.records import KeyRecord
 from switchyard.config.access import ApiKey
+from switchyard.config.limits import Budget, RateLimit
 
 STATUSES = ("active", "revoked", "expired")
 
@@ -33,20 +34,18 @@ def status_of(record: KeyRecord, now: float) -> str:
 def settings(key: ApiKey) -> dict[str, Any]:
     """What the key may reach and spend, as written (the limiter's view says what is left)."""
     return {"tier": key.tier, "allowed_models": _listed(key.allowed_models),
-            "allowed_backends": _listed(key.allowed_backends),
-            "rate_limit": attrs.asdict(key.rate_limit) if key.rate_limit is not None else None,
-            "budget": _budget(key)}
+            "allowed_backends": _listed(key.allowed_backends), **limits_json(key.rate_limit, key.budget)}
+
+
+def limits_json(rate_limit: RateLimit | None, budget: Budget | None) -> dict[str, Any]:
+    """A key's or an organization's ``rate_limit`` and ``budget`` as written."""
+    return {"rate_limit": attrs.asdict(rate_limit) if rate_limit is not None else None,
+            "budget": None if budget is None else {"limit_usd": budget.limit_usd, "limit_tokens": budget.limit_tokens,
+                                                   "period": budget.period.value}}
 
 
 def _listed(names: tuple[str, ...] | None) -> list[str] | None:
     return list(names) if names is not None else None
-
-
-def _budget(key: ApiKey) -> dict[str, Any] | None:
-    if key.budget is None:
-        return None
-    return {name: (value.value if hasattr(value, "value") else value)
-            for name, value in attrs.asdict(key.budget, recurse=False).items()}
 
 
 def record_fields(record: KeyRecord, now: float) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
-from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.control.records import KeyRecord, OrgRecord
 
 
 class ControlConflict(Exception):
@@ -54,5 +54,19 @@ class ControlStore(Protocol):
     def touch(self, used: Mapping[str, float]) -> None:
         """Each key id's ``last_used_at``, where later than the stored one; bumps no revision."""
         ...
+
+    def load_organizations(self) -> list[OrgRecord]:
+        """Every organization record (read after ``load``: a change between shows as a newer revision)."""
+        ...
+
+    def insert_organization(self, record: OrgRecord) -> None:
+        """``ControlConflict`` when the id exists."""
+        ...
+
+    def replace_organization(self, record: OrgRecord, updated_at: float) -> None:
+        """As ``replace``, for an organization."""
+        ...
+
+    def delete_organization(self, org_id: str) -> bool: ...
 
     def close(self) -> None: ...

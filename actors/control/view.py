@@ -10,13 +10,15 @@ as an argument, so the judgement is tested without a clock or a store.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Iterable, Mapping
 
 import attrs
 from attrs import frozen
 
-from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.control.records import KeyRecord, OrgRecord
 from switchyard.actors.errors import AuthenticationError
+from switchyard.config.limits import Organization
 
 
 def revoked() -> AuthenticationError:
@@ -36,9 +38,12 @@ class KeyView:
     revision: int = -1                                       # the store's change counter it was read at
     records: Mapping[str, KeyRecord] = attrs.field(factory=dict, repr=False)    # by id
     by_digest: Mapping[bytes, KeyRecord] = attrs.field(factory=dict, repr=False)
+    organizations: Mapping[str, OrgRecord] = attrs.field(factory=dict, repr=False)   # by id
+    settings: Mapping[str, Organization] = attrs.field(factory=dict, repr=False)   # the organizations' own
+    limited: bool = False   # some key or organization has a rate limit or a budget: the limiter has work
 
     @classmethod
-    def of(cls, revision: int, records: Iterable[KeyRecord]) -> "KeyView":
+    def of(cls, revision: int, records: Iterable[KeyRecord], organizations: Iterable[OrgRecord] = ()) -> "KeyView":
         by_id: dict[str, KeyRecord] = {}
         by_digest: dict[bytes, KeyRecord] = {}
         for record in records:
@@ -46,7 +51,16 @@ class KeyView:
             by_digest[record.digest] = record
             if record.previous is not None:
                 by_digest[record.previous.digest] = record
-        return cls(revision, by_id, by_digest)
+        orgs = {o.id: o for o in organizations}
+        limited = any(r.key.rate_limit is not None or r.key.budget is not None for r in by_id.values()) or any(
+            o.organization.rate_limit is not None or o.organization.budget is not None for o in orgs.values())
+        return cls(revision, by_id, by_digest, orgs, {o.id: o.organization for o in orgs.values()}, limited)
+
+    def organizations_over(self, configured: Mapping[str, Organization]) -> Mapping[str, Organization]:
+        """The organizations a call is judged by: the config's, and the database's under other ids."""
+        if not self.organizations:
+            return configured
+        return ChainMap(configured, self.settings)   # type: ignore[arg-type]  # read-only: never written
 
     def __len__(self) -> int:
         return len(self.records)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import trio
 
@@ -33,7 +33,7 @@ from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket,
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import Bucket, bucket_of
 from switchyard.config.access import ApiKey
-from switchyard.config.limits import Budget
+from switchyard.config.limits import Budget, Organization
 from switchyard.config.schema import Snapshot
 
 log = logging.getLogger("switchyard.limits")
@@ -92,20 +92,23 @@ class LocalLimiter:
     def settle(self, ticket: Ticket, tokens_used: int, cost_usd: float | None) -> None:
         core.settle(self.counters, ticket.demand, ticket.buckets, tokens_used, cost_usd, self._clock())
 
-    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey, organizations: Mapping[str, Organization] | None = None
+                       ) -> dict[str, Any]:
         """The key's windows and leases (and its organization's), and what is left of their budgets.
 
-        ``key``: the key itself (a database key), or a key id of the config (``KeyError`` when it has none).
+        ``key``: the key itself (a database key), or a key id of the config (``KeyError`` when it has none);
+        ``organizations``: those it is judged by (the config's and the database's), else the config's.
         """
         snapshot = self._config()
         key = configured(snapshot, key)
+        orgs = snapshot.organizations if organizations is None else organizations
         now, wall = self._clock(), self._wall()
-        scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
+        scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, orgs, key, None, None)}
         out: dict[str, Any] = {"id": key.id, "organization_id": key.organization_id, "share": self.share}
         out["rate_limit"] = self._scope(scopes.get("key"), now)
         out["budget"] = await self._budget("key", key.id, key.budget, wall)
         if key.organization_id is not None:
-            org = snapshot.organizations.get(key.organization_id)
+            org = orgs.get(key.organization_id)
             out["organization"] = {
                 "id": key.organization_id,
                 "rate_limit": self._scope(scopes.get("organization"), now),

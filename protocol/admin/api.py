@@ -28,6 +28,8 @@ from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
 from switchyard.protocol.admin.keys import PREFIX as KEYS_PREFIX
 from switchyard.protocol.admin.keys import KeysAdmin
+from switchyard.protocol.admin.organizations import PREFIX as ORGS_PREFIX
+from switchyard.protocol.admin.organizations import OrganizationsAdmin
 from switchyard.protocol.admin.prompts import PREFIX as PROMPTS_PREFIX
 from switchyard.protocol.admin.prompts import PromptsAdmin
 from switchyard.protocol.admin.smart_routing import SmartRoutingAdmin
@@ -80,6 +82,8 @@ class AdminApi:
         self.routes.update(self.usage.routes)
         self.keys = KeysAdmin(respond)
         self.routes.update(self.keys.routes)
+        self.organizations = OrganizationsAdmin(respond)
+        self.routes.update(self.organizations.routes)
         self.traffic = TrafficAdmin(respond)
         self.routes.update(self.traffic.routes)
         self.console = ConsoleUi(link_login)
@@ -108,6 +112,9 @@ class AdminApi:
             return
         if path.startswith(USAGE_REQUEST_PREFIX) and len(path) > len(USAGE_REQUEST_PREFIX):
             await self.usage.one_request(runtime, scope, send)
+            return
+        if path.startswith(ORGS_PREFIX) and len(path) > len(ORGS_PREFIX):
+            await self.organizations.one(runtime, scope, receive, send)
             return
         if path.startswith(KEYS_PREFIX) and len(path) > len(KEYS_PREFIX):
             await self.keys.one_key(runtime, scope, receive, send)

@@ -20,8 +20,8 @@ are read-only here. A secret is never shown but once, at its making.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
-from urllib.parse import parse_qsl, unquote
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from urllib.parse import unquote
 
 from switchyard.actors.control.keys import KeyChanges, not_found
 from switchyard.actors.control.records import KeyRecord
@@ -29,14 +29,13 @@ from switchyard.actors.control.shown import STATUSES, config_fields, record_fiel
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, PermissionDenied
 from switchyard.config.access import ApiKey
 from switchyard.config.key_body import KeyBodyError, create_body, patch_body, rotate_body
-from switchyard.protocol.http import client_json
-from switchyard.protocol.http.asgi import read_body
+from switchyard.protocol.admin.control_http import changed_by, countable, invalid_body, json_body, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
 
 PREFIX = "/admin/keys/"
-BODY_LIMIT = 64 * 1024
+
 MAX_PAGE = 1000
 SOURCES = ("config", "database")
 
@@ -53,7 +52,8 @@ class KeysAdmin:
     # --- reading ---------------------------------------------------------------
 
     async def page(self, runtime: "Runtime", key: ApiKey, record: KeyRecord | None) -> dict[str, Any]:
-        out = await runtime.limiter.key_view(key)
+        out = await runtime.limiter.key_view(
+            key, runtime.control.view.organizations_over(runtime.snapshot.organizations))
         out.update(record_fields(record, runtime.control.clock()) if record is not None else config_fields())
         out["settings"] = settings(key)
         return out
@@ -69,7 +69,7 @@ class KeysAdmin:
 
     async def all_keys(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
         """One page of keys, in id order (config keys first), filtered as the query asks."""
-        query = _query(scope)
+        query = query_of(scope)
         source, org, status = query.get("source"), query.get("organization_id"), query.get("status")
         if source is not None and source not in SOURCES:
             raise InvalidRequest(f"source must be one of {', '.join(SOURCES)}, got {source!r}", param="source")
@@ -98,16 +98,17 @@ class KeysAdmin:
 
     async def create(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
         runtime.control.writable()   # no store, or one away: the 503 before the body is read
-        body = await _json(scope, receive, runtime)
+        body = await json_body(scope, receive, runtime)
         try:
             values = create_body(body, runtime.control.clock())
         except KeyBodyError as exc:
-            raise _invalid(exc) from None
-        _known_backends(runtime, values.allowed_backends)
+            raise invalid_body(exc) from None
+        known_backends(runtime, values.allowed_backends)
+        countable(runtime, values.rate_limit is not None or values.budget is not None, "body")
         fields = {name: getattr(values, name) for name in (
             "organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
             "expires_at", "metadata")}
-        record, secret = await self.changes(runtime).create(fields, values.id, _who(scope))
+        record, secret = await self.changes(runtime).create(fields, values.id, changed_by(scope))
         out = await self.page(runtime, record.key, record)
         out["secret"] = secret   # the only time it is shown
         await self.respond(send, 201, json.dumps(out).encode())
@@ -128,12 +129,13 @@ class KeysAdmin:
             await self.respond(send, 200, json.dumps(await self.page(runtime, key, record)).encode())
         elif method == "PATCH":
             self._database_key(runtime, key_id)
-            body = await _json(scope, receive, runtime)
+            body = await json_body(scope, receive, runtime)
             try:
                 changes = patch_body(body, runtime.control.clock()).changes()
             except KeyBodyError as exc:
-                raise _invalid(exc) from None
-            _known_backends(runtime, changes.get("allowed_backends"))
+                raise invalid_body(exc) from None
+            known_backends(runtime, changes.get("allowed_backends"))
+            countable(runtime, changes.get("rate_limit") is not None or changes.get("budget") is not None, "body")
             record = await self.changes(runtime).update(key_id, changes)
             await self.respond(send, 200, json.dumps(await self.page(runtime, record.key, record)).encode())
         elif method == "DELETE":
@@ -146,11 +148,11 @@ class KeysAdmin:
     async def _rotate(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any, key_id: str
                       ) -> None:
         self._database_key(runtime, key_id)
-        body = await _json(scope, receive, runtime, absent_ok=True)
+        body = await json_body(scope, receive, runtime, absent_ok=True)
         try:
             grace = rotate_body(body).grace_seconds
         except KeyBodyError as exc:
-            raise _invalid(exc) from None
+            raise invalid_body(exc) from None
         record, secret = await self.changes(runtime).rotate(key_id, grace)
         out = await self.page(runtime, record.key, record)
         out["secret"] = secret
@@ -171,18 +173,13 @@ class KeysAdmin:
             raise not_found(key_id)
 
 
-def _known_backends(runtime: "Runtime", names: tuple[str, ...] | None) -> None:
+def known_backends(runtime: "Runtime", names: tuple[str, ...] | None) -> None:
     """A key may only name backends the running config has (a typo would lock it out silently)."""
     known = {b.name for b in runtime.snapshot.backends}
     for j, name in enumerate(names or ()):
         if name not in known:
             path = f"body.allowed_backends[{j}]"
             raise InvalidRequest(f"{path}: no backend is named {name!r}", param=path)
-
-
-def _query(scope: Mapping[str, Any]) -> dict[str, str]:
-    raw = scope.get("query_string", b"").decode("latin-1")
-    return dict(parse_qsl(raw, keep_blank_values=True))
 
 
 def _limit(value: str | None) -> int:
@@ -207,27 +204,3 @@ def _cursor(after: str) -> tuple[int, str]:
     if sep and head in ("0", "1"):
         return int(head), key_id
     return 0, after
-
-
-async def _json(scope: Any, receive: Any, runtime: "Runtime", absent_ok: bool = False) -> Any:
-    raw = await read_body(scope, receive, BODY_LIMIT, runtime.snapshot.server)
-    if not raw.strip():
-        if absent_ok:
-            return None
-        raise InvalidRequest("The body must be a JSON object", param="body", code="invalid_json")
-    try:
-        return client_json.loads(raw)
-    except ValueError:
-        raise InvalidRequest("The body must be JSON", param="body", code="invalid_json") from None
-
-
-def _invalid(exc: KeyBodyError) -> InvalidRequest:
-    path, message = exc.errors[0]
-    more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
-    return InvalidRequest(f"{path}: {message}{more}", param=path,
-                          details={"errors": [{"path": p, "message": m} for p, m in exc.errors]})
-
-
-def _who(scope: Mapping[str, Any]) -> str:
-    """Who made the change: the bootstrap administrator of ``admin.token`` (the only one there is yet)."""
-    return "admin"

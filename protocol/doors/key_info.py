@@ -32,7 +32,8 @@ async def key_info(runtime: "Runtime", who: "Identity", scope: "Scope", receive:
     if key is None:
         raise AuthenticationError("GET /v1/key describes the API key that asks: send 'Authorization: Bearer "
                                   "<API key>'", code="missing_api_key")
-    view = await runtime.limiter.key_view(key)
+    view = await runtime.limiter.key_view(
+        key, runtime.control.view.organizations_over(runtime.snapshot.organizations))
     record = runtime.control.view.records.get(key.id)
     if any(k.id == key.id for k in runtime.snapshot.api_keys.keys):
         record = None   # the config's key of this id is the one that asked

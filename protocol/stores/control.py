@@ -21,12 +21,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.control.records import KeyRecord, OrgRecord
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ports import ControlConflict, ControlStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import side_database
-from switchyard.protocol.stores.control_rows import COLUMNS, TABLE, record_of, row_of
+from switchyard.protocol.stores.control_rows import (
+    COLUMNS,
+    ORG_COLUMNS,
+    ORG_TABLE,
+    TABLE,
+    org_record_of,
+    org_row_of,
+    record_of,
+    row_of,
+)
 
 if TYPE_CHECKING:
     from switchyard.protocol.stores.postgresql import PostgresStore
@@ -61,6 +70,13 @@ class SqlControlStore:
         self._replace = f"UPDATE {TABLE} SET {', '.join(sets)} WHERE id = {p} AND updated_at = {p}"
         self._exists = f"SELECT 1 FROM {TABLE} WHERE id = {p}"
         self._delete = f"DELETE FROM {TABLE} WHERE id = {p}"
+        self._orgs = f"SELECT {', '.join(ORG_COLUMNS)} FROM {ORG_TABLE} ORDER BY id"
+        self._org_insert = (f"INSERT INTO {ORG_TABLE} ({', '.join(ORG_COLUMNS)}) "
+                            f"VALUES ({db.dialect.params(len(ORG_COLUMNS))})")
+        self._org_replace = (f"UPDATE {ORG_TABLE} SET {', '.join(f'{c} = {p}' for c in ORG_COLUMNS[1:])} "
+                             f"WHERE id = {p} AND updated_at = {p}")
+        self._org_exists = f"SELECT 1 FROM {ORG_TABLE} WHERE id = {p}"
+        self._org_delete = f"DELETE FROM {ORG_TABLE} WHERE id = {p}"
         self._touch = (f"UPDATE {TABLE} SET last_used_at = {p} WHERE id = {p} "
                        f"AND (last_used_at IS NULL OR last_used_at < {p})")
 
@@ -112,6 +128,41 @@ class SqlControlStore:
             return True
         return self.db.transact(work)
 
+    # --- organizations (the same revision counts their changes) ----------------------------------------
+
+    def load_organizations(self) -> list[OrgRecord]:
+        """Every organization record, by id (read after ``load``: a change between the two reads shows as a
+        revision newer than the one loaded, and the next poll reads both again)."""
+        rows = self.db._fetch(self._orgs, [])
+        try:
+            return [org_record_of(row) for row in rows]
+        except ValueError as exc:
+            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+
+    def insert_organization(self, record: OrgRecord) -> None:
+        def work(cur: Any) -> None:
+            cur.execute(self._org_insert, org_row_of(record))
+        self._write(work)
+
+    def replace_organization(self, record: OrgRecord, updated_at: float) -> None:
+        row = org_row_of(record)
+
+        def work(cur: Any) -> None:
+            if cur.execute(self._org_replace, [*row[1:], record.id, updated_at]).rowcount:
+                return
+            if cur.execute(self._org_exists, [record.id]).fetchone() is None:
+                raise KeyError(record.id)
+            raise ControlConflict(f"organization {record.id!r} changed since it was read (updated_at {updated_at})")
+        self._write(work)
+
+    def delete_organization(self, org_id: str) -> bool:
+        def work(cur: Any) -> bool:
+            if not cur.execute(self._org_delete, [org_id]).rowcount:
+                return False
+            cur.execute(self._bump)
+            return True
+        return self.db.transact(work)
+
     def touch(self, used: Mapping[str, float]) -> None:
         """Every key's ``last_used_at`` moved forward, in one transaction; an id no longer there is passed over."""
         if not used:
@@ -130,7 +181,7 @@ class SqlControlStore:
             except self._integrity as exc:
                 if not _duplicate(exc):
                     raise
-                raise ControlConflict(f"the key's id or secret is taken: {_first_line(exc)}") from None
+                raise ControlConflict(f"the id (or the key's secret) is taken: {_first_line(exc)}") from None
             cur.execute(self._bump)
         self.db.transact(bumped)
 

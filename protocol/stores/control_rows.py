@@ -16,9 +16,9 @@ from typing import Any, Sequence
 
 import attrs
 
-from switchyard.actors.control.records import KeyRecord, PreviousSecret
+from switchyard.actors.control.records import KeyRecord, OrgRecord, PreviousSecret
 from switchyard.config.access import ApiKey
-from switchyard.config.limits import Budget, Period, RateLimit
+from switchyard.config.limits import Budget, Organization, Period, RateLimit
 
 TABLE = "control_keys"
 COLUMNS = ("id", "digest", "prefix", "previous_digest", "previous_prefix", "previous_valid_until", "created_at",
@@ -56,9 +56,7 @@ def settings_of(record: KeyRecord) -> str:
         "allowed_models": None if key.allowed_models is None else list(key.allowed_models),
         "allowed_backends": None if key.allowed_backends is None else list(key.allowed_backends),
         "rate_limit": None if key.rate_limit is None else attrs.asdict(key.rate_limit),
-        "budget": None if key.budget is None else {"limit_usd": key.budget.limit_usd,
-                                                   "limit_tokens": key.budget.limit_tokens,
-                                                   "period": key.budget.period.value},
+        "budget": _budget_json(key.budget),
         "metadata": dict(record.metadata),
     }
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -79,7 +77,48 @@ def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
                      allowed_models=None if models is None else tuple(models),
                      allowed_backends=None if backends is None else tuple(backends),
                      rate_limit=None if rate is None else RateLimit(**rate),
-                     budget=None if budget is None else Budget(**{**budget, "period": Period(budget["period"])}))
+                     budget=_budget_of(budget))
         return key, dict(data.get("metadata") or {})
     except (ValueError, TypeError, KeyError) as exc:   # json's errors are ValueErrors
         raise ValueError(f"the settings of key {key_id!r} cannot be read: {exc}") from exc
+
+
+ORG_TABLE = "control_organizations"
+ORG_COLUMNS = ("id", "created_at", "updated_at", "created_by", "settings")
+ORG_SETTINGS = ("rate_limit", "budget", "metadata")
+
+
+def org_row_of(record: OrgRecord) -> tuple[Any, ...]:
+    org = record.organization
+    data = {"rate_limit": None if org.rate_limit is None else attrs.asdict(org.rate_limit),
+            "budget": _budget_json(org.budget), "metadata": dict(record.metadata)}
+    return (org.id, record.created_at, record.updated_at, record.created_by,
+            json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False))
+
+
+def org_record_of(row: Sequence[Any]) -> OrgRecord:
+    """The organization of a row in ``ORG_COLUMNS`` order; ``ValueError`` for settings this code cannot read."""
+    org_id, created_at, updated_at, created_by, settings = row
+    try:
+        data = json.loads(settings)
+        if not isinstance(data, dict):
+            raise ValueError(f"not a JSON object: {settings[:80]!r}")
+        unknown = sorted(set(data) - set(ORG_SETTINGS))
+        if unknown:
+            raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
+        rate = data.get("rate_limit")
+        org = Organization(id=org_id, budget=_budget_of(data.get("budget")),
+                           rate_limit=None if rate is None else RateLimit(**rate))
+        return OrgRecord(org, created_at, updated_at, created_by, dict(data.get("metadata") or {}))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"the settings of organization {org_id!r} cannot be read: {exc}") from exc
+
+
+def _budget_json(budget: Budget | None) -> dict[str, Any] | None:
+    if budget is None:
+        return None
+    return {"limit_usd": budget.limit_usd, "limit_tokens": budget.limit_tokens, "period": budget.period.value}
+
+
+def _budget_of(data: Any) -> Budget | None:
+    return None if data is None else Budget(**{**data, "period": Period(data["period"])})

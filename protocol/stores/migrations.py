@@ -22,6 +22,10 @@ Migration 5 adds the control plane's keys (``protocol/stores/control.py``):
 digest, never the secret; a rotation's previous digest beside it; the key's
 settings and labels as one JSON text), and ``control_revision``, one row
 whose counter every write bumps in its own transaction.
+
+Migration 6 adds ``control_organizations``: one row per organization made
+through the admin API (its budget, rate limit and labels as one JSON text);
+its writes bump the same ``control_revision``.
 """
 
 from __future__ import annotations
@@ -103,6 +107,15 @@ SQLITE: tuple[Migration, ...] = (
         )""",
         "INSERT INTO control_revision (id, revision) VALUES (1, 0)",
     ),
+    (
+        """CREATE TABLE control_organizations (
+            id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            created_by TEXT,
+            settings TEXT NOT NULL
+        )""",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -176,5 +189,14 @@ POSTGRESQL: tuple[Migration, ...] = (
             revision bigint NOT NULL
         )""",
         "INSERT INTO control_revision (id, revision) VALUES (1, 0)",
+    ),
+    (
+        """CREATE TABLE control_organizations (
+            id text PRIMARY KEY,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            created_by text,
+            settings text NOT NULL
+        )""",
     ),
 )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import trio
 
@@ -33,7 +33,7 @@ from switchyard.actors.limits.local import LocalLimiter
 from switchyard.actors.limits.tickets import Admission, Demand, Refusal, Summary, Ticket, configured
 from switchyard.actors.routing import limits as core
 from switchyard.config.access import ApiKey
-from switchyard.config.limits import OnUnavailable, State
+from switchyard.config.limits import OnUnavailable, Organization, State
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.redis_batch import Batches
 from switchyard.protocol.stores.redis_ops import RedisUnavailable, Scripts, where
@@ -417,16 +417,18 @@ class RedisLimiter:
 
     # --- admin --------------------------------------------------------------------------------
 
-    async def key_view(self, key: str | ApiKey) -> dict[str, Any]:
+    async def key_view(self, key: str | ApiKey, organizations: Mapping[str, Organization] | None = None
+                       ) -> dict[str, Any]:
         """As LocalLimiter.key_view, from the shared counters (``store``: redis), or from the local
         share while Redis is away. ``KeyError`` for a key id the config does not have."""
         snapshot = self._config()
         key = configured(snapshot, key)
         if self.available:
             try:
-                return await shared_view(self._scripts.op, self._seeder.seed, self._now(), snapshot, key, self._wall())
+                return await shared_view(self._scripts.op, self._seeder.seed, self._now(), snapshot, key, self._wall(),
+                                         organizations)
             except RedisUnavailable as exc:
                 self._fault(exc)
-        out = await self.fallback.key_view(key)
+        out = await self.fallback.key_view(key, organizations)
         out["store"] = "local share (Redis unavailable)"
         return out

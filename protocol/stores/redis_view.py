@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from switchyard.actors.routing import limits as core
 from switchyard.actors.routing.budget_periods import Bucket, bucket_of
+from switchyard.config.limits import Organization
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.redis_script import (
     RATE_DIMENSIONS,
@@ -24,11 +25,13 @@ Op = Callable[..., Awaitable[Any]]
 Seed = Callable[[list[tuple[core.BudgetLine, Bucket]], float], Awaitable[bool]]
 
 
-async def shared_view(op: Op, seed: Seed, now_arg: str, snapshot: Snapshot, key: Any, wall: float) -> dict[str, Any]:
+async def shared_view(op: Op, seed: Seed, now_arg: str, snapshot: Snapshot, key: Any, wall: float,
+                      organizations: Mapping[str, Organization] | None = None) -> dict[str, Any]:
     """The key's view; ``op`` runs a script (raising RedisUnavailable), ``seed`` seeds missing budget
     counters from the ledger (as an admission does), ``now_arg`` is the script's "now" ('' : Redis TIME)."""
-    scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, snapshot.organizations, key, None, None)}
-    org = snapshot.organizations.get(key.organization_id) if key.organization_id is not None else None
+    orgs = snapshot.organizations if organizations is None else organizations
+    scopes = {s.kind: s for s in core.scopes_for(snapshot.rate_limiting, orgs, key, None, None)}
+    org = orgs.get(key.organization_id) if key.organization_id is not None else None
     owners = [("key", key.id, key.budget), ("organization", key.organization_id, org.budget if org else None)]
     lines = [(owner, owner_id, budget, bucket_of(budget.period, wall))
              for owner, owner_id, budget in owners if budget is not None and owner_id is not None]

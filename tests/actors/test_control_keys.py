@@ -166,6 +166,20 @@ async def test_a_bad_body_names_every_field_path_and_rule(app):
         ("body.rate_limit.requests_per_minute", "must be at least 1, got 0"), ("body.colour", "unknown field")]
 
 
+async def test_a_database_keys_rate_limit_holds_with_no_limits_in_the_config(app):
+    made = await create(app, rate_limit={"requests_per_minute": 1})
+    assert await call(app, made["secret"]) == 200
+    reply = await request(app, "POST", "/v1/chat/completions", chat(), bearer(made["secret"]))
+    assert reply.status == 429 and reply.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_with_two_workers_and_no_redis_a_limited_key_is_refused(app):
+    app.runtime.workers = 2
+    reply = await request(app, "POST", "/admin/keys", {"budget": {"limit_usd": 5.0}}, ADMIN)
+    assert reply.status == 400 and reply.json()["error"]["code"] == "limits_need_redis"
+    assert (await request(app, "POST", "/admin/keys", {"tier": "gold"}, ADMIN)).status == 201
+
+
 async def test_a_key_may_name_only_backends_the_config_has(app):
     reply = await request(app, "POST", "/admin/keys", {"allowed_backends": ["a", "b"]}, ADMIN)
     error = reply.json()["error"]

@@ -1,0 +1,60 @@
+"""What the admin API's control-plane routes (keys, organizations) share: bodies, queries, who changes.
+
+A body is JSON read under the server's body deadlines; a ``KeyBodyError``
+(``config/key_body.py``) becomes one 400 naming the first path, with every
+problem in ``details.errors``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+from urllib.parse import parse_qsl
+
+from switchyard.actors.errors import InvalidRequest
+from switchyard.config.key_body import KeyBodyError
+from switchyard.protocol.http import client_json
+from switchyard.protocol.http.asgi import read_body
+
+if TYPE_CHECKING:
+    from switchyard.actors.runtime import Runtime
+
+BODY_LIMIT = 64 * 1024
+
+
+def countable(runtime: "Runtime", limited: bool, path: str) -> None:
+    """Limits this instance can count exactly: with several workers, only through state.redis_url (each
+    worker would otherwise allow the whole limit), as the config's limits are refused at start."""
+    workers = runtime.workers
+    if limited and workers > 1 and runtime.snapshot.state.redis_url is None:
+        raise InvalidRequest(f"{path}: a rate_limit or budget with {workers} workers needs state.redis_url (each "
+                             f"worker would otherwise allow the whole limit: {workers} times it in all)", param=path,
+                             code="limits_need_redis")
+
+
+def query_of(scope: Mapping[str, Any]) -> dict[str, str]:
+    raw = scope.get("query_string", b"").decode("latin-1")
+    return dict(parse_qsl(raw, keep_blank_values=True))
+
+
+async def json_body(scope: Any, receive: Any, runtime: "Runtime", absent_ok: bool = False) -> Any:
+    raw = await read_body(scope, receive, BODY_LIMIT, runtime.snapshot.server)
+    if not raw.strip():
+        if absent_ok:
+            return None
+        raise InvalidRequest("The body must be a JSON object", param="body", code="invalid_json")
+    try:
+        return client_json.loads(raw)
+    except ValueError:
+        raise InvalidRequest("The body must be JSON", param="body", code="invalid_json") from None
+
+
+def invalid_body(exc: KeyBodyError) -> InvalidRequest:
+    path, message = exc.errors[0]
+    more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
+    return InvalidRequest(f"{path}: {message}{more}", param=path,
+                          details={"errors": [{"path": p, "message": m} for p, m in exc.errors]})
+
+
+def changed_by(scope: Mapping[str, Any]) -> str:
+    """Who made the change: the bootstrap administrator of ``admin.token`` (the only one there is yet)."""
+    return "admin"

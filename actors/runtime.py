@@ -99,7 +99,8 @@ class Runtime:
         current = self._current
         # Rate limits and budgets: shared through Redis when state.redis_url says so, else this worker's own.
         # Keys kept in the database (the control plane): a view in memory, kept current by its actor.
-        self.control = ControlPlane(ports.control_store, ports.control_secret, why_off=ports.control_off)
+        self.control = ControlPlane(ports.control_store, ports.control_secret, why_off=ports.control_off,
+                                    retention=lambda: self.snapshot.usage.retention)
         self.limiter: Limiter = ports.limiter_for(current, self.ledger.summary) if ports.limiter_for is not None \
             else LocalLimiter(current, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier

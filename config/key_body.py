@@ -103,6 +103,16 @@ def expiry(now: float) -> rules.Rule[float]:
     return rule
 
 
+def instant(text: str) -> float:
+    """A time in a query string: RFC 3339 with a timezone, or Unix seconds; ``ValueError`` saying why not."""
+    if re.fullmatch(r"[0-9]{1,11}(?:\.[0-9]+)?", text):
+        return float(text)
+    try:
+        return _rfc3339(text)
+    except Invalid as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _rfc3339(text: str) -> float:
     m = _RFC3339.fullmatch(text)
     if m is None:

@@ -16,10 +16,12 @@ import secrets as random_source
 from typing import Any, Callable, Mapping, TypeVar
 
 import attrs
+from attrs import frozen
 
 from switchyard.actors.control import secrets
 from switchyard.actors.control.plane import ControlPlane
-from switchyard.actors.control.records import KeyRecord, OrgRecord, PreviousSecret
+from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord, PreviousSecret
+from switchyard.actors.control.shown import key_facts
 from switchyard.actors.control.store import ControlConflict
 from switchyard.actors.errors import InvalidRequest, KeyConflict, RouteNotFound
 from switchyard.config.access import ApiKey
@@ -32,12 +34,29 @@ RECORD_FIELDS = ("expires_at", "metadata")
 R = TypeVar("R", KeyRecord, OrgRecord)
 
 
-async def replaced(plane: ControlPlane, write: Callable[[R, float], None], old: R, new: R, now: float, what: str,
-                   missing: Callable[[str], RouteNotFound]) -> R:
-    """``new`` written over ``old`` only if the store still holds ``old`` (else 409: changed meanwhile)."""
+@frozen
+class Actor:
+    """Who makes a change, for its audit entry: an admin's id ("admin": the holder of admin.token), or
+    ``cli:<user>``; the client address it came from (None: the machine itself)."""
+
+    id: str = "admin"
+    address: str | None = None
+
+    def entry(self, at: float, action: str, target: str, target_id: str, before: Mapping[str, Any] | None,
+              after: Mapping[str, Any] | None) -> AuditEntry:
+        return AuditEntry(at, self.id, self.address, action, target, target_id, before, after)
+
+
+BOOTSTRAP = Actor()   # the holder of admin.token
+
+
+async def replaced(plane: ControlPlane, write: Callable[..., None], old: R, new: R, now: float, what: str,
+                   missing: Callable[[str], RouteNotFound], audit: Callable[[R], AuditEntry]) -> R:
+    """``new`` written over ``old`` only if the store still holds ``old`` (else 409: changed meanwhile), with
+    the audit entry ``audit`` makes of the record written."""
     new = attrs.evolve(new, updated_at=max(now, old.updated_at + 1e-6))
     try:
-        await plane.change(write, new, old.updated_at)
+        await plane.change(write, new, old.updated_at, audit=audit(new))
     except KeyError:
         raise missing(old.id) from None
     except ControlConflict:
@@ -55,8 +74,10 @@ class KeyChanges:
     (an id is either the config's or the database's, never both)."""
 
     def __init__(self, plane: ControlPlane, config_ids: Callable[[], frozenset[str]], *,
-                 clock: Callable[[], float], random: Callable[[int], bytes] = random_source.token_bytes) -> None:
+                 clock: Callable[[], float], random: Callable[[int], bytes] = random_source.token_bytes,
+                 actor: Actor = BOOTSTRAP) -> None:
         self.plane = plane
+        self.actor = actor
         self._config_ids = config_ids
         self._clock = clock
         self._random = random
@@ -83,7 +104,8 @@ class KeyChanges:
                            updated_at=now, created_by=created_by, expires_at=values.get("expires_at"),
                            metadata=dict(values.get("metadata") or {}))
         try:
-            await self.plane.change(store.insert, record)
+            await self.plane.change(store.insert, record,
+                                    audit=self.actor.entry(now, "key.create", "key", key_id, None, key_facts(record)))
         except ControlConflict:
             raise KeyConflict(f"A key with the id '{key_id}' exists", param="body.id") from None
         return record, secret
@@ -99,7 +121,7 @@ class KeyChanges:
         own = {n: v for n, v in changes.items() if n in RECORD_FIELDS}
         if "metadata" in own:
             own["metadata"] = dict(own["metadata"] or {})
-        return await self._replace(store, record, attrs.evolve(record, key=key, **own))
+        return await self._replace(store, record, attrs.evolve(record, key=key, **own), "key.update")
 
     async def rotate(self, key_id: str, grace: float) -> tuple[KeyRecord, str]:
         """A new secret for the key; the current one keeps working for ``grace`` seconds (0: stops now)."""
@@ -111,7 +133,7 @@ class KeyChanges:
         now = self._clock()
         previous = PreviousSecret(record.digest, record.prefix, now + grace) if grace > 0 else None
         new = attrs.evolve(record, digest=digest, prefix=secrets.public_prefix(secret), previous=previous)
-        return await self._replace(store, record, new), secret
+        return await self._replace(store, record, new, "key.rotate"), secret
 
     async def revoke(self, key_id: str) -> KeyRecord:
         """Refused from now on, every secret of it (a revoked key stays listed until deleted)."""
@@ -119,16 +141,20 @@ class KeyChanges:
         record = self.record(key_id)
         if record.revoked_at is not None:
             return record
-        return await self._replace(store, record, attrs.evolve(record, revoked_at=self._clock(), previous=None))
+        return await self._replace(store, record, attrs.evolve(record, revoked_at=self._clock(), previous=None),
+                                   "key.revoke")
 
     async def delete(self, key_id: str) -> None:
         store = self.plane.writable()
-        self.record(key_id)
-        if not await self.plane.change(store.delete, key_id):
+        old = self.record(key_id)
+        audit = self.actor.entry(self._clock(), "key.delete", "key", key_id, key_facts(old), None)
+        if not await self.plane.change(store.delete, key_id, audit=audit):
             raise not_found(key_id)
 
-    async def _replace(self, store: Any, old: KeyRecord, new: KeyRecord) -> KeyRecord:
-        return await replaced(self.plane, store.replace, old, new, self._clock(), "key", not_found)
+    async def _replace(self, store: Any, old: KeyRecord, new: KeyRecord, action: str) -> KeyRecord:
+        return await replaced(self.plane, store.replace, old, new, self._clock(), "key", not_found,
+                              lambda written: self.actor.entry(written.updated_at, action, "key", old.id,
+                                                               key_facts(old), key_facts(written)))
 
     def _new_secret(self) -> tuple[str, bytes]:
         secret = secrets.make(self._random(secrets.RANDOM_BYTES))

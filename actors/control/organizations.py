@@ -14,9 +14,10 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from switchyard.actors.control.keys import replaced
+from switchyard.actors.control.keys import BOOTSTRAP, Actor, replaced
 from switchyard.actors.control.plane import ControlPlane
 from switchyard.actors.control.records import OrgRecord
+from switchyard.actors.control.shown import org_facts
 from switchyard.actors.control.store import ControlConflict
 from switchyard.actors.errors import KeyConflict, RouteNotFound
 from switchyard.config.limits import Organization
@@ -28,8 +29,9 @@ def org_not_found(org_id: str) -> RouteNotFound:
 
 class OrgChanges:
     def __init__(self, plane: ControlPlane, config_ids: Callable[[], frozenset[str]], *,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], actor: Actor = BOOTSTRAP) -> None:
         self.plane = plane
+        self.actor = actor
         self._config_ids = config_ids
         self._clock = clock
 
@@ -47,7 +49,8 @@ class OrgChanges:
         org = Organization(id=org_id, budget=values.get("budget"), rate_limit=values.get("rate_limit"))
         record = OrgRecord(org, now, now, created_by, dict(values.get("metadata") or {}))
         try:
-            await self.plane.change(store.insert_organization, record)
+            await self.plane.change(store.insert_organization, record, audit=self.actor.entry(
+                now, "organization.create", "organization", org_id, None, org_facts(record)))
         except ControlConflict:
             raise KeyConflict(f"An organization with the id '{org_id}' exists", param="body.id") from None
         return record
@@ -60,15 +63,18 @@ class OrgChanges:
         if "metadata" in changes:
             new = attrs.evolve(new, metadata=dict(changes["metadata"] or {}))
         return await replaced(self.plane, store.replace_organization, old, new, self._clock(), "organization",
-                              org_not_found)
+                              org_not_found, lambda written: self.actor.entry(
+                                  written.updated_at, "organization.update", "organization", org_id,
+                                  org_facts(old), org_facts(written)))
 
     async def delete(self, org_id: str) -> None:
         store = self.plane.writable()
-        self.record(org_id)
+        old = self.record(org_id)
         named = sorted(r.id for r in self.plane.view.records.values() if r.key.organization_id == org_id)
         if named:
             shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
             raise KeyConflict(f"The organization '{org_id}' still has keys ({shown}); move or delete them first",
                               param="id")
-        if not await self.plane.change(store.delete_organization, org_id):
+        audit = self.actor.entry(self._clock(), "organization.delete", "organization", org_id, org_facts(old), None)
+        if not await self.plane.change(store.delete_organization, org_id, audit=audit):
             raise org_not_found(org_id)

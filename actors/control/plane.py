@@ -22,15 +22,16 @@ Last use is noted in memory (``used``) and written at most once a
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
-from typing import Any, Awaitable, Callable, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
 
 import trio
 
 from switchyard.actors.control import secrets
-from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.control.records import AuditEntry, KeyRecord
 from switchyard.actors.control.store import ControlConflict, ControlStore
 from switchyard.actors.control.view import KeyView, judged
 from switchyard.actors.errors import ControlPlaneUnavailable
@@ -45,6 +46,7 @@ MISS_TTL = 1.0        # seconds a digest the store did not know is not asked aga
 MISS_CACHE = 10_000   # unknown digests remembered
 MISS_RATE = 20        # store lookups of unknown digests per second, at most, per worker
 LOOKUP_DEADLINE = 1.0   # seconds a lookup may take before the secret is taken as unknown
+PRUNE_EVERY = 3600.0  # seconds between two prunes of the audit log
 RETRY_MAX = 5.0       # the longest pause between two tries of a store that is away
 
 
@@ -56,7 +58,8 @@ class ControlPlane:
     name = "control_plane"
 
     def __init__(self, store: ControlStore | None, server_secret: bytes | None, *,
-                 why_off: str | None = None, clock: Callable[[], float] = time.time,
+                 why_off: str | None = None, retention: Callable[[], float] = lambda: 0.0,
+                 clock: Callable[[], float] = time.time,
                  to_thread: ToThread = trio.to_thread.run_sync) -> None:
         """``server_secret`` keys the digests (None: no secret, so no database keys, and ``why_off`` says
         why); ``clock`` is the wall clock expiry and grace are read by (Unix seconds, shared by the fleet)."""
@@ -64,6 +67,7 @@ class ControlPlane:
         self._secret = server_secret or b""
         self.why_off = why_off if self.store is None else None
         self.clock = clock
+        self._retention = retention     # seconds the audit log keeps an entry (the ledger's; 0: forever)
         self._to_thread = to_thread
         self._calls = trio.CapacityLimiter(2)
         self.view = KeyView()
@@ -148,11 +152,12 @@ class ControlPlane:
                 f"changes are refused until it is back ({self.error or 'not reached yet'})")
         return self.store
 
-    async def change(self, fn: Callable[..., R], *args: Any) -> R:
-        """One write to the store (``fn`` one of its methods), then this worker's view reloaded at once."""
+    async def change(self, fn: Callable[..., R], *args: Any, audit: AuditEntry | None = None) -> R:
+        """One write to the store (``fn`` one of its methods) with its audit entry, then this worker's view
+        reloaded at once."""
         self.writable()
         try:
-            out = await self._call(fn, *args)
+            out = await self._call(functools.partial(fn, audit=audit), *args)
         except (KeyError, ControlConflict):   # the store's answer about the record, not its failure
             raise
         except Exception as exc:
@@ -167,6 +172,15 @@ class ControlPlane:
         except ControlPlaneUnavailable as err:
             return err
         return ControlPlaneUnavailable("The control plane's store failed the change; retry shortly")
+
+    async def audit(self, filters: Mapping[str, Any], limit: int, before_seq: int | None) -> list[AuditEntry]:
+        """The audit log's newest entries that match (read from the store: the 503 when it is away)."""
+        store = self.writable()
+        try:
+            return await self._call(store.audit, filters, limit, before_seq)
+        except Exception as exc:
+            self._failed(exc, "read the audit log")
+            raise self._unavailable_now() from None
 
     # --- the actor -------------------------------------------------------------
 
@@ -216,6 +230,7 @@ class ControlPlane:
                 continue
             await self.reload()
         next_touch = trio.current_time() + TOUCH_EVERY
+        next_prune = trio.current_time()
         while True:
             with trio.move_on_after(POLL if self.up else pause):
                 await self._wake.wait()
@@ -225,6 +240,9 @@ class ControlPlane:
             if trio.current_time() >= next_touch:
                 await self.touch()
                 next_touch = trio.current_time() + TOUCH_EVERY
+            if trio.current_time() >= next_prune:
+                await self.prune_audit()
+                next_prune = trio.current_time() + PRUNE_EVERY
 
     async def _poll(self) -> None:
         assert self.store is not None
@@ -248,6 +266,20 @@ class ControlPlane:
             self._failed(exc, "note when keys were used")
             for key_id, at in used.items():
                 self._used[key_id] = max(at, self._used.get(key_id, at))
+
+    async def prune_audit(self) -> None:
+        """The audit entries past the ledger's retention deleted (kept as long as the calls they explain)."""
+        retention = self._retention()
+        if self.store is None or retention <= 0:
+            return
+        try:
+            gone = await self._call(self.store.prune_audit, self.clock() - retention)
+        except Exception as exc:
+            self._failed(exc, "prune the audit log")
+            return
+        if gone:
+            log.info("control plane: %d audit entr%s older than %d s deleted", gone, "y" if gone == 1 else "ies",
+                     retention)
 
     async def aclose(self) -> None:
         if self.store is not None and self._opened:

@@ -10,7 +10,7 @@ secret a rotation replaced, which keeps working until ``valid_until``.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 from attrs import frozen
@@ -60,3 +60,20 @@ class OrgRecord:
     @property
     def id(self) -> str:
         return self.organization.id
+
+
+@frozen
+class AuditEntry:
+    """One change made through the admin API, the CLI or the console: who, when, from where, what, and the
+    fields before and after (as the admin API shows them: never a secret). Written in the change's own
+    transaction, so no change is without its entry."""
+
+    at: float                                 # Unix seconds
+    actor: str                                # an admin's id ("admin": admin.token's holder), "cli:<user>"
+    address: str | None                       # the client address it came from (None: the machine itself)
+    action: str                               # e.g. "key.create", "key.rotate", "organization.delete"
+    target: str                               # "key", "organization"
+    target_id: str
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+    seq: int | None = None                    # its place in the log, once written

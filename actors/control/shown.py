@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.control.records import KeyRecord, OrgRecord
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget, RateLimit
 
@@ -63,3 +63,18 @@ def record_fields(record: KeyRecord, now: float) -> dict[str, Any]:
 
 def config_fields() -> dict[str, Any]:
     return {"source": "config", "prefix": None, "status": "active", "read_only": True}
+
+
+def key_facts(record: KeyRecord) -> dict[str, Any]:
+    """A database key as its audit entries keep it: what it is and may do, never its secret (its prefix)."""
+    previous = record.previous
+    return {"id": record.id, "prefix": record.prefix, "organization_id": record.key.organization_id,
+            **settings(record.key), "expires_at": iso(record.expires_at), "revoked_at": iso(record.revoked_at),
+            "metadata": dict(record.metadata),
+            "previous_secret": None if previous is None else {"prefix": previous.prefix,
+                                                              "valid_until": iso(previous.valid_until)}}
+
+
+def org_facts(record: OrgRecord) -> dict[str, Any]:
+    org = record.organization
+    return {"id": org.id, **limits_json(org.rate_limit, org.budget), "metadata": dict(record.metadata)}

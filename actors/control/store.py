@@ -7,9 +7,9 @@ with the other ports.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
-from switchyard.actors.control.records import KeyRecord, OrgRecord
+from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord
 
 
 class ControlConflict(Exception):
@@ -19,7 +19,8 @@ class ControlConflict(Exception):
 class ControlStore(Protocol):
     """The control plane's records in the usage ledger's database (``protocol/stores/control.py``). Blocking
     methods, run in worker threads; each may raise ``StoreUnavailable``. Every write bumps one change counter
-    in the same transaction, so a reader that saw ``revision()`` move reloads and misses nothing."""
+    in the same transaction, so a reader that saw ``revision()`` move reloads and misses nothing; a write given
+    an ``audit`` entry writes it in that transaction too."""
 
     name: str
 
@@ -37,17 +38,17 @@ class ControlStore(Protocol):
         """The record whose current secret, or rotated-out one, has this digest."""
         ...
 
-    def insert(self, record: KeyRecord) -> None:
+    def insert(self, record: KeyRecord, audit: AuditEntry | None = None) -> None:
         """A new record; ``ControlConflict`` when its id or digest exists."""
         ...
 
-    def replace(self, record: KeyRecord, updated_at: float) -> None:
+    def replace(self, record: KeyRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
         """``record`` in place of the stored one with its id, if that one was last updated at ``updated_at``
         (else ``ControlConflict``: another admin changed it first; ``KeyError``: no such id). The stored
         ``last_used_at`` never moves back: a ``touch`` may have come after the caller read the record."""
         ...
 
-    def delete(self, key_id: str) -> bool:
+    def delete(self, key_id: str, audit: AuditEntry | None = None) -> bool:
         """Forget the record; False when there was none (nothing changed: no revision bumped)."""
         ...
 
@@ -59,14 +60,23 @@ class ControlStore(Protocol):
         """Every organization record (read after ``load``: a change between shows as a newer revision)."""
         ...
 
-    def insert_organization(self, record: OrgRecord) -> None:
+    def insert_organization(self, record: OrgRecord, audit: AuditEntry | None = None) -> None:
         """``ControlConflict`` when the id exists."""
         ...
 
-    def replace_organization(self, record: OrgRecord, updated_at: float) -> None:
+    def replace_organization(self, record: OrgRecord, updated_at: float, audit: AuditEntry | None = None
+                             ) -> None:
         """As ``replace``, for an organization."""
         ...
 
-    def delete_organization(self, org_id: str) -> bool: ...
+    def delete_organization(self, org_id: str, audit: AuditEntry | None = None) -> bool: ...
+
+    def audit(self, filters: Mapping[str, Any], limit: int, before_seq: int | None = None) -> list[AuditEntry]:
+        """The newest audit entries first (older than ``before_seq``) that match ``filters``."""
+        ...
+
+    def prune_audit(self, before: float) -> int:
+        """Delete the audit entries older than ``before``; how many."""
+        ...
 
     def close(self) -> None: ...

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import parse_qsl
 
+from switchyard.actors.control.keys import Actor
 from switchyard.actors.errors import InvalidRequest
 from switchyard.config.key_body import KeyBodyError
 from switchyard.protocol.http import client_json
 from switchyard.protocol.http.asgi import read_body
+from switchyard.protocol.http.limits import client_ip
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -55,6 +57,9 @@ def invalid_body(exc: KeyBodyError) -> InvalidRequest:
                           details={"errors": [{"path": p, "message": m} for p, m in exc.errors]})
 
 
-def changed_by(scope: Mapping[str, Any]) -> str:
-    """Who made the change: the bootstrap administrator of ``admin.token`` (the only one there is yet)."""
-    return "admin"
+def actor_of(runtime: "Runtime", scope: Mapping[str, Any]) -> Actor:
+    """Who makes a change, for its record and audit entry: the bootstrap administrator of ``admin.token``
+    (the only one there is yet), from the client address the request came from."""
+    trusted = runtime.snapshot.server.trusted_proxies
+    peer = scope.get("client")
+    return Actor("admin", client_ip(peer, scope["headers"], trusted) if peer else None)

@@ -20,7 +20,7 @@ are read-only here. A secret is never shown but once, at its making.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import unquote
 
 from switchyard.actors.control.keys import KeyChanges, not_found
@@ -29,7 +29,7 @@ from switchyard.actors.control.shown import STATUSES, config_fields, record_fiel
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, PermissionDenied
 from switchyard.config.access import ApiKey
 from switchyard.config.key_body import KeyBodyError, create_body, patch_body, rotate_body
-from switchyard.protocol.admin.control_http import changed_by, countable, invalid_body, json_body, query_of
+from switchyard.protocol.admin.control_http import actor_of, countable, invalid_body, json_body, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -45,9 +45,9 @@ class KeysAdmin:
         self.respond = respond
         self.routes = {"/admin/keys": {"GET": self.all_keys, "POST": self.create}}
 
-    def changes(self, runtime: "Runtime") -> KeyChanges:
+    def changes(self, runtime: "Runtime", scope: Mapping[str, Any]) -> KeyChanges:
         return KeyChanges(runtime.control, lambda: frozenset(k.id for k in runtime.snapshot.api_keys.keys),
-                          clock=runtime.control.clock)
+                          clock=runtime.control.clock, actor=actor_of(runtime, scope))
 
     # --- reading ---------------------------------------------------------------
 
@@ -108,7 +108,7 @@ class KeysAdmin:
         fields = {name: getattr(values, name) for name in (
             "organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
             "expires_at", "metadata")}
-        record, secret = await self.changes(runtime).create(fields, values.id, changed_by(scope))
+        record, secret = await self.changes(runtime, scope).create(fields, values.id, actor_of(runtime, scope).id)
         out = await self.page(runtime, record.key, record)
         out["secret"] = secret   # the only time it is shown
         await self.respond(send, 201, json.dumps(out).encode())
@@ -136,11 +136,11 @@ class KeysAdmin:
                 raise invalid_body(exc) from None
             known_backends(runtime, changes.get("allowed_backends"))
             countable(runtime, changes.get("rate_limit") is not None or changes.get("budget") is not None, "body")
-            record = await self.changes(runtime).update(key_id, changes)
+            record = await self.changes(runtime, scope).update(key_id, changes)
             await self.respond(send, 200, json.dumps(await self.page(runtime, record.key, record)).encode())
         elif method == "DELETE":
             self._database_key(runtime, key_id)
-            await self.changes(runtime).delete(key_id)
+            await self.changes(runtime, scope).delete(key_id)
             await self.respond(send, 200, json.dumps({"id": key_id, "deleted": True}).encode())
         else:
             raise MethodNotAllowed(f"{method} is not allowed on {scope['path']}", allowed=("GET", "PATCH", "DELETE"))
@@ -153,7 +153,7 @@ class KeysAdmin:
             grace = rotate_body(body).grace_seconds
         except KeyBodyError as exc:
             raise invalid_body(exc) from None
-        record, secret = await self.changes(runtime).rotate(key_id, grace)
+        record, secret = await self.changes(runtime, scope).rotate(key_id, grace)
         out = await self.page(runtime, record.key, record)
         out["secret"] = secret
         await self.respond(send, 200, json.dumps(out).encode())
@@ -161,7 +161,7 @@ class KeysAdmin:
     async def _revoke(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any, key_id: str
                       ) -> None:
         self._database_key(runtime, key_id)
-        record = await self.changes(runtime).revoke(key_id)
+        record = await self.changes(runtime, scope).revoke(key_id)
         await self.respond(send, 200, json.dumps(await self.page(runtime, record.key, record)).encode())
 
     def _database_key(self, runtime: "Runtime", key_id: str) -> None:

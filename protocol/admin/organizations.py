@@ -13,7 +13,7 @@ rate limit are shared by all of them, the same for both kinds.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import unquote
 
 from switchyard.actors.control.organizations import OrgChanges, org_not_found
@@ -22,7 +22,7 @@ from switchyard.actors.control.shown import iso, limits_json
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, PermissionDenied
 from switchyard.config.key_body import KeyBodyError, org_body
 from switchyard.config.limits import Organization
-from switchyard.protocol.admin.control_http import changed_by, countable, invalid_body, json_body, query_of
+from switchyard.protocol.admin.control_http import actor_of, countable, invalid_body, json_body, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -47,9 +47,9 @@ class OrganizationsAdmin:
         self.respond = respond
         self.routes = {"/admin/organizations": {"GET": self.all_organizations, "POST": self.create}}
 
-    def changes(self, runtime: "Runtime") -> OrgChanges:
+    def changes(self, runtime: "Runtime", scope: Mapping[str, Any]) -> OrgChanges:
         return OrgChanges(runtime.control, lambda: frozenset(runtime.snapshot.organizations),
-                          clock=runtime.control.clock)
+                          clock=runtime.control.clock, actor=actor_of(runtime, scope))
 
     async def all_organizations(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
         source = query_of(scope).get("source")
@@ -71,7 +71,7 @@ class OrganizationsAdmin:
             raise invalid_body(exc) from None
         countable(runtime, body.budget is not None or body.rate_limit is not None, "body")
         assert body.id is not None   # required: refused above without it
-        record = await self.changes(runtime).create(body.id, body.changes(), changed_by(scope))
+        record = await self.changes(runtime, scope).create(body.id, body.changes(), actor_of(runtime, scope).id)
         await self.respond(send, 201, json.dumps(org_json(record.organization, record)).encode())
 
     async def one(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -81,7 +81,7 @@ class OrganizationsAdmin:
             if config is not None:
                 await self.respond(send, 200, json.dumps(org_json(config, None)).encode())
                 return
-            record = self.changes(runtime).record(org_id)
+            record = self.changes(runtime, scope).record(org_id)
             await self.respond(send, 200, json.dumps(org_json(record.organization, record)).encode())
             return
         if method not in ("PATCH", "DELETE"):
@@ -92,7 +92,7 @@ class OrganizationsAdmin:
                                    code="organization_read_only")
         if org_id not in runtime.control.view.organizations:
             raise org_not_found(org_id)
-        changes = self.changes(runtime)
+        changes = self.changes(runtime, scope)
         if method == "DELETE":
             await changes.delete(org_id)
             await self.respond(send, 200, json.dumps({"id": org_id, "deleted": True}).encode())

@@ -21,16 +21,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from switchyard.actors.control.records import KeyRecord, OrgRecord
+from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ports import ControlConflict, ControlStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import side_database
 from switchyard.protocol.stores.control_rows import (
+    AUDIT_COLUMNS,
+    AUDIT_TABLE,
     COLUMNS,
     ORG_COLUMNS,
     ORG_TABLE,
     TABLE,
+    audit_of,
+    audit_row_of,
     org_record_of,
     org_row_of,
     record_of,
@@ -77,6 +81,9 @@ class SqlControlStore:
                              f"WHERE id = {p} AND updated_at = {p}")
         self._org_exists = f"SELECT 1 FROM {ORG_TABLE} WHERE id = {p}"
         self._org_delete = f"DELETE FROM {ORG_TABLE} WHERE id = {p}"
+        self._audit_insert = (f"INSERT INTO {AUDIT_TABLE} ({', '.join(AUDIT_COLUMNS)}) "
+                              f"VALUES ({db.dialect.params(len(AUDIT_COLUMNS))})")
+        self._audit_old = f"DELETE FROM {AUDIT_TABLE} WHERE at < {p}"
         self._touch = (f"UPDATE {TABLE} SET last_used_at = {p} WHERE id = {p} "
                        f"AND (last_used_at IS NULL OR last_used_at < {p})")
 
@@ -101,12 +108,12 @@ class SqlControlStore:
         rows.sort(key=lambda row: bytes(row[1]) != digest)   # a current digest first
         return self._record(rows[0]) if rows else None
 
-    def insert(self, record: KeyRecord) -> None:
+    def insert(self, record: KeyRecord, audit: AuditEntry | None = None) -> None:
         def work(cur: Any) -> None:
             cur.execute(self._insert, row_of(record))
-        self._write(work)
+        self._write(work, audit)
 
-    def replace(self, record: KeyRecord, updated_at: float) -> None:
+    def replace(self, record: KeyRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
         row = row_of(record)
         last_used_at = row[COLUMNS.index("last_used_at")]
         values = [v for c, v in zip(COLUMNS[1:], row[1:], strict=True) if c != "last_used_at"]
@@ -117,16 +124,11 @@ class SqlControlStore:
             if cur.execute(self._exists, [record.id]).fetchone() is None:
                 raise KeyError(record.id)
             raise ControlConflict(f"key {record.id!r} changed since it was read (updated_at {updated_at})")
-        self._write(work)
+        self._write(work, audit)
 
-    def delete(self, key_id: str) -> bool:
-        """Forget the record; False (and no revision bumped: nothing changed) when there was none."""
-        def work(cur: Any) -> bool:
-            if not cur.execute(self._delete, [key_id]).rowcount:
-                return False
-            cur.execute(self._bump)
-            return True
-        return self.db.transact(work)
+    def delete(self, key_id: str, audit: AuditEntry | None = None) -> bool:
+        """Forget the record; False (and no revision bumped, no entry: nothing changed) when there was none."""
+        return self._delete_row(self._delete, key_id, audit)
 
     # --- organizations (the same revision counts their changes) ----------------------------------------
 
@@ -139,12 +141,12 @@ class SqlControlStore:
         except ValueError as exc:
             raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
 
-    def insert_organization(self, record: OrgRecord) -> None:
+    def insert_organization(self, record: OrgRecord, audit: AuditEntry | None = None) -> None:
         def work(cur: Any) -> None:
             cur.execute(self._org_insert, org_row_of(record))
-        self._write(work)
+        self._write(work, audit)
 
-    def replace_organization(self, record: OrgRecord, updated_at: float) -> None:
+    def replace_organization(self, record: OrgRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
         row = org_row_of(record)
 
         def work(cur: Any) -> None:
@@ -153,15 +155,39 @@ class SqlControlStore:
             if cur.execute(self._org_exists, [record.id]).fetchone() is None:
                 raise KeyError(record.id)
             raise ControlConflict(f"organization {record.id!r} changed since it was read (updated_at {updated_at})")
-        self._write(work)
+        self._write(work, audit)
 
-    def delete_organization(self, org_id: str) -> bool:
-        def work(cur: Any) -> bool:
-            if not cur.execute(self._org_delete, [org_id]).rowcount:
-                return False
-            cur.execute(self._bump)
-            return True
-        return self.db.transact(work)
+    def delete_organization(self, org_id: str, audit: AuditEntry | None = None) -> bool:
+        return self._delete_row(self._org_delete, org_id, audit)
+
+    # --- the audit log -----------------------------------------------------------------------------------
+
+    def audit(self, filters: Mapping[str, Any], limit: int, before_seq: int | None = None) -> list[AuditEntry]:
+        """The newest entries first (older than ``before_seq``), each of ``filters`` (``actor``, ``action``,
+        ``target``, ``target_id`` equal; ``since``, ``until``: Unix seconds) holding."""
+        p = self.db.dialect.placeholder
+        clauses, params = [], []
+        for name in ("actor", "action", "target", "target_id"):
+            if filters.get(name) is not None:
+                clauses.append(f"{name} = {p}")
+                params.append(filters[name])
+        if filters.get("since") is not None:
+            clauses.append(f"at >= {p}")
+            params.append(filters["since"])
+        if filters.get("until") is not None:
+            clauses.append(f"at < {p}")
+            params.append(filters["until"])
+        if before_seq is not None:
+            clauses.append(f"seq < {p}")
+            params.append(before_seq)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self.db._fetch(f"SELECT seq, {', '.join(AUDIT_COLUMNS)} FROM {AUDIT_TABLE}{where} "
+                              f"ORDER BY seq DESC LIMIT {p}", [*params, limit])
+        return [audit_of(row) for row in rows]
+
+    def prune_audit(self, before: float) -> int:
+        """Delete the entries older than ``before`` (the ledger's retention); how many."""
+        return self.db.transact(lambda cur: cur.execute(self._audit_old, [before]).rowcount)
 
     def touch(self, used: Mapping[str, float]) -> None:
         """Every key's ``last_used_at`` moved forward, in one transaction; an id no longer there is passed over."""
@@ -173,8 +199,19 @@ class SqlControlStore:
     def close(self) -> None:
         self.db.close()
 
-    def _write(self, work: Callable[[Any], None]) -> None:
-        """``work``, then the revision bumped, in one transaction; a duplicate id or digest is a ControlConflict."""
+    def _delete_row(self, statement: str, row_id: str, audit: AuditEntry | None) -> bool:
+        def work(cur: Any) -> bool:
+            if not cur.execute(statement, [row_id]).rowcount:
+                return False
+            cur.execute(self._bump)
+            if audit is not None:
+                cur.execute(self._audit_insert, audit_row_of(audit))
+            return True
+        return self.db.transact(work)
+
+    def _write(self, work: Callable[[Any], None], audit: AuditEntry | None = None) -> None:
+        """``work``, then the revision bumped and the change's audit entry written, in one transaction; a
+        duplicate id or digest is a ControlConflict."""
         def bumped(cur: Any) -> None:
             try:
                 work(cur)
@@ -183,6 +220,8 @@ class SqlControlStore:
                     raise
                 raise ControlConflict(f"the id (or the key's secret) is taken: {_first_line(exc)}") from None
             cur.execute(self._bump)
+            if audit is not None:
+                cur.execute(self._audit_insert, audit_row_of(audit))
         self.db.transact(bumped)
 
     def _record(self, row: Any) -> KeyRecord:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from switchyard.actors.control.records import KeyRecord, OrgRecord, PreviousSecret
+from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord, PreviousSecret
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget, Organization, Period, RateLimit
 
@@ -122,3 +122,24 @@ def _budget_json(budget: Budget | None) -> dict[str, Any] | None:
 
 def _budget_of(data: Any) -> Budget | None:
     return None if data is None else Budget(**{**data, "period": Period(data["period"])})
+
+
+AUDIT_TABLE = "control_audit"
+AUDIT_COLUMNS = ("at", "actor", "address", "action", "target", "target_id", "before", "after")
+
+
+def audit_row_of(entry: AuditEntry) -> tuple[Any, ...]:
+    return (entry.at, entry.actor, entry.address, entry.action, entry.target, entry.target_id,
+            _json_or_none(entry.before), _json_or_none(entry.after))
+
+
+def audit_of(row: Sequence[Any]) -> AuditEntry:
+    """An entry of a row: ``seq`` then ``AUDIT_COLUMNS``."""
+    seq, at, actor, address, action, target, target_id, before, after = row
+    return AuditEntry(at, actor, address, action, target, target_id,
+                      None if before is None else json.loads(before), None if after is None else json.loads(after),
+                      int(seq))
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -26,6 +26,10 @@ whose counter every write bumps in its own transaction.
 Migration 6 adds ``control_organizations``: one row per organization made
 through the admin API (its budget, rate limit and labels as one JSON text);
 its writes bump the same ``control_revision``.
+
+Migration 7 adds ``control_audit``: one row per change to the control
+plane's records, written in the change's own transaction (who, when, from
+which address, what, the fields before and after as JSON; never a secret).
 """
 
 from __future__ import annotations
@@ -116,6 +120,20 @@ SQLITE: tuple[Migration, ...] = (
             settings TEXT NOT NULL
         )""",
     ),
+    (
+        """CREATE TABLE control_audit (
+            seq INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            address TEXT,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            before TEXT,
+            after TEXT
+        )""",
+        "CREATE INDEX control_audit_at ON control_audit (at)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -198,5 +216,19 @@ POSTGRESQL: tuple[Migration, ...] = (
             created_by text,
             settings text NOT NULL
         )""",
+    ),
+    (
+        """CREATE TABLE control_audit (
+            seq bigserial PRIMARY KEY,
+            at double precision NOT NULL,
+            actor text NOT NULL,
+            address text,
+            action text NOT NULL,
+            target text NOT NULL,
+            target_id text NOT NULL,
+            before text,
+            after text
+        )""",
+        "CREATE INDEX control_audit_at ON control_audit (at)",
     ),
 )

@@ -64,3 +64,12 @@ def record_fields(record: KeyRecord, now: float) -> dict[str, Any]:
 
 def config_fields() -> dict[str, Any]:
     return {"source": "config", "prefix": None, "status": "active", "read_only": True}
+
+
+def page(key: ApiKey, record: KeyRecord | None, now: float) -> dict[str, Any]:
+    """A key's page as written (``record`` None: a config key): what ``switchyard keys`` prints, and what the
+    admin API adds to the limiter's live view of the key."""
+    out: dict[str, Any] = {"id": key.id, "organization_id": key.organization_id}
+    out.update(record_fields(record, now) if record is not None else config_fields())
+    out["settings"] = settings(key)
+    return out

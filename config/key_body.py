@@ -17,7 +17,7 @@ import math
 import re
 import unicodedata
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import attrs
 from attrs import frozen
@@ -195,6 +195,10 @@ class CreateBody:
         """The key as the data plane reads it (its secret is never kept: ``key`` is empty)."""
         return ApiKey(id=self.id or generated_id, key="", **{name: getattr(self, name) for name in KEY_FIELDS})
 
+    def values(self) -> dict[str, Any]:
+        """Every field but ``id``, by name: what a new key is made of."""
+        return {name: getattr(self, name) for name in (*KEY_FIELDS, *RECORD_FIELDS)}
+
 
 def create_body(data: Any, now: float) -> CreateBody:
     """The body of POST /admin/keys, every field optional; ``now``: Unix seconds, for ``expires_at``."""
@@ -255,6 +259,15 @@ def patch_body(data: Any, now: float) -> PatchBody:
     r.finish()
     problems.raise_any()
     return out
+
+
+def check_backends(names: tuple[str, ...] | None, known: Collection[str]) -> None:
+    """A key may only name backends the config has (a typo would lock it out silently): every name that is
+    not one is a ``KeyBodyError`` at ``body.allowed_backends[N]``."""
+    unknown = [(f"{ROOT}.allowed_backends[{j}]", f"no backend is named {name!r}")
+               for j, name in enumerate(names or ()) if name not in known]
+    if unknown:
+        raise KeyBodyError(unknown)
 
 
 @frozen

@@ -23,7 +23,7 @@ from switchyard.actors.control.plane import ControlPlane
 from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord, PreviousSecret
 from switchyard.actors.control.shown import key_facts
 from switchyard.actors.control.store import ControlConflict
-from switchyard.actors.errors import InvalidRequest, KeyConflict, RouteNotFound
+from switchyard.actors.errors import InvalidRequest, KeyConflict, PermissionDenied, RouteNotFound
 from switchyard.config.access import ApiKey
 
 # The ApiKey fields an administrator sets (the rest of a record is the record's own life).
@@ -70,8 +70,8 @@ def not_found(key_id: str) -> RouteNotFound:
 
 
 class KeyChanges:
-    """The admin API's key changes on one control plane; ``config_ids`` are the running config's key ids
-    (an id is either the config's or the database's, never both)."""
+    """The key changes of the admin API and of ``switchyard keys`` on one control plane; ``config_ids`` are
+    the config's key ids (an id is either the config's or the database's, never both)."""
 
     def __init__(self, plane: ControlPlane, config_ids: Callable[[], frozenset[str]], *,
                  clock: Callable[[], float], random: Callable[[int], bytes] = random_source.token_bytes,
@@ -83,6 +83,10 @@ class KeyChanges:
         self._random = random
 
     def record(self, key_id: str) -> KeyRecord:
+        """The database key to change: a config key is refused (403: it is changed in the config), no key 404."""
+        if key_id in self._config_ids():
+            raise PermissionDenied(f"The key '{key_id}' is declared in the config's api_keys: change it there "
+                                   f"(only database keys are changed here)", code="key_read_only")
         found = self.plane.view.records.get(key_id)
         if found is None:
             raise not_found(key_id)

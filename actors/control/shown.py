@@ -78,3 +78,12 @@ def key_facts(record: KeyRecord) -> dict[str, Any]:
 def org_facts(record: OrgRecord) -> dict[str, Any]:
     org = record.organization
     return {"id": org.id, **limits_json(org.rate_limit, org.budget), "metadata": dict(record.metadata)}
+
+
+def page(key: ApiKey, record: KeyRecord | None, now: float) -> dict[str, Any]:
+    """A key's page as written (``record`` None: a config key): what ``switchyard keys`` prints, and what the
+    admin API adds to the limiter's live view of the key."""
+    out: dict[str, Any] = {"id": key.id, "organization_id": key.organization_id}
+    out.update(record_fields(record, now) if record is not None else config_fields())
+    out["settings"] = settings(key)
+    return out

@@ -23,12 +23,14 @@ import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import unquote
 
+from switchyard.actors.control import listing, shown
 from switchyard.actors.control.keys import KeyChanges, not_found
+from switchyard.actors.control.listing import SOURCES
 from switchyard.actors.control.records import KeyRecord
-from switchyard.actors.control.shown import STATUSES, config_fields, record_fields, settings, status_of
-from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, PermissionDenied
+from switchyard.actors.control.shown import STATUSES
+from switchyard.actors.errors import InvalidRequest, MethodNotAllowed
 from switchyard.config.access import ApiKey
-from switchyard.config.key_body import KeyBodyError, create_body, patch_body, rotate_body
+from switchyard.config.key_body import KeyBodyError, check_backends, create_body, patch_body, rotate_body
 from switchyard.protocol.admin.control_http import actor_of, countable, invalid_body, json_body, query_of
 
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 PREFIX = "/admin/keys/"
 
 MAX_PAGE = 1000
-SOURCES = ("config", "database")
 
 
 class KeysAdmin:
@@ -52,20 +53,12 @@ class KeysAdmin:
     # --- reading ---------------------------------------------------------------
 
     async def page(self, runtime: "Runtime", key: ApiKey, record: KeyRecord | None) -> dict[str, Any]:
+        """The limiter's live view of the key (organizations: the config's and the database's), with its page
+        as written (``shown.page``)."""
         out = await runtime.limiter.key_view(
             key, runtime.control.view.organizations_over(runtime.snapshot.organizations))
-        out.update(record_fields(record, runtime.control.clock()) if record is not None else config_fields())
-        out["settings"] = settings(key)
+        out.update(shown.page(key, record, runtime.control.clock()))
         return out
-
-    def _find(self, runtime: "Runtime", key_id: str) -> tuple[ApiKey, KeyRecord | None]:
-        for key in runtime.snapshot.api_keys.keys:
-            if key.id == key_id:
-                return key, None
-        record = runtime.control.view.records.get(key_id)
-        if record is None:
-            raise not_found(key_id)
-        return record.key, record
 
     async def all_keys(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any) -> None:
         """One page of keys, in id order (config keys first), filtered as the query asks."""
@@ -78,17 +71,10 @@ class KeysAdmin:
         limit = _limit(query.get("limit"))
         after = query.get("after")
         now = runtime.control.clock()
-        rows: list[tuple[tuple[int, str], ApiKey, KeyRecord | None]] = []
-        if source in (None, "config"):   # in config order, as the file lists them
-            rows += [((0, k.id), k, None) for k in runtime.snapshot.api_keys.keys]
-        if source in (None, "database"):   # in id order
-            records = runtime.control.view.records
-            rows += [((1, key_id), records[key_id].key, records[key_id]) for key_id in sorted(records)]
+        rows = listing.rows(runtime.snapshot.api_keys.keys, runtime.control.view.records, source)
         if after is not None:
             rows = _after(rows, _cursor(after))
-        rows = [row for row in rows
-                if (org is None or row[1].organization_id == org)
-                and (status is None or (status_of(row[2], now) if row[2] is not None else "active") == status)]
+        rows = [row for row in rows if listing.matches(row, org, status, now)]
         page, more = rows[:limit], len(rows) > limit
         views = [await self.page(runtime, key, record) for _, key, record in page]
         next_cursor = f"{page[-1][0][0]}:{page[-1][0][1]}" if more and page else None
@@ -101,14 +87,12 @@ class KeysAdmin:
         body = await json_body(scope, receive, runtime)
         try:
             values = create_body(body, runtime.control.clock())
+            check_backends(values.allowed_backends, _backends(runtime))
         except KeyBodyError as exc:
             raise invalid_body(exc) from None
-        known_backends(runtime, values.allowed_backends)
         countable(runtime, values.rate_limit is not None or values.budget is not None, "body")
-        fields = {name: getattr(values, name) for name in (
-            "organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
-            "expires_at", "metadata")}
-        record, secret = await self.changes(runtime, scope).create(fields, values.id, actor_of(runtime, scope).id)
+        record, secret = await self.changes(runtime, scope).create(values.values(), values.id,
+                                                                   actor_of(runtime, scope).id)
         out = await self.page(runtime, record.key, record)
         out["secret"] = secret   # the only time it is shown
         await self.respond(send, 201, json.dumps(out).encode())
@@ -125,21 +109,20 @@ class KeysAdmin:
             await (self._rotate if action == "rotate" else self._revoke)(runtime, scope, receive, send, key_id)
             return
         if method == "GET":
-            key, record = self._find(runtime, key_id)
+            key, record = listing.find(runtime.snapshot.api_keys.keys, runtime.control.view.records, key_id)
             await self.respond(send, 200, json.dumps(await self.page(runtime, key, record)).encode())
         elif method == "PATCH":
-            self._database_key(runtime, key_id)
+            self.changes(runtime, scope).record(key_id)   # a config key (403) or none (404): before the body
             body = await json_body(scope, receive, runtime)
             try:
                 changes = patch_body(body, runtime.control.clock()).changes()
+                check_backends(changes.get("allowed_backends"), _backends(runtime))
             except KeyBodyError as exc:
                 raise invalid_body(exc) from None
-            known_backends(runtime, changes.get("allowed_backends"))
             countable(runtime, changes.get("rate_limit") is not None or changes.get("budget") is not None, "body")
             record = await self.changes(runtime, scope).update(key_id, changes)
             await self.respond(send, 200, json.dumps(await self.page(runtime, record.key, record)).encode())
         elif method == "DELETE":
-            self._database_key(runtime, key_id)
             await self.changes(runtime, scope).delete(key_id)
             await self.respond(send, 200, json.dumps({"id": key_id, "deleted": True}).encode())
         else:
@@ -147,7 +130,7 @@ class KeysAdmin:
 
     async def _rotate(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any, key_id: str
                       ) -> None:
-        self._database_key(runtime, key_id)
+        self.changes(runtime, scope).record(key_id)   # a config key (403) or none (404): before the body is read
         body = await json_body(scope, receive, runtime, absent_ok=True)
         try:
             grace = rotate_body(body).grace_seconds
@@ -160,26 +143,13 @@ class KeysAdmin:
 
     async def _revoke(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Any, key_id: str
                       ) -> None:
-        self._database_key(runtime, key_id)
         record = await self.changes(runtime, scope).revoke(key_id)
         await self.respond(send, 200, json.dumps(await self.page(runtime, record.key, record)).encode())
 
-    def _database_key(self, runtime: "Runtime", key_id: str) -> None:
-        """Refuse a change to a config key (403: edit the config) or to no key (404)."""
-        if any(k.id == key_id for k in runtime.snapshot.api_keys.keys):
-            raise PermissionDenied(f"The key '{key_id}' is declared in the config's api_keys: change it there "
-                                   f"(the admin API changes database keys only)", code="key_read_only")
-        if key_id not in runtime.control.view.records:
-            raise not_found(key_id)
 
-
-def known_backends(runtime: "Runtime", names: tuple[str, ...] | None) -> None:
-    """A key may only name backends the running config has (a typo would lock it out silently)."""
-    known = {b.name for b in runtime.snapshot.backends}
-    for j, name in enumerate(names or ()):
-        if name not in known:
-            path = f"body.allowed_backends[{j}]"
-            raise InvalidRequest(f"{path}: no backend is named {name!r}", param=path)
+def _backends(runtime: "Runtime") -> set[str]:
+    """The backends a key may name: the running config's."""
+    return {b.name for b in runtime.snapshot.backends}
 
 
 def _limit(value: str | None) -> int:

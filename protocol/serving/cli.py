@@ -1,4 +1,4 @@
-"""``switchyard serve | config validate | metadata show | usage report``."""
+"""``switchyard serve | config validate | metadata show | usage report | keys ...``."""
 
 from __future__ import annotations
 
@@ -6,17 +6,28 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from switchyard.config.contract import DOC as CONTRACT_DOC
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.rules import Invalid
-from switchyard.protocol.serving import usage_report
+from switchyard.protocol.serving import keys_cli, usage_report
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose exit status for a command line it cannot read is set per command: argparse's
+    2 by default; ``keys``, whose 2 means a store that is away, refuses bad options with 1."""
+
+    usage_exit = 2
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(self.usage_exit, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="switchyard", description="An LLM gateway on Trio.")
+    parser = Parser(prog="switchyard", description="An LLM gateway on Trio.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the gateway with hypercorn (trio worker)")
@@ -43,10 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
 
     usage_report.add_parser(sub)
+    keys_cli.add_parser(sub)
 
-    args = parser.parse_args(argv)
+    args, unread = parser.parse_known_args(argv)
+    if unread:   # told by the (sub)command that was being read, with its exit status
+        getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unread)}")
     if args.command == "usage":
         return usage_report.report_command(args)
+    if args.command == "keys":
+        return keys_cli.keys_command(args)
     if args.command == "config":
         return validate_command(args.file)
     if args.command == "metadata":

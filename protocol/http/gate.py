@@ -38,10 +38,11 @@ from attrs import frozen
 from switchyard.actors import log_fields
 from switchyard.actors.call.pipeline import Arrival
 from switchyard.actors.control.view import invalid
-from switchyard.actors.errors import ShuttingDown, TooManyConcurrentRequests, Unavailable
+from switchyard.actors.errors import AuthenticationError, ShuttingDown, TooManyConcurrentRequests, Unavailable
 from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.http import limits
 from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, judge
+from switchyard.protocol.http.failed_auth import FailedAuth
 
 if TYPE_CHECKING:
     from switchyard.actors.control.plane import ControlPlane
@@ -133,6 +134,7 @@ class Gate:
 
     def __init__(self, runtime: Callable[[], "Runtime | None"]) -> None:
         self._runtime = runtime
+        self.failed_auth = FailedAuth()   # 401s past a few a minute from one address wait, one after another
         self.active = 0   # requests let in and not yet out, for server.max_concurrent_requests
 
     def up(self) -> "Runtime":
@@ -153,7 +155,14 @@ class Gate:
         snapshot = runtime.snapshot
         hops = inbound_hops(headers, snapshot.server.max_hops)
         credentials = headers if credentials is None else credentials
-        key = (await authenticate(credentials, snapshot.api_keys, runtime.control)).key
+        try:
+            key = (await authenticate(credentials, snapshot.api_keys, runtime.control)).key
+        except AuthenticationError as err:
+            if err.code != "missing_api_key":   # a key was presented and refused: a guess, maybe
+                peer = scope.get("client")
+                trusted = snapshot.server.trusted_proxies
+                await self.failed_auth.failed(limits.client_ip(peer, headers, trusted) if peer else "")
+            raise
         if key is not None:
             log_fields.bind(key_id=key.id)
         return Identity(request_id, path, headers, scope.get("client"), key, snapshot, hops, trace, credentials,

@@ -248,3 +248,27 @@ async def test_a_reload_cannot_give_a_config_key_a_database_keys_id(app, tmp_pat
     result = app.runtime.reload_from_file("test")
     assert result["result"] == "rejected" and "api_keys[1].id" in result["errors"][0]
 
+
+
+async def test_failed_keys_from_one_address_past_five_a_minute_wait_one_after_another(app):
+    wrong = bearer("sk-wrong-0123456789abcdef")
+    here, there = ("10.0.0.7", 5000), ("10.0.0.8", 5000)
+    for _ in range(5):
+        start = trio.current_time()
+        assert (await request(app, "POST", "/v1/chat/completions", chat(), wrong, client=here)).status == 401
+        assert trio.current_time() - start < 0.1   # a stale key's error at once
+    ends = []
+
+    async def guess() -> None:
+        await request(app, "POST", "/v1/chat/completions", chat(), wrong, client=here)
+        ends.append(trio.current_time() - start)
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(guess)
+    assert sorted(ends) == pytest.approx([1.0, 2.0, 3.0], abs=0.1)
+    start = trio.current_time()   # another address, and a valid key from the slowed one, answer at once
+    assert (await request(app, "POST", "/v1/chat/completions", chat(), wrong, client=there)).status == 401
+    valid = await request(app, "POST", "/v1/chat/completions", chat(), bearer(CONFIG_KEY), client=here)
+    assert valid.status == 200 and trio.current_time() - start < 0.1

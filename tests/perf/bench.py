@@ -25,6 +25,9 @@ ports (targets.py builds them):
                       the gateway before the ledger, to price the SQLite ledger
   switchyard-keyed    (opt-in) `switchyard` with the bench API key (sent) and priced models:
                       "no limits", the pair of switchyard-limits
+  switchyard-dbkey    (opt-in) switchyard-keyed with no api_keys: the bench key is a database
+                      key, made in its data dir with `switchyard keys create` (the target's
+                      build) before it starts, its secret sent: database key vs config key
   switchyard-limits   (opt-in) switchyard-keyed whose key has a rate limit (requests and tokens
                       per minute) and a monthly USD budget, far above what the run uses, counted
                       in a redis-server the benchmark starts (state.redis_url): every call is
@@ -126,6 +129,7 @@ from targets import (
     litellm_env,
     litellm_master_key,
     litellm_pin,
+    make_db_key,
     memory_mb,
     other_cpu_seconds,
     proc_snapshot,
@@ -139,8 +143,8 @@ from targets import (
 
 ALL_TARGETS = ("direct", "passthrough", "passthrough-pool", "passthrough-httpx2", "litellm", "switchyard",
                "switchyard-features", "switchyard-2w", "switchyard-base", "switchyard-memledger",
-               "switchyard-keyed", "switchyard-limits", "switchyard-guardrails", "switchyard-cache", "switchyard-all",
-               "switchyard-all-base", "switchyard-limits-2w")
+               "switchyard-keyed", "switchyard-dbkey", "switchyard-limits", "switchyard-guardrails", "switchyard-cache",
+               "switchyard-all", "switchyard-all-base", "switchyard-limits-2w")
 DEFAULT_TARGETS = "direct,passthrough,passthrough-pool,litellm,switchyard,switchyard-features"
 HOLD_TARGETS = ("passthrough-pool", "switchyard")  # the targets that hold --hold streams, in this order
 PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "passthrough-httpx2": "httpx2"}
@@ -150,6 +154,7 @@ CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the l
 ALL_ON_TARGET = "switchyard-all"   # everything on: features, limits in Redis, ledger, guardrails, OTLP export
 ALL_ON_TARGETS = (ALL_ON_TARGET, "switchyard-all-base")   # ... and the same config on the --base-cmd build
 LIMITS_2W_TARGET = "switchyard-limits-2w"   # switchyard-limits on two workers sharing the run's Redis
+DB_KEY_TARGET = "switchyard-dbkey"   # switchyard-keyed with its key in the database instead of api_keys
 REDIS_TARGETS = (LIMITS_TARGET, LIMITS_2W_TARGET, *ALL_ON_TARGETS)   # their limits live in the run's redis-server
 SCRAPED_TARGETS = ("switchyard-features", *ALL_ON_TARGETS)   # /metrics scraped while they are measured
 ADMISSION = "rate_limit_admission_seconds"
@@ -158,14 +163,18 @@ REFUSALS = "rate_limit_refusals_total"
 
 # --------------------------------------------------------------------------- servers
 
-def switchyard_argv(args, config: Path, port: int, workers: int = 1, cmd: str | None = None) -> list[str]:
+def switchyard_base(args, cmd: str | None = None) -> list[str]:
+    """The command before `serve ...` (or `keys ...`): `cmd`, --switchyard-cmd, or this interpreter's."""
     cmd = cmd or args.switchyard_cmd
     if cmd:
-        base = shlex.split(cmd)
-    else:
-        script = Path(sys.executable).parent / "switchyard"
-        base = [str(script)] if script.exists() else [sys.executable, "-m", "switchyard.protocol.serving.cli"]
-    return base + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
+        return shlex.split(cmd)
+    script = Path(sys.executable).parent / "switchyard"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "switchyard.protocol.serving.cli"]
+
+
+def switchyard_argv(args, config: Path, port: int, workers: int = 1, cmd: str | None = None) -> list[str]:
+    return switchyard_base(args, cmd) + ["serve", "--config", str(config), "--bind", f"127.0.0.1:{port}",
+                                         "--workers", str(workers)]
 
 
 def passthrough_argv(target: str, upstream: str, port: int) -> list[str]:
@@ -218,7 +227,8 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
               ("switchyard-2w", False, 2, None, None, False),
               ("switchyard-base", False, 1, args.base_cmd, None, False),
               ("switchyard-memledger", False, 1, None, "memory", False),
-              ("switchyard-keyed", False, 1, None, None, True), (LIMITS_TARGET, False, 1, None, None, True),
+              ("switchyard-keyed", False, 1, None, None, True), (DB_KEY_TARGET, False, 1, None, None, True),
+              (LIMITS_TARGET, False, 1, None, None, True),
               (GUARDRAILS_TARGET, False, 1, None, None, False), (CACHE_TARGET, False, 1, None, None, False),
               (ALL_ON_TARGET, True, 1, None, None, False), ("switchyard-all-base", True, 1, args.base_cmd, None, False),
               (LIMITS_2W_TARGET, False, 2, None, None, True))
@@ -233,13 +243,25 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
                                              limits_timeout=args.limits_timeout if limits_redis else None,
                                              guardrails=name in (GUARDRAILS_TARGET, *ALL_ON_TARGETS),
                                              cache=name == CACHE_TARGET,
-                                             otlp=f"http://127.0.0.1:{nginx_port}" if name in ALL_ON_TARGETS else None)
+                                             otlp=f"http://127.0.0.1:{nginx_port}" if name in ALL_ON_TARGETS else None,
+                                             db_key=name == DB_KEY_TARGET)
             headers = EXPORT_HEADERS if name in ALL_ON_TARGETS else FEATURES_HEADERS if features else \
-                KEY_HEADERS if keyed else None
+                KEY_HEADERS if keyed and name != DB_KEY_TARGET else None   # db_key_maker sets switchyard-dbkey's
+            env = switchyard_env(workdir, name)
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
-                                   ready_paths=("/ready", "/health"), headers=headers,
-                                   env=switchyard_env(workdir, name))
+                                   ready_paths=("/ready", "/health"), headers=headers, env=env,
+                                   before_start=db_key_maker(switchyard_base(args, cmd), config, env)
+                                   if name == DB_KEY_TARGET else None)
     return servers
+
+
+def db_key_maker(base: list[str], config: Path, env: dict[str, str]):
+    """switchyard-dbkey's before_start: make the database key, and send its secret instead of the config key."""
+    def make(server: Server) -> None:
+        secret = make_db_key(base, config, env)
+        server.headers = {"authorization": f"Bearer {secret}"}
+        print(f"{server.name}: database key made with {' '.join(base)} keys create ({secret[:12]}...)", flush=True)
+    return make
 
 
 # --------------------------------------------------------------------------- one round of one target

@@ -17,13 +17,14 @@ CONNECTION_LEVELS = (32, 128)
 RATIOS = (("switchyard", "litellm"), ("switchyard", "passthrough"), ("switchyard", "passthrough-pool"),
           ("switchyard-features", "switchyard"), ("switchyard-features", "litellm"), ("switchyard", "switchyard-base"),
           ("switchyard", "switchyard-memledger"), ("switchyard-limits", "switchyard-keyed"),
+          ("switchyard-dbkey", "switchyard-keyed"),
           ("switchyard-guardrails", "switchyard"), ("switchyard-cache", "switchyard"), ("switchyard-all", "switchyard"),
           ("switchyard-all", "switchyard-all-base"), ("switchyard-limits-2w", "switchyard-limits"))
 SHORT = {"switchyard": "sy", "switchyard-features": "sy+f", "litellm": "litellm", "passthrough": "pt",
          "passthrough-pool": "pt-pool", "switchyard-base": "base", "switchyard-memledger": "sy-memledger",
-         "switchyard-keyed": "sy-keyed", "switchyard-limits": "sy-limits", "switchyard-guardrails": "sy-guard",
-         "switchyard-cache": "sy-cache", "switchyard-all": "sy-all", "switchyard-all-base": "all-base",
-         "switchyard-limits-2w": "sy-limits-2w"}
+         "switchyard-keyed": "sy-keyed", "switchyard-dbkey": "sy-dbkey", "switchyard-limits": "sy-limits",
+         "switchyard-guardrails": "sy-guard", "switchyard-cache": "sy-cache", "switchyard-all": "sy-all",
+         "switchyard-all-base": "all-base", "switchyard-limits-2w": "sy-limits-2w"}
 ADMISSION_P50_MAX = 0.001   # seconds: "admission adds under 1 ms at p50"
 
 

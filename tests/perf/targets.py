@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -17,6 +18,7 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -93,7 +95,7 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
                             ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
                             limits_timeout: float | None = None, guardrails: bool = False,
-                            cache: bool = False, otlp: str | None = None) -> Path:
+                            cache: bool = False, otlp: str | None = None, db_key: bool = False) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -112,6 +114,9 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     with `keyed`) gives that key a rate limit and a budget far above what the
     run can use, counted in that Redis: every call is admitted through the
     shared limiter and none is refused, so the two differ by the limits alone.
+    `db_key` (with `keyed`, no limits) leaves api_keys out: the bench key is
+    a database key that make_db_key puts in the target's data dir before the
+    server starts, so the two differ by where the key lives alone.
     `limits_timeout` sets state.operation_timeout (None: the build's default).
     `guardrails` adds one guardrail with every built-in detector, enforce mode, both stages, scoped to
     the bench models.
@@ -123,6 +128,7 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     """
     assert not (features and keyed), "keyed applies to the bare variant (features has its own key)"
     assert keyed or features or not limits_redis, "limits_redis needs a key"
+    assert not db_key or (keyed and not limits_redis), "db_key is keyed's key, without limits, in the database"
     keyed = keyed or bool(features and limits_redis)   # the key's limits and budget need priced models
     nginx = f"http://127.0.0.1:{nginx_port}"
 
@@ -148,7 +154,7 @@ backends:
 """
     if not features:
         text += "tracing:\n  enabled: false\n"
-        if keyed:
+        if keyed and not db_key:
             text += f"""\
 api_keys:
   - id: bench-client
@@ -214,6 +220,33 @@ guardrails:
     models: ["bench*"]
     detectors: {email: mask, phone: mask, iban: mask, ip_address: mask, payment_card: block, secret: block}
 """
+
+
+# switchyard-dbkey's database key: the tier and models of switchyard-keyed's config key (bench-client).
+DB_KEY_ARGS = ("--id", "bench", "--tier", "standard", "--allowed-model", "bench*")
+
+
+def make_db_key(base: list[str], config: Path, env: dict[str, str], timeout: float = 60.0) -> str:
+    """Make the bench's database key with `base keys create` (the target's own build), returning its secret.
+
+    Run with the target's environment, so the key and the server secret
+    (control-secret) land in the data dir the server will read.
+    """
+    argv = [*base, "keys", "create", "--config", str(config), *DB_KEY_ARGS, "--json"]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
+                           timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(f"{shlex.join(argv)} failed: {exc}") from exc
+    if r.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    try:
+        secret = json.loads(r.stdout)["secret"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"keys create printed no secret ({exc!r}): {r.stdout[:300]}") from exc
+    if not isinstance(secret, str) or not secret:
+        raise RuntimeError(f"keys create printed no secret: {r.stdout[:300]}")
+    return secret
 
 
 def switchyard_env(workdir: Path, name: str) -> dict[str, str]:
@@ -337,22 +370,26 @@ class Server:
     `headers` go with every benchmark request (API keys, trace context);
     `warm_path` is a cheap GET used to open client connections before a
     measured burst, so connection set-up is not part of the figures.
+    `before_start` runs first in start(), given the server (say, to make a
+    key and set the headers that send it); what it raises is start()'s failure.
     """
 
     def __init__(self, name: str, argv: list[str], port: int, workdir: Path, *, chat_path: str,
                  stream_path: str, stream_model: str, ready_paths: tuple[str, ...], warm_path: str = "/health",
                  headers: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                 ready_timeout: float | None = None):
+                 ready_timeout: float | None = None, before_start: Callable[[Server], None] | None = None):
         self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
         self.base = f"http://127.0.0.1:{port}"
         self.chat_path, self.stream_path, self.stream_model = chat_path, stream_path, stream_model
         self.ready_paths, self.warm_path = ready_paths, warm_path
         self.headers = dict(headers or {})
-        self.env, self.ready_timeout = env, ready_timeout
+        self.env, self.ready_timeout, self.before_start = env, ready_timeout, before_start
         self.log_path = workdir / f"{name}.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        if self.before_start is not None:
+            self.before_start(self)
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=REPO, start_new_session=True, env=self.env)

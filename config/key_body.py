@@ -328,3 +328,35 @@ def org_body(data: Any, *, patch: bool) -> OrgBody:
     r.finish()
     problems.raise_any()
     return out
+
+
+ADMIN_ROLES = ("admin", "operator", "viewer")   # everything; keys, organizations, reloads and reading; reading
+
+
+@frozen
+class AdminBody:
+    """An administrator's account's body: ``id`` (a create's) and ``role``."""
+
+    id: str | None
+    role: str
+
+
+def admin_body(data: Any, *, patch: bool) -> AdminBody:
+    """POST (``id`` and ``role`` required; ``id`` by the key id's rule) or PATCH (``role`` required; ``id``
+    refused: an account keeps it)."""
+    problems = _Problems()
+    r = _body(data, problems)
+    admin_id = None
+    if patch and "id" in r.raw:
+        r.get("id", _raw, None)
+        problems.error(child(ROOT, "id"), "cannot change: an administrator keeps its id")
+    elif not patch:
+        if not r.has("id"):
+            problems.error(child(ROOT, "id"), "is required")
+        admin_id = r.get("id", KEY_ID, None)
+    if not r.has("role"):
+        problems.error(child(ROOT, "role"), f"is required: one of {', '.join(ADMIN_ROLES)}")
+    role = r.get("role", rules.one_of({name: name for name in ADMIN_ROLES}), "")
+    r.finish()
+    problems.raise_any()
+    return AdminBody(admin_id, role)

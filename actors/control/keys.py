@@ -20,7 +20,7 @@ from attrs import frozen
 
 from switchyard.actors.control import secrets
 from switchyard.actors.control.plane import ControlPlane
-from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord, PreviousSecret
+from switchyard.actors.control.records import AdminRecord, AuditEntry, KeyRecord, OrgRecord, PreviousSecret
 from switchyard.actors.control.shown import key_facts
 from switchyard.actors.control.store import ControlConflict
 from switchyard.actors.errors import InvalidRequest, KeyConflict, PermissionDenied, RouteNotFound
@@ -31,7 +31,7 @@ KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "
 RECORD_FIELDS = ("expires_at", "metadata")
 
 
-R = TypeVar("R", KeyRecord, OrgRecord)
+R = TypeVar("R", KeyRecord, OrgRecord, AdminRecord)
 
 
 @frozen

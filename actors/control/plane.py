@@ -23,6 +23,8 @@ Last use is noted in memory (``used``) and written at most once a
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import logging
 import time
 from collections import OrderedDict
@@ -31,7 +33,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
 import trio
 
 from switchyard.actors.control import secrets
-from switchyard.actors.control.records import AuditEntry, KeyRecord
+from switchyard.actors.control.records import AdminRecord, AuditEntry, KeyRecord
 from switchyard.actors.control.store import ControlConflict, ControlStore
 from switchyard.actors.control.view import KeyView, judged
 from switchyard.actors.errors import ControlPlaneUnavailable
@@ -94,6 +96,25 @@ class ControlPlane:
         if self.store is None or secrets.check(secret) is not secrets.Kind.KEY:
             return None
         return secrets.digest(secret, self._secret)
+
+    def admin_digest(self, token: bytes) -> bytes | None:
+        """The keyed digest of a token of an admin token's shape; None for any other value (no lookup)."""
+        if self.store is None or secrets.check(token) is not secrets.Kind.ADMIN:
+            return None
+        return secrets.digest(token, self._secret)
+
+    def admin(self, token: bytes) -> AdminRecord | None:
+        """The enabled account ``token`` opens, by the view alone (an account made elsewhere a moment ago is
+        known after the next poll); None for any other token."""
+        digest = self.admin_digest(token)
+        return None if digest is None else self.view.admin(digest)
+
+    def derived_key(self, purpose: str) -> bytes | None:
+        """A key for ``purpose`` derived from the server secret (None without one): signs what every instance
+        sharing the store must accept, the server secret itself staying here."""
+        if self.store is None:
+            return None
+        return hmac.new(self._secret, f"switchyard:{purpose}".encode(), hashlib.sha256).digest()
 
     def judge(self, digest: bytes) -> KeyRecord | None:
         """The key ``digest`` opens now, None when the view does not know it; the 401 when it is refused."""
@@ -196,11 +217,12 @@ class ControlPlane:
         try:
             revision, records = await self._call(self.store.load)
             organizations = await self._call(self.store.load_organizations)
+            admins = await self._call(self.store.load_admins)
         except Exception as exc:
             self._failed(exc, "read the keys")
             return
         self._recovered()
-        self.view = KeyView.of(revision, records, organizations)
+        self.view = KeyView.of(revision, records, organizations, admins)
         self.reloads += 1
 
     async def start(self) -> None:

@@ -1,4 +1,4 @@
-"""What the control plane keeps of a key (a *database key*) or an organization made through the admin API.
+"""What the control plane keeps of a key (a *database key*), an organization or an administrator's account.
 
 The data plane reads a database key exactly as it reads one from ``api_keys``:
 its ``ApiKey`` (``config/access.py``), whose ``key`` is empty here since the
@@ -16,6 +16,7 @@ import attrs
 from attrs import frozen
 
 from switchyard.config.access import ApiKey
+from switchyard.config.key_body import ADMIN_ROLES
 from switchyard.config.limits import Organization
 
 
@@ -62,6 +63,24 @@ class OrgRecord:
         return self.organization.id
 
 
+ROLES = ADMIN_ROLES   # "admin": everything; "operator": keys, organizations, reloads and reading; "viewer": reading
+
+
+@frozen
+class AdminRecord:
+    """An administrator's account: its role, and its token kept as keys' secrets are (digest and prefix only).
+    A disabled account stays listed, and its token and console sessions stop at once."""
+
+    id: str
+    role: str                                 # one of ROLES
+    prefix: str                               # the token's public start, e.g. "sya_Ab12Cd34"
+    digest: bytes = attrs.field(repr=False)   # secrets.digest(token)
+    created_at: float
+    updated_at: float
+    created_by: str | None = None
+    disabled_at: float | None = None
+
+
 @frozen
 class AuditEntry:
     """One change made through the admin API, the CLI or the console: who, when, from where, what, and the
@@ -72,7 +91,7 @@ class AuditEntry:
     actor: str                                # an admin's id ("admin": admin.token's holder), "cli:<user>"
     address: str | None                       # the client address it came from (None: the machine itself)
     action: str                               # e.g. "key.create", "key.rotate", "organization.delete"
-    target: str                               # "key", "organization"
+    target: str                               # "key", "organization", "admin"
     target_id: str
     before: Mapping[str, Any] | None = None
     after: Mapping[str, Any] | None = None

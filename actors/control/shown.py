@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from switchyard.actors.control.records import KeyRecord, OrgRecord
+from switchyard.actors.control.records import AdminRecord, KeyRecord, OrgRecord
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget, RateLimit
 
@@ -78,6 +78,15 @@ def key_facts(record: KeyRecord) -> dict[str, Any]:
 def org_facts(record: OrgRecord) -> dict[str, Any]:
     org = record.organization
     return {"id": org.id, **limits_json(org.rate_limit, org.budget), "metadata": dict(record.metadata)}
+
+
+def admin_json(record: AdminRecord) -> dict[str, Any]:
+    """An administrator's account as the admin API, its audit entries and the CLI show it (the token's prefix,
+    never the token)."""
+    return {"id": record.id, "role": record.role, "prefix": record.prefix,
+            "status": "disabled" if record.disabled_at is not None else "active",
+            "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),
+            "created_by": record.created_by, "disabled_at": iso(record.disabled_at)}
 
 
 def page(key: ApiKey, record: KeyRecord | None, now: float) -> dict[str, Any]:

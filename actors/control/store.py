@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord
+from switchyard.actors.control.records import AdminRecord, AuditEntry, KeyRecord, OrgRecord
 
 
 class ControlConflict(Exception):
@@ -70,6 +70,20 @@ class ControlStore(Protocol):
         ...
 
     def delete_organization(self, org_id: str, audit: AuditEntry | None = None) -> bool: ...
+
+    def load_admins(self) -> list[AdminRecord]:
+        """Every administrator's account (read after ``load``, as the organizations are)."""
+        ...
+
+    def insert_admin(self, record: AdminRecord, audit: AuditEntry | None = None) -> None:
+        """``ControlConflict`` when the id or the token's digest exists."""
+        ...
+
+    def replace_admin(self, record: AdminRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
+        """As ``replace``, for an administrator's account."""
+        ...
+
+    def delete_admin(self, admin_id: str, audit: AuditEntry | None = None) -> bool: ...
 
     def audit(self, filters: Mapping[str, Any], limit: int, before_seq: int | None = None) -> list[AuditEntry]:
         """The newest audit entries first (older than ``before_seq``) that match ``filters``."""

@@ -4,8 +4,10 @@ A ``KeyView`` maps each accepted digest (a key's current secret, and the one
 a rotation replaced while its grace lasts) to its record, and judges a
 presented digest at an instant: the key, or the 401 that says why not
 (``key_revoked``, ``key_expired``; a rotated-out secret past its grace, a
-deleted or an unknown key: ``invalid_api_key``). Plain values and the time
-as an argument, so the judgement is tested without a clock or a store.
+deleted or an unknown key: ``invalid_api_key``). It holds the
+administrators' accounts too, by id and by their token's digest (``admin``).
+Plain values and the time as an argument, so the judgement is tested without
+a clock or a store.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Iterable, Mapping
 import attrs
 from attrs import frozen
 
-from switchyard.actors.control.records import KeyRecord, OrgRecord
+from switchyard.actors.control.records import AdminRecord, KeyRecord, OrgRecord
 from switchyard.actors.errors import AuthenticationError
 from switchyard.config.limits import Organization
 
@@ -41,9 +43,12 @@ class KeyView:
     organizations: Mapping[str, OrgRecord] = attrs.field(factory=dict, repr=False)   # by id
     settings: Mapping[str, Organization] = attrs.field(factory=dict, repr=False)   # the organizations' own
     limited: bool = False   # some key or organization has a rate limit or a budget: the limiter has work
+    admins: Mapping[str, AdminRecord] = attrs.field(factory=dict, repr=False)         # by id
+    admin_digests: Mapping[bytes, AdminRecord] = attrs.field(factory=dict, repr=False)
 
     @classmethod
-    def of(cls, revision: int, records: Iterable[KeyRecord], organizations: Iterable[OrgRecord] = ()) -> "KeyView":
+    def of(cls, revision: int, records: Iterable[KeyRecord], organizations: Iterable[OrgRecord] = (),
+           admins: Iterable[AdminRecord] = ()) -> "KeyView":
         by_id: dict[str, KeyRecord] = {}
         by_digest: dict[bytes, KeyRecord] = {}
         for record in records:
@@ -54,7 +59,14 @@ class KeyView:
         orgs = {o.id: o for o in organizations}
         limited = any(r.key.rate_limit is not None or r.key.budget is not None for r in by_id.values()) or any(
             o.organization.rate_limit is not None or o.organization.budget is not None for o in orgs.values())
-        return cls(revision, by_id, by_digest, orgs, {o.id: o.organization for o in orgs.values()}, limited)
+        by_admin = {a.id: a for a in admins}
+        return cls(revision, by_id, by_digest, orgs, {o.id: o.organization for o in orgs.values()}, limited,
+                   by_admin, {a.digest: a for a in by_admin.values()})
+
+    def admin(self, digest: bytes) -> AdminRecord | None:
+        """The account an admin token's digest opens: None when unknown or disabled."""
+        record = self.admin_digests.get(digest)
+        return record if record is not None and record.disabled_at is None else None
 
     def organizations_over(self, configured: Mapping[str, Organization]) -> Mapping[str, Organization]:
         """The organizations a call is judged by: the config's, and the database's under other ids."""

@@ -1,1 +1,2 @@
-"""The admin API behind ``admin.token``: config, backends, stats, route events, prompt files, smart routing."""
+"""The admin API behind ``admin.token`` or administrators' accounts: config, backends, stats, route events,
+prompt files, smart routing, keys, organizations, administrators."""

@@ -1,16 +1,16 @@
 """``/admin/*``: the operator's API, behind a bearer token.
 
-Without ``admin.token`` in the config the whole surface answers 404: it is
-off, never open. With it, a missing or wrong token is 401. Nothing here
-ever returns a secret.
+Without ``admin.token`` in the config and without administrators' accounts
+in the database the whole surface answers 404: it is off, never open. With
+either, a missing or wrong token is 401 (``identity.py``), and a role that
+may not make the request 403 (``roles.py``). Nothing here ever returns a
+secret.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
-import time
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -18,12 +18,14 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 import trio
 
-from switchyard.actors.errors import AuthenticationError, MethodNotAllowed, PermissionDenied, RouteNotFound
+from switchyard.actors.errors import MethodNotAllowed, RouteNotFound
 from switchyard.actors.routing.circuit import CircuitState
 from switchyard.config.fields import YAML_KEY
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
-from switchyard.protocol.admin import session
+from switchyard.protocol.admin import identity, roles
+from switchyard.protocol.admin.admins import PREFIX as ADMINS_PREFIX
+from switchyard.protocol.admin.admins import AdminsAdmin
 from switchyard.protocol.admin.audit import AuditAdmin
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
@@ -85,6 +87,8 @@ class AdminApi:
         self.routes.update(self.keys.routes)
         self.organizations = OrganizationsAdmin(respond)
         self.routes.update(self.organizations.routes)
+        self.admins = AdminsAdmin(respond)
+        self.routes.update(self.admins.routes)
         self.audit = AuditAdmin(respond)
         self.routes.update(self.audit.routes)
         self.traffic = TrafficAdmin(respond)
@@ -92,14 +96,15 @@ class AdminApi:
         self.console = ConsoleUi(link_login)
 
     async def handle(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
-        token = runtime.snapshot.admin.token
         path = scope["path"]
-        if token is None:
+        if not identity.served(runtime):
             raise RouteNotFound(f"No route for {scope['method']} {path}")
         if path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
             await self.console.handle(runtime, scope, receive, send)   # its login page needs no token yet
             return
-        self._authenticate(scope, token)
+        admin = identity.authenticate(runtime, scope)
+        roles.check(admin.role, scope["method"], path)
+        scope[identity.SCOPE_KEY] = admin   # who makes a change (control_http.actor_of)
         methods = self.routes.get(path)
         if methods is not None:
             handler = methods.get(scope["method"])
@@ -119,6 +124,9 @@ class AdminApi:
         if path.startswith(ORGS_PREFIX) and len(path) > len(ORGS_PREFIX):
             await self.organizations.one(runtime, scope, receive, send)
             return
+        if path.startswith(ADMINS_PREFIX) and len(path) > len(ADMINS_PREFIX):
+            await self.admins.one(runtime, scope, receive, send)
+            return
         if path.startswith(KEYS_PREFIX) and len(path) > len(KEYS_PREFIX):
             await self.keys.one_key(runtime, scope, receive, send)
             return
@@ -126,25 +134,6 @@ class AdminApi:
             await self.request_events(runtime, path[len(TRACE_PREFIX):-len(TRACE_SUFFIX)], send)
             return
         raise RouteNotFound(f"No route for {scope['method']} {path}")
-
-    @staticmethod
-    def _authenticate(scope: Scope, token: str) -> None:
-        """A bearer token, or the console's session cookie (with its CSRF token on a change)."""
-        given = session.header(scope["headers"], b"authorization")
-        if given is not None:
-            scheme, _, credential = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), token.encode()):
-                raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>'")
-            return
-        cookie = session.session_cookie(scope["headers"])
-        if cookie is None or not session.valid_session(token, cookie, time.time()):
-            raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin.token>' (or the "
-                                      "console's login)")
-        if scope["method"] not in session.SAFE_METHODS:
-            csrf = session.header(scope["headers"], session.CSRF_HEADER)
-            if csrf is None or not session.valid_csrf(token, cookie, csrf):
-                raise PermissionDenied("A change made with the console's login needs its 'x-csrf-token' header",
-                                       code="csrf_token_invalid")
 
     async def request_events(self, runtime: "Runtime", request_id: str, send: Send) -> None:
         """The route events of one call: from this worker's memory (its last 1,000 calls), else from the

@@ -1,4 +1,4 @@
-"""``GET /admin/audit``: every change made to keys and organizations, newest first.
+"""``GET /admin/audit``: every change made to keys, organizations and administrators, newest first.
 
 Each entry says who made it (an admin's id, ``admin`` for the holder of
 ``admin.token``, ``cli:<user>`` from the command line), when, from which
@@ -8,7 +8,7 @@ secret never, its prefix only. Entries are written in their change's own
 transaction (no change without its entry) and kept as long as the ledger's
 records (``usage.retention``).
 
-Query: ``actor``, ``action``, ``target`` (``key``, ``organization``),
+Query: ``actor``, ``action``, ``target`` (``key``, ``organization``, ``admin``),
 ``target_id``, ``since`` and ``until`` (RFC 3339 or Unix seconds),
 ``limit`` (1-1000, default 100) and ``before`` (the previous page's
 ``next``).

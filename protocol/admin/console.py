@@ -9,7 +9,8 @@ internet.
 
 Every answer carries a strict Content-Security-Policy: scripts, styles and
 fetches from this origin only, no inline script or style, no framing. The
-login form trades ``admin.token`` for the session cookie (``session.py``);
+login form trades ``admin.token``, or an administrator's token, for the
+session cookie naming that administrator (``session.py``, ``identity.py``);
 a page asked for without a valid session sends the browser to the form.
 The embedded demo's printed link (``?token=``, ``serving/demo_console.py``)
 is traded the same way, then the browser is sent on without it.
@@ -28,7 +29,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 import trio
 
 from switchyard.actors.errors import MethodNotAllowed, PermissionDenied, RouteNotFound
-from switchyard.protocol.admin import session
+from switchyard.protocol.admin import identity, session
 from switchyard.protocol.http.asgi import read_body
 
 if TYPE_CHECKING:
@@ -85,8 +86,7 @@ class ConsoleUi:
         self._wrong_tokens = trio.Lock()
 
     async def handle(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send) -> None:
-        token = runtime.snapshot.admin.token
-        assert token is not None   # the admin API answers 404 for everything without one
+        token = runtime.snapshot.admin.token   # None: only the database's administrators log in
         path, method = scope["path"], scope["method"]
         if path == PREFIX:
             await _answer(send, 308, b"", [(b"location", b"ui/")])
@@ -98,19 +98,19 @@ class ConsoleUi:
         elif name == "login":
             self._allow(method, path, ("GET", "POST"))
             if method == "POST":
-                await self.login(runtime, scope, receive, send, token)
+                await self.login(runtime, scope, receive, send)
             else:
                 await self.login_page(scope, send, "")
         elif name == "logout":
             self._allow(method, path, ("POST",))
-            await self.logout(runtime, scope, receive, send, token)
+            await self.logout(runtime, scope, receive, send)
         elif name in ("", *PAGES):
             self._allow(method, path, ("GET", "HEAD"))
             query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
             if self.link_login and method == "GET" and any(key == "token" for key, _ in query):
                 await self.link(scope, name, query, send, token)
             else:
-                await self.page(scope, name or next(iter(PAGES)), send, token)
+                await self.page(runtime, scope, name or next(iter(PAGES)), send)
         else:
             raise RouteNotFound(f"No console page at {path}")
 
@@ -130,9 +130,10 @@ class ConsoleUi:
         else:
             await _answer(send, 200, b"" if scope["method"] == "HEAD" else content, headers)
 
-    async def page(self, scope: dict[str, Any], name: str, send: Send, token: str) -> None:
+    async def page(self, runtime: "Runtime", scope: dict[str, Any], name: str, send: Send) -> None:
         cookie = session.session_cookie(scope["headers"])
-        if cookie is None or not session.valid_session(token, cookie, time.time()):
+        found = None if cookie is None else identity.of_session(runtime, cookie, time.time())
+        if cookie is None or found is None:
             await _answer(send, 303, b"", [(b"location", f"login?next={quote(name)}".encode()),
                                             (b"cache-control", b"no-store")])
             return
@@ -141,7 +142,7 @@ class ConsoleUi:
                       for page, title in PAGES.items())
         body = (SHELL.replace("{{title}}", html.escape(PAGES[name]))
                 .replace("{{page}}", html.escape(name))
-                .replace("{{csrf}}", html.escape(session.csrf_token(token, cookie)))
+                .replace("{{csrf}}", html.escape(session.csrf_token(found[1], cookie)))
                 .replace("{{nav}}", nav))
         await _answer(send, 200, b"" if scope["method"] == "HEAD" else body.encode(),
                       [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])
@@ -153,28 +154,29 @@ class ConsoleUi:
         await _answer(send, status, body.encode(),
                       [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])
 
-    async def login(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send, token: str) -> None:
-        """The form's token for a session cookie, then on to the page asked for; a wrong token waits, then 401."""
+    async def login(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send) -> None:
+        """The form's token (``admin.token`` or an administrator's) for a session cookie naming its
+        administrator, then on to the page asked for; a wrong token waits, then 401."""
         raw = await read_body(scope, receive, LOGIN_BODY_LIMIT, runtime.snapshot.server)
         form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
-        given = form.get("token", "")
-        if not hmac.compare_digest(given.encode(), token.encode()):
+        admin = identity.of_token(runtime, form.get("token", "").strip())
+        if admin is None:
             async with self._wrong_tokens:
                 await trio.sleep(WRONG_TOKEN_PAUSE)
             await self.login_page({**scope, "query_string": f"next={quote(form.get('next', ''))}".encode()},
                                   send, "That is not the admin token.", 401)
             return
-        cookie = session.new_session(token, time.time())
+        cookie = session.new_session(identity.session_key(runtime, admin), time.time(), admin.id)
         await _answer(send, 303, b"", [(b"location", _next_page(form.get("next")).encode()),
                                        (b"set-cookie", session.set_cookie(cookie, session.over_https(scope))),
                                        (b"cache-control", b"no-store")])
 
     async def link(self, scope: dict[str, Any], name: str, query: list[tuple[str, str]], send: Send,
-                   token: str) -> None:
+                   token: str | None) -> None:
         """The demo's printed link: its token for the session cookie at once, then the same page without the
         token, so it does not stay in the address bar; a wrong token waits as the form's does, then 401."""
         given = [value for key, value in query if key == "token"]
-        if len(given) != 1 or not hmac.compare_digest(given[0].encode(), token.encode()):
+        if token is None or len(given) != 1 or not hmac.compare_digest(given[0].encode(), token.encode()):
             async with self._wrong_tokens:
                 await trio.sleep(WRONG_TOKEN_PAUSE)
             await self.login_page({**scope, "query_string": f"next={quote(name)}".encode()}, send,
@@ -187,12 +189,14 @@ class ConsoleUi:
                                        (b"set-cookie", session.set_cookie(cookie, session.over_https(scope))),
                                        (b"cache-control", b"no-store")])
 
-    async def logout(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send, token: str) -> None:
-        """Forget the cookie (the form carries the page's CSRF token: another site cannot log you out)."""
+    async def logout(self, runtime: "Runtime", scope: dict[str, Any], receive: Any, send: Send) -> None:
+        """Forget the cookie (the form carries the page's CSRF token: another site cannot log you out; a
+        session no longer valid is simply forgotten)."""
         cookie = session.session_cookie(scope["headers"])
         raw = await read_body(scope, receive, LOGIN_BODY_LIMIT, runtime.snapshot.server)
         form = dict(parse_qsl(raw.decode("utf-8", "replace")))
-        if cookie is not None and not session.valid_csrf(token, cookie, form.get("csrf", "")):
+        found = None if cookie is None else identity.of_session(runtime, cookie, time.time())
+        if cookie is not None and found is not None and not session.valid_csrf(found[1], cookie, form.get("csrf", "")):
             raise PermissionDenied("Logging out needs the page's CSRF token", code="csrf_token_invalid")
         await _answer(send, 303, b"", [(b"location", b"login"),
                                        (b"set-cookie", session.clear_cookie(session.over_https(scope)))])

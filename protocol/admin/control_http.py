@@ -1,4 +1,4 @@
-"""What the admin API's control-plane routes (keys, organizations) share: bodies, queries, who changes.
+"""What the admin API's control-plane routes (keys, organizations, administrators) share: bodies, queries, who changes.
 
 A body is JSON read under the server's body deadlines; a ``KeyBodyError``
 (``config/key_body.py``) becomes one 400 naming the first path, with every
@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import parse_qsl
 
+from switchyard.actors.control.admins import BOOTSTRAP_ID
 from switchyard.actors.control.keys import Actor
 from switchyard.actors.errors import InvalidRequest
 from switchyard.config.key_body import KeyBodyError
+from switchyard.protocol.admin.identity import SCOPE_KEY
 from switchyard.protocol.http import client_json
 from switchyard.protocol.http.asgi import read_body
 from switchyard.protocol.http.limits import client_ip
@@ -58,8 +60,10 @@ def invalid_body(exc: KeyBodyError) -> InvalidRequest:
 
 
 def actor_of(runtime: "Runtime", scope: Mapping[str, Any]) -> Actor:
-    """Who makes a change, for its record and audit entry: the bootstrap administrator of ``admin.token``
-    (the only one there is yet), from the client address the request came from."""
+    """Who makes a change, for its record and audit entry: the administrator the request authenticated as
+    (``admin``: the holder of ``admin.token``), from the client address it came from."""
     trusted = runtime.snapshot.server.trusted_proxies
     peer = scope.get("client")
-    return Actor("admin", client_ip(peer, scope["headers"], trusted) if peer else None)
+    admin = scope.get(SCOPE_KEY)
+    return Actor(admin.id if admin is not None else BOOTSTRAP_ID,
+                 client_ip(peer, scope["headers"], trusted) if peer else None)

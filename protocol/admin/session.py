@@ -1,10 +1,12 @@
-"""The console's login: a signed session cookie that stands for ``admin.token``, and the CSRF token tied to it.
+"""The console's login: a signed session cookie that names an administrator, and the CSRF token tied to it.
 
-A session is ``<expiry>.<HMAC-SHA256 of the expiry, keyed by admin.token>``:
-nothing is stored, so every worker and every instance behind a load balancer
-accepts it with nothing shared but the token, and changing the token ends
-every session at once. The token itself never leaves the login form: not in
-the cookie, not in a URL (but for the embedded demo's token of one run, whose
+A session is ``<expiry>.<admin id>.<HMAC-SHA256 of both>``, keyed as
+``identity.py`` says (``admin.token`` for its holder, a key derived from the
+server secret and the account's token prefix for an account): nothing is
+stored, so every worker and every instance behind a load balancer accepts it
+with nothing shared but those secrets, and changing the token ends its
+sessions at once. The token itself never leaves the login form: not in the
+cookie, not in a URL (but for the embedded demo's token of one run, whose
 printed link carries it: ``serving/demo_console.py``).
 
 The cookie is HttpOnly (no script reads it), SameSite=Strict (no other site's
@@ -27,33 +29,44 @@ CSRF_HEADER = b"x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
-def _mac(token: str, message: str) -> str:
-    return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
+def _mac(key: str | bytes, message: str) -> str:
+    return hmac.new(key.encode() if isinstance(key, str) else key, message.encode(), hashlib.sha256).hexdigest()
 
 
-def new_session(token: str, now: float) -> str:
-    """A session that lasts LIFETIME from ``now`` (wall-clock Unix seconds: sessions cross instances)."""
+def new_session(key: str | bytes, now: float, admin_id: str = "admin") -> str:
+    """A session of ``admin_id`` that lasts LIFETIME from ``now`` (wall-clock Unix seconds: sessions cross
+    instances), signed with ``key`` (``identity.py`` says which)."""
     expires = int(now) + LIFETIME
-    return f"{expires}.{_mac(token, f'session:{expires}')}"
+    return f"{expires}.{admin_id}.{_mac(key, f'session:{expires}:{admin_id}')}"
 
 
-def valid_session(token: str, session: str, now: float) -> bool:
-    """``session`` was made with ``token`` and has not expired."""
-    expires, dot, mac = session.partition(".")
-    if not dot or not expires.isascii() or not expires.isdigit() or len(expires) > 12:   # "²" is a digit to isdigit
+def session_admin(session: str) -> str | None:
+    """The administrator a session names (not checked yet: ``valid_session`` does), None when malformed."""
+    expires, dot, rest = session.partition(".")
+    admin_id, dot2, _ = rest.rpartition(".")
+    if not dot or not dot2 or not admin_id:
+        return None
+    return admin_id
+
+
+def valid_session(key: str | bytes, session: str, now: float) -> bool:
+    """``session`` was signed with ``key`` and has not expired."""
+    expires, dot, rest = session.partition(".")
+    admin_id, dot2, mac = rest.rpartition(".")
+    if not dot or not dot2 or not expires.isascii() or not expires.isdigit() or len(expires) > 12:   # "²" isdigit
         return False
     if int(expires) <= now:
         return False
-    return hmac.compare_digest(mac.encode(), _mac(token, f"session:{expires}").encode())
+    return hmac.compare_digest(mac.encode(), _mac(key, f"session:{expires}:{admin_id}").encode())
 
 
-def csrf_token(token: str, session: str) -> str:
+def csrf_token(key: str | bytes, session: str) -> str:
     """The CSRF token of ``session``: put in the pages it is served, asked back on every change."""
-    return _mac(token, f"csrf:{session}")
+    return _mac(key, f"csrf:{session}")
 
 
-def valid_csrf(token: str, session: str, given: str) -> bool:
-    return hmac.compare_digest(given.encode(), csrf_token(token, session).encode())
+def valid_csrf(key: str | bytes, session: str, given: str) -> bool:
+    return hmac.compare_digest(given.encode(), csrf_token(key, session).encode())
 
 
 def session_cookie(headers: Iterable[tuple[bytes, bytes]]) -> str | None:

@@ -125,8 +125,19 @@ def keys_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], reading: bool, prog: str) -> Any:
+    """``work`` with the key changes of a control plane opened on the config's store (``on_store``)."""
+    config_ids = frozenset(k.id for k in snapshot.api_keys.keys)
+
+    async def with_changes(plane: ControlPlane) -> Any:
+        return await work(plane, KeyChanges(plane, lambda: config_ids, clock=plane.clock,
+                                            actor=Actor(created_by(), None)))   # audited as the CLI's user
+    return await on_store(snapshot, with_changes, reading, prog, "database keys")
+
+
+async def on_store(snapshot: Snapshot, work: Callable[[ControlPlane], Awaitable[Any]], reading: bool, prog: str,
+                   what: str) -> Any:
     """``work`` on a control plane opened on the config's store, then closed. A command that only reads
-    creates nothing: a SQLite file not there yet holds no database keys (said on stderr)."""
+    creates nothing: a SQLite file not there yet holds no ``what`` (said on stderr)."""
     data = snapshot.server.data_path()
     store = open_control_store(snapshot.usage, data)
     missing = _missing(store)
@@ -141,12 +152,10 @@ async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], rea
     await plane.start()
     try:
         if plane.store is None and reading:
-            print(f"{prog}: no database keys: {plane.why_off}", file=sys.stderr)
+            print(f"{prog}: no {what}: {plane.why_off}", file=sys.stderr)
         elif plane.store is not None and not plane.up:
             raise ControlPlaneUnavailable(f"the key store ({plane.store.name}) is not answering: {plane.error}")
-        config_ids = frozenset(k.id for k in snapshot.api_keys.keys)
-        return await work(plane, KeyChanges(plane, lambda: config_ids, clock=plane.clock,
-                                            actor=Actor(created_by(), None)))   # audited as the CLI's user
+        return await work(plane)
     finally:
         with trio.CancelScope(shield=True):
             await plane.aclose()

@@ -21,18 +21,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord
+from switchyard.actors.control.records import AdminRecord, AuditEntry, KeyRecord, OrgRecord
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.ports import ControlConflict, ControlStore
 from switchyard.config.usage import UsageConfig
 from switchyard.protocol.stores import side_database
 from switchyard.protocol.stores.control_rows import (
+    ADMIN_COLUMNS,
+    ADMIN_TABLE,
     AUDIT_COLUMNS,
     AUDIT_TABLE,
     COLUMNS,
     ORG_COLUMNS,
     ORG_TABLE,
     TABLE,
+    admin_record_of,
+    admin_row_of,
     audit_of,
     audit_row_of,
     org_record_of,
@@ -81,6 +85,13 @@ class SqlControlStore:
                              f"WHERE id = {p} AND updated_at = {p}")
         self._org_exists = f"SELECT 1 FROM {ORG_TABLE} WHERE id = {p}"
         self._org_delete = f"DELETE FROM {ORG_TABLE} WHERE id = {p}"
+        self._admins = f"SELECT {', '.join(ADMIN_COLUMNS)} FROM {ADMIN_TABLE} ORDER BY id"
+        self._admin_insert = (f"INSERT INTO {ADMIN_TABLE} ({', '.join(ADMIN_COLUMNS)}) "
+                              f"VALUES ({db.dialect.params(len(ADMIN_COLUMNS))})")
+        self._admin_replace = (f"UPDATE {ADMIN_TABLE} SET {', '.join(f'{c} = {p}' for c in ADMIN_COLUMNS[1:])} "
+                               f"WHERE id = {p} AND updated_at = {p}")
+        self._admin_exists = f"SELECT 1 FROM {ADMIN_TABLE} WHERE id = {p}"
+        self._admin_delete = f"DELETE FROM {ADMIN_TABLE} WHERE id = {p}"
         self._audit_insert = (f"INSERT INTO {AUDIT_TABLE} ({', '.join(AUDIT_COLUMNS)}) "
                               f"VALUES ({db.dialect.params(len(AUDIT_COLUMNS))})")
         self._audit_old = f"DELETE FROM {AUDIT_TABLE} WHERE at < {p}"
@@ -159,6 +170,36 @@ class SqlControlStore:
 
     def delete_organization(self, org_id: str, audit: AuditEntry | None = None) -> bool:
         return self._delete_row(self._org_delete, org_id, audit)
+
+    # --- administrators' accounts (the same revision counts their changes) ------------------------------
+
+    def load_admins(self) -> list[AdminRecord]:
+        """Every administrator's account, by id (read after ``load``, as the organizations are)."""
+        rows = self.db._fetch(self._admins, [])
+        try:
+            return [admin_record_of(row) for row in rows]
+        except ValueError as exc:
+            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+
+    def insert_admin(self, record: AdminRecord, audit: AuditEntry | None = None) -> None:
+        """``ControlConflict`` when the id (or the token's digest) exists."""
+        def work(cur: Any) -> None:
+            cur.execute(self._admin_insert, admin_row_of(record))
+        self._write(work, audit)
+
+    def replace_admin(self, record: AdminRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
+        row = admin_row_of(record)
+
+        def work(cur: Any) -> None:
+            if cur.execute(self._admin_replace, [*row[1:], record.id, updated_at]).rowcount:
+                return
+            if cur.execute(self._admin_exists, [record.id]).fetchone() is None:
+                raise KeyError(record.id)
+            raise ControlConflict(f"administrator {record.id!r} changed since it was read (updated_at {updated_at})")
+        self._write(work, audit)
+
+    def delete_admin(self, admin_id: str, audit: AuditEntry | None = None) -> bool:
+        return self._delete_row(self._admin_delete, admin_id, audit)
 
     # --- the audit log -----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from switchyard.actors.control.records import AuditEntry, KeyRecord, OrgRecord, PreviousSecret
+from switchyard.actors.control.records import ROLES, AdminRecord, AuditEntry, KeyRecord, OrgRecord, PreviousSecret
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget, Organization, Period, RateLimit
 
@@ -122,6 +122,24 @@ def _budget_json(budget: Budget | None) -> dict[str, Any] | None:
 
 def _budget_of(data: Any) -> Budget | None:
     return None if data is None else Budget(**{**data, "period": Period(data["period"])})
+
+
+ADMIN_TABLE = "control_admins"
+ADMIN_COLUMNS = ("id", "role", "digest", "prefix", "created_at", "updated_at", "created_by", "disabled_at")
+
+
+def admin_row_of(record: AdminRecord) -> tuple[Any, ...]:
+    return (record.id, record.role, record.digest, record.prefix, record.created_at, record.updated_at,
+            record.created_by, record.disabled_at)
+
+
+def admin_record_of(row: Sequence[Any]) -> AdminRecord:
+    """The account of a row in ``ADMIN_COLUMNS`` order; ``ValueError`` for a role this code does not know (a
+    newer Switchyard's: read as no role would widen or narrow what it may do)."""
+    admin_id, role, digest, prefix, created_at, updated_at, created_by, disabled_at = row
+    if role not in ROLES:
+        raise ValueError(f"the administrator {admin_id!r} has a role this Switchyard does not know: {role!r}")
+    return AdminRecord(admin_id, role, prefix, bytes(digest), created_at, updated_at, created_by, disabled_at)
 
 
 AUDIT_TABLE = "control_audit"

@@ -30,6 +30,10 @@ its writes bump the same ``control_revision``.
 Migration 7 adds ``control_audit``: one row per change to the control
 plane's records, written in the change's own transaction (who, when, from
 which address, what, the fields before and after as JSON; never a secret).
+
+Migration 8 adds ``control_admins``: one row per administrator's account (its
+role, its token's digest and prefix, never the token; when it was disabled);
+its writes bump the same ``control_revision``.
 """
 
 from __future__ import annotations
@@ -134,6 +138,18 @@ SQLITE: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX control_audit_at ON control_audit (at)",
     ),
+    (
+        """CREATE TABLE control_admins (
+            id TEXT PRIMARY KEY,
+            role TEXT NOT NULL,
+            digest BLOB NOT NULL UNIQUE,
+            prefix TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            created_by TEXT,
+            disabled_at REAL
+        )""",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -230,5 +246,17 @@ POSTGRESQL: tuple[Migration, ...] = (
             after text
         )""",
         "CREATE INDEX control_audit_at ON control_audit (at)",
+    ),
+    (
+        """CREATE TABLE control_admins (
+            id text PRIMARY KEY,
+            role text NOT NULL,
+            digest bytea NOT NULL UNIQUE,
+            prefix text NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            created_by text,
+            disabled_at double precision
+        )""",
     ),
 )

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import attrs
 import pytest
 
-from switchyard.actors.control.records import KeyRecord, PreviousSecret
+from switchyard.actors.control.records import AdminRecord, KeyRecord, PreviousSecret
 from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
 from switchyard.actors.ports import ControlConflict
 from switchyard.config.access import ApiKey
@@ -246,6 +246,31 @@ def test_a_second_store_on_the_database_sees_the_first_ones_writes(new):
 
 
 # -- the schema, and where the store lives ----------------------------------------------------------
+
+
+# -- administrators' accounts -------------------------------------------------------------------------
+
+ROOT = AdminRecord("root", "admin", "sya_Ab12Cd34", digest("root-token"), T0, T0 + 0.5, "cli:ops", T0 + 60.25)
+
+
+def test_an_account_reads_back_exactly_and_its_writes_bump_the_revision(store):
+    start = store.revision()
+    store.insert_admin(ROOT)
+    store.replace_admin(attrs.evolve(ROOT, role="viewer", updated_at=T0 + 1), ROOT.updated_at)
+    assert store.load_admins() == [attrs.evolve(ROOT, role="viewer", updated_at=T0 + 1)]
+    with pytest.raises(ControlConflict):   # over a stale version
+        store.replace_admin(attrs.evolve(ROOT, role="operator"), ROOT.updated_at)
+    with pytest.raises(ControlConflict):   # a taken token digest
+        store.insert_admin(attrs.evolve(ROOT, id="other"))
+    assert store.delete_admin("root") and not store.delete_admin("root")
+    assert store.revision() == start + 3 and store.load_admins() == []
+
+
+def test_an_accounts_role_this_code_does_not_know_is_store_unavailable(store):
+    store.insert_admin(ROOT)
+    execute(store, "UPDATE control_admins SET role = 'auditor'")
+    with pytest.raises(StoreUnavailable, match="'root'.*auditor"):
+        store.load_admins()
 
 
 def control_migration(dialect: Any) -> int:

@@ -1,4 +1,4 @@
-"""``switchyard serve | config validate | metadata show | usage report | keys ... | admins ...``."""
+"""``switchyard serve | config validate | metadata show | usage report | keys ... | orgs ... | admins ...``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from switchyard.config.contract import DOC as CONTRACT_DOC
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.rules import Invalid
-from switchyard.protocol.serving import admins_cli, keys_cli, usage_report
+from switchyard.protocol.serving import admins_cli, keys_cli, orgs_cli, usage_report
 
 
 class Parser(argparse.ArgumentParser):
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     usage_report.add_parser(sub)
     keys_cli.add_parser(sub)
     admins_cli.add_parser(sub)
+    orgs_cli.add_parser(sub)
 
     args, unread = parser.parse_known_args(argv)
     if unread:   # told by the (sub)command that was being read, with its exit status
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return keys_cli.keys_command(args)
     if args.command == "admins":
         return admins_cli.admins_command(args)
+    if args.command == "orgs":
+        return orgs_cli.orgs_command(args)
     if args.command == "config":
         return validate_command(args.file)
     if args.command == "metadata":

@@ -127,13 +127,13 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     for field, texts, as_text in (("rate_limit", args.rate_limit, False), ("budget", args.budget, False),
                                   ("metadata", args.label, True)):
         if texts is not None:
-            body[field] = _pairs(field, texts, as_text, problems)
+            body[field] = pairs(field, texts, as_text, problems)
     if problems:
         raise KeyBodyError(problems)
     return body
 
 
-def _pairs(field: str, texts: list[str], as_text: bool, problems: list[tuple[str, str]]) -> dict[str, Any]:
+def pairs(field: str, texts: list[str], as_text: bool, problems: list[tuple[str, str]]) -> dict[str, Any]:
     """``NAME=VALUE[,NAME=VALUE...]`` of each occurrence of the option, as one object (``as_text``: one pair
     an occurrence, its value kept as typed: a label's value may hold commas)."""
     flag = FLAGS[field]

@@ -24,6 +24,7 @@ from switchyard.config.fields import YAML_KEY
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
 from switchyard.protocol.admin import session
+from switchyard.protocol.admin.alerts import AlertsAdmin
 from switchyard.protocol.admin.audit import AuditAdmin
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
@@ -87,6 +88,8 @@ class AdminApi:
         self.routes.update(self.organizations.routes)
         self.audit = AuditAdmin(respond)
         self.routes.update(self.audit.routes)
+        self.alerts = AlertsAdmin(respond)
+        self.routes.update(self.alerts.routes)
         self.traffic = TrafficAdmin(respond)
         self.routes.update(self.traffic.routes)
         self.console = ConsoleUi(link_login)

@@ -30,6 +30,10 @@ its writes bump the same ``control_revision``.
 Migration 7 adds ``control_audit``: one row per change to the control
 plane's records, written in the change's own transaction (who, when, from
 which address, what, the fields before and after as JSON; never a secret).
+
+Migration 8 adds ``alerts``: one row per alert (``actors/alerts/``), its
+UNIQUE (event, owner, owner_id, bucket, threshold) the claim that makes one
+worker of the fleet its sender; the row keeps the delivery's status.
 """
 
 from __future__ import annotations
@@ -134,6 +138,24 @@ SQLITE: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX control_audit_at ON control_audit (at)",
     ),
+    (
+        """CREATE TABLE alerts (
+            seq INTEGER PRIMARY KEY,
+            event TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            owner_id TEXT NOT NULL,
+            bucket TEXT NOT NULL,
+            threshold REAL NOT NULL,
+            created_at REAL NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            last_error TEXT,
+            updated_at REAL NOT NULL,
+            details TEXT NOT NULL,
+            UNIQUE (event, owner, owner_id, bucket, threshold)
+        )""",
+        "CREATE INDEX alerts_created_at ON alerts (created_at)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -230,5 +252,23 @@ POSTGRESQL: tuple[Migration, ...] = (
             after text
         )""",
         "CREATE INDEX control_audit_at ON control_audit (at)",
+    ),
+    (
+        """CREATE TABLE alerts (
+            seq bigserial PRIMARY KEY,
+            event text NOT NULL,
+            owner text NOT NULL,
+            owner_id text NOT NULL,
+            bucket text NOT NULL,
+            threshold double precision NOT NULL,
+            created_at double precision NOT NULL,
+            status text NOT NULL,
+            attempts integer NOT NULL,
+            last_error text,
+            updated_at double precision NOT NULL,
+            details text NOT NULL,
+            UNIQUE (event, owner, owner_id, bucket, threshold)
+        )""",
+        "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
 )

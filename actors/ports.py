@@ -20,6 +20,7 @@ from attrs import frozen
 
 # The control plane's store, re-exported: defined beside the ControlPlane that uses it (the control plane may
 # not import this module, which imports its records).
+from switchyard.actors.alerts.records import AlertStore as AlertStore
 from switchyard.actors.control.store import ControlConflict as ControlConflict
 from switchyard.actors.control.store import ControlStore as ControlStore
 
@@ -176,3 +177,4 @@ class RuntimePorts:
     control_store: ControlStore | None = None   # the database keys' store (None: config keys only)
     control_secret: bytes | None = attrs.field(default=None, repr=False)   # keys the digests of their secrets
     control_off: str | None = None              # why there are no database keys, said to whoever asks for one
+    alert_store: AlertStore | None = None       # the alerts table beside the ledger (None: usage.ledger memory)

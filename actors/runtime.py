@@ -20,6 +20,8 @@ from typing import Any
 import attrs
 import trio
 
+from switchyard.actors.alerts.actor import AlertActor
+from switchyard.actors.alerts.actor import Owners as AlertOwners
 from switchyard.actors.cache.stage import ResponseCache
 from switchyard.actors.cache.store import MemoryCacheStore
 from switchyard.actors.config_watcher import ConfigWatcher
@@ -101,6 +103,9 @@ class Runtime:
         # Keys kept in the database (the control plane): a view in memory, kept current by its actor.
         self.control = ControlPlane(ports.control_store, ports.control_secret, why_off=ports.control_off,
                                     retention=lambda: self.snapshot.usage.retention)
+        # Budget thresholds crossed and database keys revoked or expiring, POSTed to alerts.webhooks.
+        self.alerts = AlertActor(ports.alert_store, lambda: self.snapshot.alerts, self._alert_owners,
+                                 self.ledger.summary)
         self.limiter: Limiter = ports.limiter_for(current, self.ledger.summary) if ports.limiter_for is not None \
             else LocalLimiter(current, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
@@ -151,6 +156,7 @@ class Runtime:
                 await self.supervisor.start(self.ledger)
                 await self.supervisor.start(self.response_owners)
                 await self.supervisor.start(self.control)
+                await self.supervisor.start(self.alerts)
                 if isinstance(self.limiter, Actor):   # a limiter with connections of its own (Redis)
                     await self.supervisor.start(self.limiter)
                 await self.supervisor.start(self.health)
@@ -168,9 +174,19 @@ class Runtime:
                 await self.ledger.aclose()
                 await self.response_owners.aclose()
                 await self.control.aclose()
+                await self.alerts.aclose()
                 await self.cache.store.aclose()   # a Redis cache's connections
                 if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
                     await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
+
+    def _alert_owners(self) -> AlertOwners:
+        """Every budget (the config's keys and organizations, the database's) and the database keys, now."""
+        view, snapshot = self.control.view, self.snapshot
+        keys = [*snapshot.api_keys.keys, *(r.key for r in view.records.values())]
+        orgs = view.organizations_over(snapshot.organizations)
+        budgets = [("key", k.id, k.budget) for k in keys if k.budget is not None]
+        budgets += [("organization", o.id, o.budget) for o in orgs.values() if o.budget is not None]
+        return AlertOwners(budgets=tuple(budgets), keys=tuple(view.records.values()))
 
     def _classifier_try(self, rec: UsageRecord) -> None:
         """A classifier try's record reaches the ledger like a call's (purpose ``classifier``)."""

@@ -32,6 +32,7 @@ from switchyard.config import (
     self_address,
 )
 from switchyard.config import response_cache as load_cache
+from switchyard.config.alerts import alerts as load_alerts
 from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.kinds import kind_of
@@ -179,6 +180,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     response_cache = load_section(load_cache.ResponseCacheConfig, top.section("response_cache"),
                                   lambda c, r: load_cache.check(c, state, r))
     guardrails = load_guardrails(top)
+    alerts = load_alerts(top.section("alerts"))
     top.finish()
 
     if not top.raw.get("backends"):
@@ -215,7 +217,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
-                    guardrails=guardrails, response_cache=response_cache)
+                    guardrails=guardrails, response_cache=response_cache, alerts=alerts)
 
 
 def _health(r: Reader) -> HealthChecks:

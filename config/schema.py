@@ -16,6 +16,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.access import Access
+from switchyard.config.alerts import AlertsConfig
 from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
@@ -280,6 +281,7 @@ class Snapshot:
     state: State = restart_section(State())   # where the limiters' counters live: its Redis, dialled at start
     response_cache: ResponseCacheConfig = ResponseCacheConfig()   # answers kept and served again
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
+    alerts: AlertsConfig = AlertsConfig()          # budget and key events POSTed to webhooks
     revision: str = ""
     source: str = "<defaults>"
     # A backend's model_configs layer merged over the catalogue's entry, by (model, backend): a snapshot

@@ -26,6 +26,7 @@ from switchyard.config.kinds.base import StreamUsage
 from switchyard.protocol.admin import identity, roles
 from switchyard.protocol.admin.admins import PREFIX as ADMINS_PREFIX
 from switchyard.protocol.admin.admins import AdminsAdmin
+from switchyard.protocol.admin.alerts import AlertsAdmin
 from switchyard.protocol.admin.audit import AuditAdmin
 from switchyard.protocol.admin.console import PREFIX as CONSOLE_PREFIX
 from switchyard.protocol.admin.console import ConsoleUi
@@ -91,6 +92,8 @@ class AdminApi:
         self.routes.update(self.admins.routes)
         self.audit = AuditAdmin(respond)
         self.routes.update(self.audit.routes)
+        self.alerts = AlertsAdmin(respond)
+        self.routes.update(self.alerts.routes)
         self.traffic = TrafficAdmin(respond)
         self.routes.update(self.traffic.routes)
         self.console = ConsoleUi(link_login)

@@ -21,6 +21,7 @@ from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
+from switchyard.protocol.stores.alerts import open_alert_store
 from switchyard.protocol.stores.control import open_control_store
 from switchyard.protocol.stores.control_secret import control_secret
 from switchyard.protocol.stores.redis_cache import RedisCacheStore
@@ -58,7 +59,7 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
         cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None,
         metrics_for=GatewayMetrics, spans_for=spans_for,
         control_store=open_control_store(snapshot.usage, data) if secret is not None else None,
-        control_secret=secret, control_off=off)
+        control_secret=secret, control_off=off, alert_store=open_alert_store(snapshot.usage, data))
     return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
                    config_path=config_path, watch=watch)
 

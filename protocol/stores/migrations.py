@@ -34,6 +34,10 @@ which address, what, the fields before and after as JSON; never a secret).
 Migration 8 adds ``control_admins``: one row per administrator's account (its
 role, its token's digest and prefix, never the token; when it was disabled);
 its writes bump the same ``control_revision``.
+
+Migration 9 adds ``alerts``: one row per alert (``actors/alerts/``), its
+UNIQUE (event, owner, owner_id, bucket, threshold) the claim that makes one
+worker of the fleet its sender; the row keeps the delivery's status.
 """
 
 from __future__ import annotations
@@ -150,6 +154,24 @@ SQLITE: tuple[Migration, ...] = (
             disabled_at REAL
         )""",
     ),
+    (
+        """CREATE TABLE alerts (
+            seq INTEGER PRIMARY KEY,
+            event TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            owner_id TEXT NOT NULL,
+            bucket TEXT NOT NULL,
+            threshold REAL NOT NULL,
+            created_at REAL NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            last_error TEXT,
+            updated_at REAL NOT NULL,
+            details TEXT NOT NULL,
+            UNIQUE (event, owner, owner_id, bucket, threshold)
+        )""",
+        "CREATE INDEX alerts_created_at ON alerts (created_at)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -258,5 +280,23 @@ POSTGRESQL: tuple[Migration, ...] = (
             created_by text,
             disabled_at double precision
         )""",
+    ),
+    (
+        """CREATE TABLE alerts (
+            seq bigserial PRIMARY KEY,
+            event text NOT NULL,
+            owner text NOT NULL,
+            owner_id text NOT NULL,
+            bucket text NOT NULL,
+            threshold double precision NOT NULL,
+            created_at double precision NOT NULL,
+            status text NOT NULL,
+            attempts integer NOT NULL,
+            last_error text,
+            updated_at double precision NOT NULL,
+            details text NOT NULL,
+            UNIQUE (event, owner, owner_id, bucket, threshold)
+        )""",
+        "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
 )

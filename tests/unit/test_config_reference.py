@@ -67,7 +67,7 @@ def renderings(value: Any) -> set[str]:
         out = {f"{value:g}", f"{value:g}s", repr(value)}
         if 0 < value < 1:
             out.add(f"{value * 1000:g}ms")
-        for unit, size in (("m", 60), ("h", 3600)):
+        for unit, size in (("m", 60), ("h", 3600), ("d", 86400)):
             if value and value % size == 0:
                 out.add(f"{value / size:g}{unit}")
         for unit, size in (("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3)):

@@ -1,0 +1,214 @@
+"""Budget and key alerts (issue 39, part 7) against a real HTTP receiver on 127.0.0.1: sent once per
+crossing for the fleet, in each webhook's shape, retried with backoff. Virtual time (autojump_clock):
+the wall clock the actor reads is ``BASE`` plus trio's clock."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import trio
+
+from switchyard.actors.alerts.actor import AlertActor, Owners
+from switchyard.actors.control.records import KeyRecord
+from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.config.access import ApiKey
+from switchyard.config.alerts import AlertsConfig, AlertWebhook
+from switchyard.config.limits import Budget, Period
+from switchyard.protocol.stores.alerts import SqlAlertStore
+from switchyard.protocol.stores.sqlite import SqliteStore
+
+BASE = 1_796_000_000.0   # 2026-11-30T... UTC: the month's bucket is 2026-11
+DAY = 86_400.0
+
+
+class Receiver:
+    """A webhook: a plain HTTP/1.1 server that answers each POST with the next status of ``statuses``
+    (then 200), one request per connection."""
+
+    def __init__(self, statuses: tuple[int, ...] = ()) -> None:
+        self.statuses = list(statuses)
+        self.got: list[tuple[float, str, dict[str, str], Any]] = []   # (trio time, path, headers, body)
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await stream.receive_some(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        headers = {name.lower(): value for name, value in (line.split(": ", 1) for line in lines[1:])}
+        while len(body) < int(headers.get("content-length", 0)):
+            body += await stream.receive_some(65536)
+        self.got.append((trio.current_time(), lines[0].split()[1], headers, json.loads(body)))
+        status = self.statuses.pop(0) if self.statuses else 200
+        await stream.send_all(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode())
+        await stream.aclose()
+
+    async def start(self, nursery: trio.Nursery) -> str:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, self.handle, 0, host="127.0.0.1"))
+        return f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+
+
+def wall() -> float:
+    return BASE + trio.current_time()
+
+
+def spend(ledger: SqliteStore, key: str, cost: float, at: float = BASE, org: str | None = None) -> None:
+    ledger.write([LedgerRecord(request_id=f"r{cost}{at}", time=at, key_id=key, organization_id=org,
+                               endpoint="chat", model="m", served_model="m", backend="b", attempts=1,
+                               status=200, error_code=None, input_tokens=10, output_tokens=10, cost=cost,
+                               record_id=f"rec-{key}-{cost}-{at}")])
+
+
+def stores(tmp_path) -> tuple[SqliteStore, SqlAlertStore]:
+    ledger = SqliteStore(tmp_path / "usage.db")
+    ledger.open()
+    alerts = SqlAlertStore(SqliteStore(tmp_path / "usage.db", busy_timeout=2.0))
+    alerts.open()
+    return ledger, alerts
+
+
+async def inline(fn, *args, limiter=None):
+    """The store's calls run in the test's thread: a worker thread would let the autojump clock jump ahead
+    while it runs, and the instants asserted would drift."""
+    return fn(*args)
+
+
+def actor(ledger: SqliteStore, alerts: SqlAlertStore, config: AlertsConfig, owners: Owners) -> AlertActor:
+    async def summary(query):
+        return ledger.summary(query)
+    return AlertActor(alerts, lambda: config, lambda: owners, summary, clock=wall, to_thread=inline)
+
+
+KEY_BUDGET = Owners(budgets=(("key", "team-a", Budget(limit_usd=10.0, period=Period.MONTH)),))
+
+
+def key_record(key_id: str, **kw: Any) -> KeyRecord:
+    return KeyRecord(ApiKey(id=key_id, key=""), prefix="syk_x", digest=key_id.encode(), created_at=BASE - DAY,
+                     updated_at=BASE - DAY, **kw)
+
+
+async def test_80_percent_of_a_key_budget_goes_once_to_each_webhook_in_its_shape(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    spend(ledger, "team-a", 8.5)
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        url = await receiver.start(nursery)
+        config = AlertsConfig(webhooks=(
+            AlertWebhook(url=f"{url}/json", headers=(("authorization", "Bearer t"),)),
+            AlertWebhook(url=f"{url}/slack", format="slack")))
+        await nursery.start(actor(ledger, alerts, config, KEY_BUDGET).run)
+        await trio.sleep(120)            # twelve rounds
+        nursery.cancel_scope.cancel()
+    assert [g[1] for g in receiver.got] == ["/json", "/slack"]
+    _, _, headers, body = receiver.got[0]
+    assert headers["authorization"] == "Bearer t"
+    assert body["event"] == "budget.threshold" and body["owner"] == "key" and body["owner_id"] == "team-a"
+    assert body["threshold"] == 0.8 and body["unit"] == "usd" and body["spent_usd"] == 8.5
+    assert body["bucket"] == "month:2026-11" and body["limit_usd"] == 10.0
+    assert receiver.got[1][3] == {"text": "Switchyard: key team-a has spent 80% of its month budget "
+                                          "($8.50 of $10.00, period 2026-11)."}
+    [row] = alerts.list({}, 10)
+    assert (row.status, row.attempts, row.last_error) == ("delivered", 1, None)
+
+
+async def test_not_sent_again_in_the_same_period_only_at_the_next_threshold(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    spend(ledger, "team-a", 8.5)
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        first = actor(ledger, alerts, config, KEY_BUDGET)
+        await nursery.start(first.run)
+        await trio.sleep(30)
+        # a worker started afresh (nothing remembered) finds the claim taken
+        await nursery.start(actor(ledger, alerts, config, KEY_BUDGET).run)
+        await trio.sleep(30)
+        assert len(receiver.got) == 1
+        spend(ledger, "team-a", 2.0, at=BASE + 1)   # 105 %
+        await trio.sleep(30)
+        nursery.cancel_scope.cancel()
+    assert [g[3]["threshold"] for g in receiver.got] == [0.8, 1.0]
+
+
+async def test_a_receiver_failing_twice_gets_it_on_the_third_attempt(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    spend(ledger, "team-a", 8.5)
+    receiver = Receiver(statuses=(500, 503))
+    async with trio.open_nursery() as nursery:
+        url = await receiver.start(nursery)
+        config = AlertsConfig(webhooks=(AlertWebhook(url=f"{url}/T0/B0/secret-part"),))
+        await nursery.start(actor(ledger, alerts, config, KEY_BUDGET).run)
+        await trio.sleep(1.5)
+        [row] = alerts.list({}, 10)
+        assert (row.status, row.attempts) == ("pending", 2)
+        assert row.last_error == f"{url}: answered HTTP 503"   # the host only: a webhook's path may be secret
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    times = [g[0] for g in receiver.got]
+    assert len(times) == 3 and times[1] - times[0] == 1.0 and times[2] - times[1] == 2.0   # backoff 1 s, 2 s
+    [row] = alerts.list({}, 10)
+    assert (row.status, row.attempts, row.last_error) == ("delivered", 3, None)
+
+
+async def test_a_revoked_database_key_is_announced(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    owners = Owners(keys=(key_record("gone", revoked_at=BASE - 60), key_record("kept")))
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        await nursery.start(actor(ledger, alerts, config, owners).run)
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    [(_, _, _, body)] = receiver.got
+    assert (body["event"], body["owner_id"], body["revoked_at"]) == ("key.revoked", "gone", BASE - 60)
+
+
+async def test_a_database_key_expiring_within_the_notice_is_announced(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    owners = Owners(keys=(key_record("soon", expires_at=BASE + 3 * DAY),
+                          key_record("later", expires_at=BASE + 10 * DAY)))
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery), format="slack"),),
+                              expiry_notice=7 * DAY)
+        await nursery.start(actor(ledger, alerts, config, owners).run)
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    assert [g[3] for g in receiver.got] == [{"text": "Switchyard: key soon expires at 2026-12-03T00:53:20Z."}]
+
+
+async def test_two_workers_on_one_store_crossing_together_send_it_once(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    other = SqlAlertStore(SqliteStore(tmp_path / "usage.db", busy_timeout=2.0))
+    other.open()
+    spend(ledger, "team-a", 8.5)
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        workers = [actor(ledger, alerts, config, KEY_BUDGET), actor(ledger, other, config, KEY_BUDGET)]
+        for w in workers:
+            nursery.start_soon(w.run)
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    assert len(receiver.got) == 1
+    assert sorted(w.claimed for w in workers) == [0, 1]
+    assert len(alerts.list({}, 10)) == 1
+
+
+async def test_an_organization_s_token_budget_crossed_in_its_day_is_announced(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    spend(ledger, "k1", 0.0, at=BASE - DAY, org="acme")   # yesterday's 20 tokens: another period
+    spend(ledger, "k1", 0.0, org="acme")
+    spend(ledger, "k2", 0.0, at=BASE + 1, org="acme")     # 40 of 50 tokens today
+    owners = Owners(budgets=(("organization", "acme", Budget(limit_tokens=50, period=Period.DAY)),))
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        await nursery.start(actor(ledger, alerts, config, owners).run)
+        await trio.sleep(30)
+        nursery.cancel_scope.cancel()
+    [(_, _, _, body)] = receiver.got
+    assert (body["owner"], body["owner_id"], body["threshold"], body["unit"]) == ("organization", "acme", 0.8, "tokens")
+    assert (body["spent_tokens"], body["bucket"]) == (40, "day:2026-11-30")

@@ -81,6 +81,7 @@ class ControlPlane:
         self._lookups: tuple[int, int] = (0, 0)                 # (the second, lookups in it)
         self._used: dict[str, float] = {}                         # key id -> last use, not yet written
         self.lookups = 0        # unknown digests asked of the store, since start
+        self.failures = 0       # store calls that failed, since start
         self.reloads = 0        # views read from the store, since start
 
     # --- the request path ------------------------------------------------------
@@ -314,11 +315,20 @@ class ControlPlane:
     async def _call(self, fn: Callable[..., R], *args: Any) -> R:
         return await self._to_thread(fn, *args, limiter=self._calls)
 
+    @property
+    def store_up(self) -> int:
+        return int(self.up)
+
+    @property
+    def keys(self) -> int:
+        return len(self.view)
+
     def _failed(self, exc: Exception, what: str) -> None:
         if self.up or self.error is None:
             log.warning("control plane: could not %s in %s: %s", what,
                         self.store.name if self.store is not None else "-", exc)
         self.up = False
+        self.failures += 1
         self.error = str(exc) or type(exc).__name__
 
     def _recovered(self) -> None:

@@ -34,7 +34,15 @@ from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.label_children import LabelChildren
 from switchyard.protocol.serving.metrics import RuntimeCollector
-from switchyard.protocol.serving.store_metrics import LEDGER, LIMITER, OTLP, STORED, CountersCollector, counters_of
+from switchyard.protocol.serving.store_metrics import (
+    CONTROL,
+    LEDGER,
+    LIMITER,
+    OTLP,
+    STORED,
+    CountersCollector,
+    counters_of,
+)
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:
@@ -124,6 +132,8 @@ class GatewayMetrics:
         r.register(CountersCollector(OTLP, lambda: counters_of(runtime.spans, OTLP)))
         r.register(CountersCollector(STORED, lambda: counters_of(
             runtime.response_owners.writes, STORED)))
+        r.register(CountersCollector(CONTROL, lambda: counters_of(
+            runtime.control if runtime.control.store is not None else None, CONTROL)))
         self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
         self.clean_labels = False   # a label value UTF-8 cannot encode was met: every scrape cleans (metrics.py)

@@ -69,6 +69,18 @@ STORED: Table = (
 )
 
 
+# The control plane's (database keys and organizations: actors/control/plane.py), with a store.
+CONTROL: Table = (
+    ("store_up", "control_plane_store_up", "gauge",
+     "1 while the control plane's store (database keys, organizations) answers, 0 while it is away"),
+    ("keys", "control_plane_keys", "gauge", "Database keys in this worker's view"),
+    ("reloads", "control_plane_reloads", "counter", "Times this worker read the control plane's records anew"),
+    ("lookups", "control_plane_lookups", "counter",
+     "Secrets of a database key's shape this worker's view did not know, asked of the store"),
+    ("failures", "control_plane_store_failures", "counter", "Calls to the control plane's store that failed"),
+)
+
+
 # The export's counters in Prometheus (tracing.otlp; SpanExport in otlp.py).
 OTLP: Table = (
     ("queued", "otlp_spans_queued", "counter", "Spans handed to the OTLP exporter's queue (tracing.otlp)"),

@@ -272,3 +272,10 @@ async def test_failed_keys_from_one_address_past_five_a_minute_wait_one_after_an
     assert (await request(app, "POST", "/v1/chat/completions", chat(), wrong, client=there)).status == 401
     valid = await request(app, "POST", "/v1/chat/completions", chat(), bearer(CONFIG_KEY), client=here)
     assert valid.status == 200 and trio.current_time() - start < 0.1
+
+
+async def test_the_control_planes_counters_are_exported(app):
+    await create(app)
+    text = (await request(app, "GET", "/metrics")).body.decode()
+    assert "control_plane_store_up 1.0" in text and "control_plane_keys 1.0" in text
+    assert "control_plane_reloads_total" in text and "control_plane_lookups_total 0.0" in text

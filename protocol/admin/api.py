@@ -75,6 +75,7 @@ class AdminApi:
             "/admin/backends": {"GET": self.backends},
             "/admin/config/reload": {"POST": self.reload},
             "/admin/config/hot-reload-status": {"GET": self.reload_status},
+            roles.WHOAMI_PATH: {"GET": self.whoami},
         }
         self.prompts = PromptsAdmin(respond)
         self.routes.update(self.prompts.routes)
@@ -152,6 +153,11 @@ class AdminApi:
                                     "end in one clean attempt", code="request_not_found")
             body = {**kept, "source": "ledger"}
         await self.respond(send, 200, json.dumps(body).encode())
+
+    async def whoami(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
+        """Who calls, and with which role: what a script or the console may offer to do."""
+        admin = scope[identity.SCOPE_KEY]
+        await self.respond(send, 200, json.dumps({"id": admin.id, "role": admin.role}).encode())
 
     async def reload(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
         """Reload the config file now: 200 when applied or unchanged, 422 with every error when invalid."""

@@ -41,7 +41,7 @@ PREFIX = "/admin/ui"
 UI = Path(__file__).with_name("ui")
 # page -> its title, in the navigation's order; the first is the console's home
 PAGES = {"backends": "Backends", "traffic": "Traffic", "usage": "Usage and spend", "request": "One request",
-         "config": "Config"}
+         "keys": "Keys", "organizations": "Organizations", "audit": "Audit", "config": "Config"}
 ASSET_TYPES = {".css": b"text/css; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
                ".png": b"image/png", ".svg": b"image/svg+xml"}
 LOGIN_BODY_LIMIT = 4096
@@ -143,6 +143,7 @@ class ConsoleUi:
         body = (SHELL.replace("{{title}}", html.escape(PAGES[name]))
                 .replace("{{page}}", html.escape(name))
                 .replace("{{csrf}}", html.escape(session.csrf_token(found[1], cookie)))
+                .replace("{{role}}", html.escape(found[0].role))   # the page offers only what the role may do
                 .replace("{{nav}}", nav))
         await _answer(send, 200, b"" if scope["method"] == "HEAD" else body.encode(),
                       [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])

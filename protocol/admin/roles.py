@@ -1,7 +1,8 @@
 """What each administrator's role may do on the admin API, by method and path.
 
 - ``viewer``: reading (``GET``, ``HEAD``; ``POST /admin/smart-routing/simulate``
-  changes nothing), but not the administrators' accounts.
+  changes nothing), but not the administrators' accounts; ``GET /admin/whoami``
+  (the caller's own id and role) is a read every role makes.
 - ``operator``: that, and changes to keys and organizations, and the config's
   and the prompt files' reloads.
 - ``admin``: everything, and alone the administrators' accounts (reading them
@@ -17,6 +18,7 @@ from switchyard.actors.control.records import ROLES
 from switchyard.actors.errors import PermissionDenied
 
 ADMINS_PATH = "/admin/admins"
+WHOAMI_PATH = "/admin/whoami"
 READS = frozenset({"GET", "HEAD"})
 READING_POSTS = frozenset({"/admin/smart-routing/simulate"})
 OPERATORS = ("admin", "operator")
@@ -29,6 +31,8 @@ def _under(path: str, prefix: str) -> bool:
 
 def rule(method: str, path: str) -> tuple[tuple[str, ...], str]:
     """The roles that may make this request, and what it does in words."""
+    if path == WHOAMI_PATH and method in READS:
+        return ROLES, "read"
     if _under(path, ADMINS_PATH):
         return ADMIN_ONLY, "read administrators" if method in READS else "change administrators"
     if method in READS or (method == "POST" and path in READING_POSTS):

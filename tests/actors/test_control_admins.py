@@ -182,6 +182,21 @@ async def test_the_console_logs_an_account_in_and_a_viewers_session_cannot_chang
     assert refused.status == 403 and error(refused)["code"] == "admin_role_forbidden"
 
 
+async def test_whoami_names_the_caller_and_its_role_to_every_role(app):
+    token = (await make(app, "eve", "viewer"))["token"]
+    assert (await as_(app, token, "GET", "/admin/whoami")).json() == {"id": "eve", "role": "viewer"}
+    assert (await request(app, "GET", "/admin/whoami", None, ADMIN)).json() == {"id": "admin", "role": "admin"}
+    value = await login(app, token)
+    assert (await request(app, "GET", "/admin/whoami", headers=cookie(value))).json()["role"] == "viewer"
+    assert roles.rule("GET", "/admin/whoami")[0] == ROLES
+
+
+async def test_a_console_page_is_rendered_with_the_sessions_role(app):
+    value = await login(app, (await make(app, "ops", "operator"))["token"])
+    page = await request(app, "GET", "/admin/ui/keys", headers=cookie(value))
+    assert page.status == 200 and b'data-page="keys" data-role="operator"' in page.body
+
+
 async def test_a_disabled_or_rotated_accounts_session_ends_at_its_next_request(app):
     for admin_id, change in (("ops", "disable"), ("dev", "rotate")):
         value = await login(app, (await make(app, admin_id, "operator"))["token"])

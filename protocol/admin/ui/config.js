@@ -10,7 +10,9 @@
   const outcome = el("div", {id: "reload-outcome", role: "status"});
   const status = el("div", {id: "reload-status"});
   const running = el("div", {id: "running-config"});
-  replace(content, section("Hot reload", status, el("div", {class: "controls"}, button), outcome), running);
+  // a viewer reads the state; reloading is for the roles that may (roles.py)
+  replace(content, section("Hot reload", status, Console.mayOperate ? el("div", {class: "controls"}, button) : null,
+    outcome), running);
 
   function errors(list) {
     return el("ul", {class: "errors"}, (list || []).map((e) => el("li", null, typeof e === "string" ? e

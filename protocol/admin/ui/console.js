@@ -22,10 +22,15 @@ const Console = (() => {
     return new URL("../" + path, document.baseURI).toString();
   }
 
-  async function call(method, path, expectError) {
+  async function call(method, path, expectError, payload) {
     const headers = {"accept": "application/json"};
     if (method !== "GET") headers["x-csrf-token"] = csrf;
-    const response = await fetch(url(path), {method, headers, credentials: "same-origin", cache: "no-store"});
+    const options = {method, headers, credentials: "same-origin", cache: "no-store"};
+    if (payload !== undefined) {
+      headers["content-type"] = "application/json";
+      options.body = JSON.stringify(payload);
+    }
+    const response = await fetch(url(path), options);
     if (response.status === 401) {   // the session ended: log in again, then come back here
       window.location.assign("login?next=" + encodeURIComponent(page));
       throw new ApiError(401, {message: "Logged out"});
@@ -41,6 +46,67 @@ const Console = (() => {
   async function get(path) { return (await call("GET", path, false)).body; }
   // A change (POST): the answer whatever its status, when it is JSON (a rejected reload says why in it).
   async function post(path) { return call("POST", path, true); }
+  // A change with a JSON body (POST, PATCH, DELETE): its answer's body; a refusal throws an ApiError saying why.
+  async function change(method, path, body) { return (await call(method, path, false, body)).body; }
+
+  // The session's role (the page is rendered with it): a page offers only what the role may do (roles.py):
+  // admin and operator change keys and organizations and reload the config; a viewer only reads.
+  const role = document.body.dataset.role;
+  const mayOperate = role === "admin" || role === "operator";
+
+  // A modal dialog: its title, its content (form fields), the button that confirms; resolves to the dialog's
+  // form when confirmed, null when cancelled. onConfirm(form) may throw: the error shows and the dialog stays.
+  function ask(title, fields, confirmLabel, onConfirm) {
+    return new Promise((resolve) => {
+      const error = el("p", {class: "bad", role: "alert"});
+      const cancel = el("button", {type: "button", class: "secondary"}, confirmLabel ? "Cancel" : "Close");
+      const form = el("form", {method: "dialog", class: "dialog-form"}, el("h2", null, title), fields, error,
+        el("div", {class: "dialog-buttons"}, cancel, confirmLabel ? el("button", {type: "submit"}, confirmLabel)
+          : null));
+      const dialog = el("dialog", {class: "console-dialog"}, form);
+      document.body.appendChild(dialog);
+      let done = false;
+      function finish(value) {
+        if (done) return;
+        done = true;
+        dialog.close();
+        dialog.remove();
+        resolve(value);
+      }
+      cancel.addEventListener("click", () => finish(null));
+      dialog.addEventListener("cancel", () => finish(null));
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const button = form.querySelector("button[type=submit]");
+        button.disabled = true;
+        try {
+          if (onConfirm) await onConfirm(form);
+          finish(form);
+        } catch (err) {
+          error.textContent = err instanceof ApiError ? failure(err) : String(err.message || err);
+          button.disabled = false;
+        }
+      });
+      dialog.showModal();
+    });
+  }
+
+  // A secret shown once (a new or rotated key's): with a button that copies it.
+  function showSecret(title, secret, note) {
+    const copied = el("span", {class: "muted", role: "status"});
+    const copy = el("button", {type: "button", id: "copy-secret"}, "Copy");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(secret);
+        copied.textContent = "Copied.";
+      } catch (err) {
+        copied.textContent = "Could not copy: select it and copy it by hand.";
+      }
+    });
+    return ask(title, [el("p", null, note), el("div", {class: "secret-line"},
+      el("code", {id: "new-secret", class: "secret"}, secret), copy, copied),
+      el("p", {class: "hint"}, "It is shown this once: it is kept nowhere and cannot be shown again.")], null, null);
+  }
 
   // el("td", {class: "x", title: "..."}, child, ...): children are nodes or values shown as text.
   function el(tag, attrs, ...children) {
@@ -54,7 +120,7 @@ const Console = (() => {
   }
 
   function append(node, children) {
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined) continue;
       node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -160,6 +226,6 @@ const Console = (() => {
     return el("section", null, el("h2", null, title), children);
   }
 
-  return {ApiError, get, post, el, append, replace, table, setStatus, failure, every, clock, dateTime, age, ms, usd,
-          count, percent, badge, section, content, page};
+  return {ApiError, get, post, change, role, mayOperate, ask, showSecret, el, append, replace, table, setStatus,
+          failure, every, clock, dateTime, age, ms, usd, count, percent, badge, section, content, page};
 })();

@@ -45,6 +45,7 @@ from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, jud
 
 if TYPE_CHECKING:
     from switchyard.actors.control.plane import ControlPlane
+    from switchyard.actors.control.records import KeyRecord
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
     from switchyard.config.access import ApiKey
@@ -74,6 +75,7 @@ class Identity:
     trace: "TraceContext | None" = None
     credentials: Headers = attrs.field(repr=False)   # where the key was read (a browser's subprotocol too)
     control: "ControlPlane | None" = attrs.field(default=None, repr=False, eq=False)   # database keys' judge
+    record: "KeyRecord | None" = attrs.field(default=None, repr=False, eq=False)   # a database key's, as judged
 
     @credentials.default
     def _headers(self) -> Headers:
@@ -153,11 +155,11 @@ class Gate:
         snapshot = runtime.snapshot
         hops = inbound_hops(headers, snapshot.server.max_hops)
         credentials = headers if credentials is None else credentials
-        key = (await authenticate(credentials, snapshot.api_keys, runtime.control)).key
-        if key is not None:
-            log_fields.bind(key_id=key.id)
-        return Identity(request_id, path, headers, scope.get("client"), key, snapshot, hops, trace, credentials,
-                        runtime.control)
+        judged = await authenticate(credentials, snapshot.api_keys, runtime.control)
+        if judged.key is not None:
+            log_fields.bind(key_id=judged.key.id)
+        return Identity(request_id, path, headers, scope.get("client"), judged.key, snapshot, hops, trace,
+                        credentials, runtime.control, judged.record)
 
     async def admit(self, *, read: Callable[["ServerConfig"], Awaitable[bytes]] | None = None,
                     member: object | None = None, elsewhere: str = CALL) -> Passage:

@@ -34,7 +34,8 @@ async def key_info(runtime: "Runtime", who: "Identity", scope: "Scope", receive:
                                   "<API key>'", code="missing_api_key")
     view = await runtime.limiter.key_view(
         key, runtime.control.view.organizations_over(runtime.snapshot.organizations))
-    record = runtime.control.view.records.get(key.id)
+    # the view's record, else the store's the key was judged by (made elsewhere a moment ago: not in the view yet)
+    record = runtime.control.view.records.get(key.id) or who.record
     if any(k.id == key.id for k in runtime.snapshot.api_keys.keys):
         record = None   # the config's key of this id is the one that asked
     budget: dict[str, Any] = view.get("budget") or {}

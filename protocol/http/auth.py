@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 import attrs
 from attrs import frozen
 
+from switchyard.actors.control.records import KeyRecord
 from switchyard.actors.control.view import invalid
 from switchyard.actors.errors import AuthenticationError
 from switchyard.config.access import Access, ApiKey
@@ -47,11 +48,13 @@ def credential(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
 @frozen
 class Judged:
     """A request's key as judged at the edge. ``digest``: a database key's (the view judges it again later);
-    ``lookup``: a secret of a database key's shape the view does not know, for the store to be asked."""
+    ``lookup``: a secret of a database key's shape the view does not know, for the store to be asked;
+    ``record``: the database key's record it was judged by (the store's, when the view did not hold it yet)."""
 
     key: ApiKey | None = None
     digest: bytes | None = attrs.field(default=None, repr=False)
     lookup: bool = False
+    record: KeyRecord | None = attrs.field(default=None, repr=False, eq=False)
 
 
 OPEN = Judged()
@@ -72,7 +75,7 @@ def judge(headers: Iterable[tuple[bytes, bytes]], access: Access, control: "Cont
     if digest is None:   # no database key has this shape: no lookup anywhere
         raise invalid()
     record = control.judge(digest) if control is not None else None
-    return Judged(record.key, digest) if record is not None else Judged(None, digest, lookup=True)
+    return Judged(record.key, digest, record=record) if record is not None else Judged(None, digest, lookup=True)
 
 
 async def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access,
@@ -86,7 +89,7 @@ async def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access,
         record = await control.find(judged.digest)
         if record is None:
             raise invalid()
-        judged = Judged(record.key, judged.digest)
+        judged = Judged(record.key, judged.digest, record=record)
     assert judged.key is not None
     control.used(judged.key.id)
     return judged

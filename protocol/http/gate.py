@@ -46,6 +46,7 @@ from switchyard.protocol.http.failed_auth import FailedAuth
 
 if TYPE_CHECKING:
     from switchyard.actors.control.plane import ControlPlane
+    from switchyard.actors.control.records import KeyRecord
     from switchyard.actors.runtime import Runtime
     from switchyard.actors.trace import TraceContext
     from switchyard.config.access import ApiKey
@@ -75,6 +76,7 @@ class Identity:
     trace: "TraceContext | None" = None
     credentials: Headers = attrs.field(repr=False)   # where the key was read (a browser's subprotocol too)
     control: "ControlPlane | None" = attrs.field(default=None, repr=False, eq=False)   # database keys' judge
+    record: "KeyRecord | None" = attrs.field(default=None, repr=False, eq=False)   # a database key's, as judged
 
     @credentials.default
     def _headers(self) -> Headers:
@@ -156,17 +158,17 @@ class Gate:
         hops = inbound_hops(headers, snapshot.server.max_hops)
         credentials = headers if credentials is None else credentials
         try:
-            key = (await authenticate(credentials, snapshot.api_keys, runtime.control)).key
+            judged = await authenticate(credentials, snapshot.api_keys, runtime.control)
         except AuthenticationError as err:
             if err.code != "missing_api_key":   # a key was presented and refused: a guess, maybe
                 peer = scope.get("client")
                 trusted = snapshot.server.trusted_proxies
                 await self.failed_auth.failed(limits.client_ip(peer, headers, trusted) if peer else "")
             raise
-        if key is not None:
-            log_fields.bind(key_id=key.id)
-        return Identity(request_id, path, headers, scope.get("client"), key, snapshot, hops, trace, credentials,
-                        runtime.control)
+        if judged.key is not None:
+            log_fields.bind(key_id=judged.key.id)
+        return Identity(request_id, path, headers, scope.get("client"), judged.key, snapshot, hops, trace,
+                        credentials, runtime.control, judged.record)
 
     async def admit(self, *, read: Callable[["ServerConfig"], Awaitable[bytes]] | None = None,
                     member: object | None = None, elsewhere: str = CALL) -> Passage:

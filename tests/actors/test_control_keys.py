@@ -187,17 +187,23 @@ async def test_a_key_may_name_only_backends_the_config_has(app):
     assert error["message"] == "body.allowed_backends[1]: no backend is named 'b'"
 
 
-async def test_a_key_written_by_another_instance_answers_at_its_first_call(app, tmp_path):
-    """Another instance (here a second store on the same file) made the key a moment ago: the first call with
-    it asks the store, once, and is answered."""
+async def written_elsewhere(tmp_path: Path, key_id: str) -> str:
+    """A key made by another instance (here a second store on the same file), not in the view yet: its secret."""
     other = open_control_store(UsageConfig(), tmp_path)
     await trio.to_thread.run_sync(other.open)
     secret = secrets.make(random_source.token_bytes(32))
     server_secret = (tmp_path / FILE).read_text().strip().encode()
-    record = KeyRecord(key=ApiKey(id="elsewhere", key=""), prefix=secrets.public_prefix(secret),
+    record = KeyRecord(key=ApiKey(id=key_id, key=""), prefix=secrets.public_prefix(secret),
                        digest=secrets.digest(secret.encode(), server_secret), created_at=NOW, updated_at=NOW)
     await trio.to_thread.run_sync(other.insert, record)
     await trio.to_thread.run_sync(other.close)
+    return secret
+
+
+async def test_a_key_written_by_another_instance_answers_at_its_first_call(app, tmp_path):
+    """Another instance made the key a moment ago: the first call with it asks the store, once, and is
+    answered."""
+    secret = await written_elsewhere(tmp_path, "elsewhere")
     assert await call(app, secret) == 200
     await trio.sleep(1)   # and the next poll of the change counter brings it into the view
     assert "elsewhere" in app.runtime.control.view.records
@@ -230,6 +236,15 @@ async def test_v1_key_shows_the_asking_key_and_no_other(app):
     assert data["limit_remaining"] == 5.0 and "theirs" not in reply.body.decode()
     config_key = (await request(app, "GET", "/v1/key", None, bearer(CONFIG_KEY))).json()["data"]
     assert (config_key["label"], config_key["source"], config_key["limit"]) == ("team-config", "config", None)
+
+
+async def test_v1_key_shows_a_key_made_elsewhere_as_the_database_key_it_is_before_the_view_holds_it(app, tmp_path):
+    """Judged by the store's record (the view reloads after the answer), not shown as a config key."""
+    secret = await written_elsewhere(tmp_path, "elsewhere")
+    reply = await request(app, "GET", "/v1/key", None, bearer(secret))
+    data = reply.json()["data"]
+    assert reply.status == 200 and (data["id"], data["source"], data["prefix"]) == ("elsewhere", "database",
+                                                                                     secret[:12])
 
 
 async def test_with_a_memory_ledger_changes_are_refused_naming_why(tmp_path, autojump_clock):

@@ -113,6 +113,9 @@ def clip(reason: str) -> str:
     return reason if len(data) <= 123 else data[:123].decode("utf-8", "ignore")
 
 
+BODY_READ = "switchyard.body_read"   # set on the scope once read_body has read the whole body
+
+
 async def read_body(scope: Scope, receive: Receive, limit: int, server: ServerConfig) -> bytes:
     """The whole request body, at most ``limit`` bytes, within ``server.request_body_timeout`` and with no
     pause over ``server.request_body_idle_timeout``.
@@ -142,6 +145,7 @@ async def read_body(scope: Scope, receive: Receive, limit: int, server: ServerCo
                 raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
+                scope[BODY_READ] = True   # the connection can carry another request (see unread_body)
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
             waiting.deadline = min(whole, trio.current_time() + idle_timeout)
     assert waiting.cancelled_caught
@@ -151,6 +155,18 @@ async def read_body(scope: Scope, receive: Receive, limit: int, server: ServerCo
             f"(server.request_body_idle_timeout) after {size} bytes")
     raise RequestBodyTimeout(f"The request body did not arrive within {timeout:g}s "
                              f"(server.request_body_timeout); {size} bytes came")
+
+
+def unread_body(scope: Scope) -> bool:
+    """The request said a body follows (a Content-Length above 0, or Transfer-Encoding) and ``read_body``
+    did not read it to its end: answered now, the server closes the connection after the answer, which
+    should say ``Connection: close`` so a client does not reuse it. Asked on the error path only."""
+    if scope.get(BODY_READ):
+        return False
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
 
 
 class ClientGone(Exception):

@@ -78,13 +78,11 @@ def judge(headers: Iterable[tuple[bytes, bytes]], access: Access, control: "Cont
     return Judged(record.key, digest, record=record) if record is not None else Judged(None, digest, lookup=True)
 
 
-async def authenticate(headers: Iterable[tuple[bytes, bytes]], access: Access,
-                       control: "ControlPlane | None" = None) -> Judged:
-    """``judge``, and a secret the view does not know asked of the control store (bounded: a key created a
-    moment ago on another instance); its use noted for ``last_used_at``."""
-    judged = judge(headers, access, control)
-    if judged.digest is None or control is None:
-        return judged
+async def settled(judged: Judged, control: "ControlPlane") -> Judged:
+    """A database key's judgement made whole: a secret the view does not know asked of the control store
+    (bounded: a key created a moment ago on another instance), and its use noted for ``last_used_at``. The
+    edge awaits it only for a database key: a config key's call makes no coroutine here."""
+    assert judged.digest is not None
     if judged.lookup:
         record = await control.find(judged.digest)
         if record is None:

@@ -41,7 +41,7 @@ from switchyard.actors.control.view import invalid
 from switchyard.actors.errors import AuthenticationError, ShuttingDown, TooManyConcurrentRequests, Unavailable
 from switchyard.actors.hops import inbound_hops
 from switchyard.protocol.http import limits
-from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, authenticate, judge
+from switchyard.protocol.http.auth import DATA_PLANE_PREFIXES, judge, settled
 from switchyard.protocol.http.failed_auth import FailedAuth
 
 if TYPE_CHECKING:
@@ -158,7 +158,9 @@ class Gate:
         hops = inbound_hops(headers, snapshot.server.max_hops)
         credentials = headers if credentials is None else credentials
         try:
-            judged = await authenticate(credentials, snapshot.api_keys, runtime.control)
+            judged = judge(credentials, snapshot.api_keys, runtime.control)
+            if judged.digest is not None:   # a database key: its lookup (if the view lacks it), its last use
+                judged = await settled(judged, runtime.control)
         except AuthenticationError as err:
             if err.code != "missing_api_key":   # a key was presented and refused: a guess, maybe
                 peer = scope.get("client")

@@ -53,6 +53,7 @@ from switchyard.protocol.http.asgi import (
     new_request_id,
     read_body,
     respond,
+    unread_body,
 )
 from switchyard.protocol.http.gate import Gate, Identity
 from switchyard.protocol.http.multipart import read_upload
@@ -79,13 +80,6 @@ def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
             framing |= 2
     return framing == 3
 
-
-def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
-    """The request says a body follows: a Content-Length above 0, or Transfer-Encoding (chunked)."""
-    for name, value in headers:
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
-            return True
-    return False
 
 
 class App:
@@ -189,20 +183,6 @@ class App:
                 message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
             await send(message)
 
-        # A request whose body is not read to its end when the answer goes (a refusal before the body, a
-        # body too large) has its connection closed by the server after it: say so, or a client reusing the
-        # connection finds it gone.
-        unread = has_body(scope["headers"])
-        if unread:
-            raw_receive = receive
-
-            async def receive() -> dict[str, Any]:
-                nonlocal unread
-                message = await raw_receive()
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    unread = False
-                return message
-
         bound_fields = log_fields.bind(request_id=request_id)
         metrics = self.runtime.metrics if self.runtime is not None else None   # none while starting
         if metrics is not None:
@@ -235,7 +215,7 @@ class App:
             await handler(who, scope, receive, send_with_id)
         except GatewayError as err:
             account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace)
-            if unread:
+            if unread_body(scope):   # the server closes a connection whose body it did not read: say so
                 err = err.with_headers([(b"connection", b"close")])
             if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
                 await respond_error(send_with_id, err, request_id)

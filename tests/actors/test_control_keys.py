@@ -3,6 +3,7 @@ shown, used, changed, rotated, revoked and deleted while the gateway runs."""
 
 from __future__ import annotations
 
+import logging
 import secrets as random_source
 from pathlib import Path
 
@@ -294,3 +295,14 @@ async def test_the_control_planes_counters_are_exported(app):
     text = (await request(app, "GET", "/metrics")).body.decode()
     assert "control_plane_store_up 1.0" in text and "control_plane_keys 1.0" in text
     assert "control_plane_reloads_total" in text and "control_plane_lookups_total 0.0" in text
+
+
+async def test_a_secret_never_reaches_a_log_line(app, caplog):
+    caplog.set_level(logging.DEBUG)
+    made = await create(app, id="quiet")
+    await call(app, made["secret"])
+    await request(app, "POST", "/admin/keys/quiet/revoke", None, ADMIN)
+    await call(app, made["secret"])
+    rotated = (await request(app, "POST", "/admin/keys", {"id": "other"}, ADMIN)).json()["secret"]
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert text and made["secret"] not in text and rotated not in text

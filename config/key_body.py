@@ -311,18 +311,23 @@ class OrgBody:
         return {name: getattr(self, name) for name in (*ORG_FIELDS, "metadata") if name in self.given}
 
 
+def _record_id(r: Reader, problems: Problems, patch: bool, what: str) -> str | None:
+    """A create's ``id`` (required, by the key id's rule); refused in a patch (``what`` keeps its id)."""
+    if patch:
+        if "id" in r.raw:
+            r.get("id", _raw, None)   # read: refused here, not as an unknown field
+            problems.error(child(ROOT, "id"), f"cannot change: {what} keeps its id")
+        return None
+    if not r.has("id"):
+        problems.error(child(ROOT, "id"), "is required")
+    return r.get("id", KEY_ID, None)
+
+
 def org_body(data: Any, *, patch: bool) -> OrgBody:
     """POST (``id`` required, as in ``organizations[]``) or PATCH (``id`` refused: an organization keeps it)."""
     problems = _Problems()
     r = _body(data, problems)
-    org_id = None
-    if patch and "id" in r.raw:
-        r.get("id", _raw, None)
-        problems.error(child(ROOT, "id"), "cannot change: an organization keeps its id")
-    elif not patch:
-        if not r.has("id"):
-            problems.error(child(ROOT, "id"), "is required")
-        org_id = r.get("id", KEY_ID, None)
+    org_id = _record_id(r, problems, patch, "an organization")
     out = OrgBody(given=frozenset(name for name in (*ORG_FIELDS, "metadata") if name in r.raw), id=org_id,
                   **{name: read(r, Organization, name) for name in ORG_FIELDS}, metadata=_metadata(r))
     r.finish()
@@ -346,14 +351,7 @@ def admin_body(data: Any, *, patch: bool) -> AdminBody:
     refused: an account keeps it)."""
     problems = _Problems()
     r = _body(data, problems)
-    admin_id = None
-    if patch and "id" in r.raw:
-        r.get("id", _raw, None)
-        problems.error(child(ROOT, "id"), "cannot change: an administrator keeps its id")
-    elif not patch:
-        if not r.has("id"):
-            problems.error(child(ROOT, "id"), "is required")
-        admin_id = r.get("id", KEY_ID, None)
+    admin_id = _record_id(r, problems, patch, "an administrator")
     if not r.has("role"):
         problems.error(child(ROOT, "role"), f"is required: one of {', '.join(ADMIN_ROLES)}")
     role = r.get("role", rules.one_of({name: name for name in ADMIN_ROLES}), "")

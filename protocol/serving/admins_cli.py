@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any, Awaitable, Callable, TextIO
 
@@ -26,12 +25,9 @@ from switchyard.actors.control.keys import Actor
 from switchyard.actors.control.plane import ControlPlane
 from switchyard.actors.control.records import ROLES
 from switchyard.actors.control.shown import admin_json
-from switchyard.actors.errors import ClientError, ControlPlaneUnavailable
-from switchyard.actors.ledger.record import StoreUnavailable
-from switchyard.config.key_body import KeyBodyError, admin_body
-from switchyard.config.load import ConfigError, load_demo, load_file
+from switchyard.config.key_body import admin_body
 from switchyard.config.schema import Snapshot
-from switchyard.protocol.serving.keys_cli import REFUSED, UNAVAILABLE, created_by, on_store
+from switchyard.protocol.serving.keys_cli import REFUSED, created_by, on_store, run_command
 
 PROG = "switchyard admins"
 COLUMNS = ("id", "role", "status", "prefix", "created_by", "created_at")
@@ -70,34 +66,16 @@ def add_parser(sub: Any) -> None:
 
 
 def admins_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
     prog = f"{PROG} {args.admins_command}"
-    quiet = logging.getLogger("switchyard.control")
-    if not quiet.handlers:
-        quiet.addHandler(logging.NullHandler())
-    try:
-        loaded = load_file(args.config) if args.config else load_demo()
-    except ConfigError as exc:
-        for error in exc.errors:
-            print(f"error: {error}", file=sys.stderr)
-        print(f"{exc.source}: {len(exc.errors)} error(s)", file=sys.stderr)
-        return REFUSED
-    try:
+
+    def run(snapshot: Snapshot) -> Any:
         work, reading = _work(args)
-        doc = trio.run(_on_store, loaded.snapshot, work, reading, prog)
-    except KeyBodyError as exc:
-        for path, message in exc.errors:
-            print(f"{prog}: {path.replace('body.', '--', 1) if path != 'body.id' else 'ID'}: {message}",
-                  file=sys.stderr)
-        return REFUSED
-    except (ControlPlaneUnavailable, StoreUnavailable) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return UNAVAILABLE
-    except ClientError as exc:
-        print(f"{prog}: {exc.message}", file=sys.stderr)
-        return REFUSED
-    _write(out, prog, args.json, doc)
-    return 0
+        return trio.run(_on_store, snapshot, work, reading, prog)
+    status, doc = run_command(prog, args.config, run,
+                              lambda path: "ID" if path == "body.id" else path.replace("body.", "--", 1))
+    if status == 0:
+        _write(out or sys.stdout, prog, args.json, doc)
+    return status
 
 
 async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], reading: bool, prog: str) -> Any:

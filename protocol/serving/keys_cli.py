@@ -93,35 +93,46 @@ def add_parser(sub: Any) -> None:
 
 
 def keys_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
     prog = f"{PROG} {args.keys_command}"
-    quiet = logging.getLogger("switchyard.control")   # a store's failure is said once, below, not logged too
+
+    def run(snapshot: Snapshot) -> Any:
+        work, reading = COMMANDS[args.keys_command](args, snapshot)   # the options read before the store
+        return trio.run(_on_store, snapshot, work, reading, prog)
+    status, doc = run_command(prog, args.config, run, keys_flags.flag_path)
+    if status == 0:
+        _write(out or sys.stdout, prog, args.json, doc)
+    return status
+
+
+def run_command(prog: str, config: str | None, run: Callable[[Snapshot], Any], where: Callable[[str], str]
+                ) -> tuple[int, Any]:
+    """What every control-plane command does around its own work: the config loaded (the embedded demo's
+    without ``--config``), then ``run(snapshot)``; the exit status and ``run``'s document. A refusal is said on
+    stderr, a body's problem at ``where(path)`` (the option that gave it; "" for none), and a store's failure
+    once (the control plane's own log line is silenced)."""
+    quiet = logging.getLogger("switchyard.control")
     if not quiet.handlers:
         quiet.addHandler(logging.NullHandler())
     try:
-        loaded = load_file(args.config) if args.config else load_demo()
+        loaded = load_file(config) if config else load_demo()
     except ConfigError as exc:
         for error in exc.errors:
             print(f"error: {error}", file=sys.stderr)
         print(f"{exc.source}: {len(exc.errors)} error(s)", file=sys.stderr)
-        return REFUSED
-    snapshot = loaded.snapshot
+        return REFUSED, None
     try:
-        work, reading = COMMANDS[args.keys_command](args, snapshot)   # the options read before the store
-        doc = trio.run(_on_store, snapshot, work, reading, prog)
+        return 0, run(loaded.snapshot)
     except KeyBodyError as exc:
         for path, message in exc.errors:
-            where = keys_flags.flag_path(path)
-            print(f"{prog}: {where}: {message}" if where else f"{prog}: {message}", file=sys.stderr)
-        return REFUSED
+            place = where(path)
+            print(f"{prog}: {place}: {message}" if place else f"{prog}: {message}", file=sys.stderr)
+        return REFUSED, None
     except (ControlPlaneUnavailable, StoreUnavailable) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return UNAVAILABLE
+        return UNAVAILABLE, None
     except ClientError as exc:
         print(f"{prog}: {exc.message}", file=sys.stderr)
-        return REFUSED
-    _write(out, prog, args.json, doc)
-    return 0
+        return REFUSED, None
 
 
 async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], reading: bool, prog: str) -> Any:

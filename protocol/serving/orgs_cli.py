@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any, Awaitable, Callable, TextIO
 
@@ -23,13 +22,10 @@ import trio
 from switchyard.actors.control.keys import Actor
 from switchyard.actors.control.organizations import OrgChanges
 from switchyard.actors.control.plane import ControlPlane
-from switchyard.actors.errors import ClientError, ControlPlaneUnavailable
-from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.config.key_body import KeyBodyError, org_body
-from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.admin.organizations import org_json
-from switchyard.protocol.serving.keys_cli import REFUSED, UNAVAILABLE, created_by, on_store
+from switchyard.protocol.serving.keys_cli import REFUSED, created_by, on_store, run_command
 from switchyard.protocol.serving.keys_flags import flag_path, pairs
 
 PROG = "switchyard orgs"
@@ -74,33 +70,15 @@ def add_parser(sub: Any) -> None:
 
 
 def orgs_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
     prog = f"{PROG} {args.orgs_command}"
-    quiet = logging.getLogger("switchyard.control")
-    if not quiet.handlers:
-        quiet.addHandler(logging.NullHandler())
-    try:
-        loaded = load_file(args.config) if args.config else load_demo()
-    except ConfigError as exc:
-        for error in exc.errors:
-            print(f"error: {error}", file=sys.stderr)
-        print(f"{exc.source}: {len(exc.errors)} error(s)", file=sys.stderr)
-        return REFUSED
-    try:
-        work, reading = _work(args, loaded.snapshot)
-        doc = trio.run(_on_store, loaded.snapshot, work, reading, prog)
-    except KeyBodyError as exc:
-        for path, message in exc.errors:
-            print(f"{prog}: {'ID' if path == 'body.id' else flag_path(path)}: {message}", file=sys.stderr)
-        return REFUSED
-    except (ControlPlaneUnavailable, StoreUnavailable) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return UNAVAILABLE
-    except ClientError as exc:
-        print(f"{prog}: {exc.message}", file=sys.stderr)
-        return REFUSED
-    _write(out, args.json, doc)
-    return 0
+
+    def run(snapshot: Snapshot) -> Any:
+        work, reading = _work(args, snapshot)
+        return trio.run(_on_store, snapshot, work, reading, prog)
+    status, doc = run_command(prog, args.config, run, lambda path: "ID" if path == "body.id" else flag_path(path))
+    if status == 0:
+        _write(out or sys.stdout, args.json, doc)
+    return status
 
 
 async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], reading: bool, prog: str) -> Any:

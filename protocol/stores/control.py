@@ -19,7 +19,7 @@ Each method blocks: the callers run them in worker threads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from switchyard.actors.control.records import AdminRecord, AuditEntry, KeyRecord, OrgRecord
 from switchyard.actors.ledger.record import StoreUnavailable
@@ -48,6 +48,8 @@ from switchyard.protocol.stores.control_rows import (
 if TYPE_CHECKING:
     from switchyard.protocol.stores.postgresql import PostgresStore
     from switchyard.protocol.stores.sqlite import SqliteStore
+
+R = TypeVar("R")
 
 REVISION = "control_revision"
 # Seconds any call to the control store may take, its own deadline (a lock waited for, a connection, a
@@ -129,13 +131,8 @@ class SqlControlStore:
         last_used_at = row[COLUMNS.index("last_used_at")]
         values = [v for c, v in zip(COLUMNS[1:], row[1:], strict=True) if c != "last_used_at"]
 
-        def work(cur: Any) -> None:
-            if cur.execute(self._replace, [*values, last_used_at, last_used_at, record.id, updated_at]).rowcount:
-                return
-            if cur.execute(self._exists, [record.id]).fetchone() is None:
-                raise KeyError(record.id)
-            raise ControlConflict(f"key {record.id!r} changed since it was read (updated_at {updated_at})")
-        self._write(work, audit)
+        self._replace_row(self._replace, [*values, last_used_at, last_used_at], self._exists, "key", record.id,
+                          updated_at, audit)
 
     def delete(self, key_id: str, audit: AuditEntry | None = None) -> bool:
         """Forget the record; False (and no revision bumped, no entry: nothing changed) when there was none."""
@@ -146,11 +143,7 @@ class SqlControlStore:
     def load_organizations(self) -> list[OrgRecord]:
         """Every organization record, by id (read after ``load``: a change between the two reads shows as a
         revision newer than the one loaded, and the next poll reads both again)."""
-        rows = self.db._fetch(self._orgs, [])
-        try:
-            return [org_record_of(row) for row in rows]
-        except ValueError as exc:
-            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+        return self._loaded(self._orgs, org_record_of)
 
     def insert_organization(self, record: OrgRecord, audit: AuditEntry | None = None) -> None:
         def work(cur: Any) -> None:
@@ -158,15 +151,8 @@ class SqlControlStore:
         self._write(work, audit)
 
     def replace_organization(self, record: OrgRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
-        row = org_row_of(record)
-
-        def work(cur: Any) -> None:
-            if cur.execute(self._org_replace, [*row[1:], record.id, updated_at]).rowcount:
-                return
-            if cur.execute(self._org_exists, [record.id]).fetchone() is None:
-                raise KeyError(record.id)
-            raise ControlConflict(f"organization {record.id!r} changed since it was read (updated_at {updated_at})")
-        self._write(work, audit)
+        self._replace_row(self._org_replace, list(org_row_of(record)[1:]), self._org_exists, "organization",
+                          record.id, updated_at, audit)
 
     def delete_organization(self, org_id: str, audit: AuditEntry | None = None) -> bool:
         return self._delete_row(self._org_delete, org_id, audit)
@@ -175,11 +161,7 @@ class SqlControlStore:
 
     def load_admins(self) -> list[AdminRecord]:
         """Every administrator's account, by id (read after ``load``, as the organizations are)."""
-        rows = self.db._fetch(self._admins, [])
-        try:
-            return [admin_record_of(row) for row in rows]
-        except ValueError as exc:
-            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+        return self._loaded(self._admins, admin_record_of)
 
     def insert_admin(self, record: AdminRecord, audit: AuditEntry | None = None) -> None:
         """``ControlConflict`` when the id (or the token's digest) exists."""
@@ -188,15 +170,8 @@ class SqlControlStore:
         self._write(work, audit)
 
     def replace_admin(self, record: AdminRecord, updated_at: float, audit: AuditEntry | None = None) -> None:
-        row = admin_row_of(record)
-
-        def work(cur: Any) -> None:
-            if cur.execute(self._admin_replace, [*row[1:], record.id, updated_at]).rowcount:
-                return
-            if cur.execute(self._admin_exists, [record.id]).fetchone() is None:
-                raise KeyError(record.id)
-            raise ControlConflict(f"administrator {record.id!r} changed since it was read (updated_at {updated_at})")
-        self._write(work, audit)
+        self._replace_row(self._admin_replace, list(admin_row_of(record)[1:]), self._admin_exists, "administrator",
+                          record.id, updated_at, audit)
 
     def delete_admin(self, admin_id: str, audit: AuditEntry | None = None) -> bool:
         return self._delete_row(self._admin_delete, admin_id, audit)
@@ -239,6 +214,26 @@ class SqlControlStore:
 
     def close(self) -> None:
         self.db.close()
+
+    def _loaded(self, statement: str, record_of: Callable[[Any], R]) -> list[R]:
+        """Every row of ``statement`` as its record; one that cannot be read makes the store unusable, named."""
+        rows = self.db._fetch(statement, [])
+        try:
+            return [record_of(row) for row in rows]
+        except ValueError as exc:
+            raise StoreUnavailable(f"control store {self.db!r}: {exc}") from exc
+
+    def _replace_row(self, statement: str, values: list[Any], exists: str, what: str, row_id: str,
+                     updated_at: float, audit: AuditEntry | None) -> None:
+        """``statement`` (its SET ``values``, then the id and the ``updated_at`` read) over the row read, or
+        ``KeyError`` (no such row) or ``ControlConflict`` (changed since), with the revision and the audit entry."""
+        def work(cur: Any) -> None:
+            if cur.execute(statement, [*values, row_id, updated_at]).rowcount:
+                return
+            if cur.execute(exists, [row_id]).fetchone() is None:
+                raise KeyError(row_id)
+            raise ControlConflict(f"{what} {row_id!r} changed since it was read (updated_at {updated_at})")
+        self._write(work, audit)
 
     def _delete_row(self, statement: str, row_id: str, audit: AuditEntry | None) -> bool:
         def work(cur: Any) -> bool:

@@ -65,12 +65,7 @@ def settings_of(record: KeyRecord) -> str:
 def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
     """The ``ApiKey`` (its secret "") and the labels of one row's settings."""
     try:
-        data = json.loads(settings)
-        if not isinstance(data, dict):
-            raise ValueError(f"not a JSON object: {settings[:80]!r}")
-        unknown = sorted(set(data) - set(SETTINGS))
-        if unknown:
-            raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
+        data = _settings_json(settings, SETTINGS)
         models, backends = data.get("allowed_models"), data.get("allowed_backends")
         rate, budget = data.get("rate_limit"), data.get("budget")
         key = ApiKey(id=key_id, key="", organization_id=data.get("organization_id"), tier=data.get("tier"),
@@ -100,18 +95,24 @@ def org_record_of(row: Sequence[Any]) -> OrgRecord:
     """The organization of a row in ``ORG_COLUMNS`` order; ``ValueError`` for settings this code cannot read."""
     org_id, created_at, updated_at, created_by, settings = row
     try:
-        data = json.loads(settings)
-        if not isinstance(data, dict):
-            raise ValueError(f"not a JSON object: {settings[:80]!r}")
-        unknown = sorted(set(data) - set(ORG_SETTINGS))
-        if unknown:
-            raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
+        data = _settings_json(settings, ORG_SETTINGS)
         rate = data.get("rate_limit")
         org = Organization(id=org_id, budget=_budget_of(data.get("budget")),
                            rate_limit=None if rate is None else RateLimit(**rate))
         return OrgRecord(org, created_at, updated_at, created_by, dict(data.get("metadata") or {}))
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"the settings of organization {org_id!r} cannot be read: {exc}") from exc
+
+
+def _settings_json(settings: str, known: Sequence[str]) -> dict[str, Any]:
+    """A row's settings JSON: an object whose every member this code knows (``ValueError`` otherwise)."""
+    data = json.loads(settings)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object: {settings[:80]!r}")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
+    return data
 
 
 def _budget_json(budget: Budget | None) -> dict[str, Any] | None:

@@ -15,8 +15,8 @@ from switchyard.actors.control.shown import iso
 from switchyard.actors.errors import InvalidRequest, Unavailable
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.config.alerts import EVENTS
-from switchyard.protocol.admin.audit import DEFAULT_PAGE, MAX_PAGE, _number
-from switchyard.protocol.admin.control_http import query_of
+from switchyard.protocol.admin.audit import DEFAULT_PAGE, MAX_PAGE
+from switchyard.protocol.admin.control_http import query_int, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -44,7 +44,7 @@ class AlertsAdmin:
             if filters[name] is not None and filters[name] not in allowed:
                 raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}, got {filters[name]!r}",
                                      param=name)
-        limit = _number(query.get("limit"), "limit", 1, MAX_PAGE, DEFAULT_PAGE) or DEFAULT_PAGE
+        limit = query_int(query.get("limit"), "limit", 1, MAX_PAGE, DEFAULT_PAGE)
         try:
             found = await runtime.alerts.recent(filters, limit)
         except StoreUnavailable as exc:

@@ -23,7 +23,7 @@ from switchyard.actors.control.records import AuditEntry
 from switchyard.actors.control.shown import iso
 from switchyard.actors.errors import InvalidRequest
 from switchyard.config.key_body import instant
-from switchyard.protocol.admin.control_http import query_of
+from switchyard.protocol.admin.control_http import query_int, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -53,18 +53,10 @@ class AuditAdmin:
                     filters[name] = instant(query[name])
                 except ValueError as exc:
                     raise InvalidRequest(f"{name} {exc}", param=name) from None
-        limit = _number(query.get("limit"), "limit", 1, MAX_PAGE, DEFAULT_PAGE) or DEFAULT_PAGE
-        before = _number(query.get("before"), "before", 1, 2**62, None)
+        limit = query_int(query.get("limit"), "limit", 1, MAX_PAGE, DEFAULT_PAGE)
+        before = None if query.get("before") is None else query_int(query["before"], "before", 1, 2**62, 0)
         found = await runtime.control.audit(filters, limit + 1, before)
         page = found[:limit]
         next_seq = page[-1].seq if len(found) > limit and page else None
         await self.respond(send, 200, json.dumps({"entries": [entry_json(e) for e in page],
                                                   "next": next_seq}).encode())
-
-
-def _number(value: str | None, name: str, low: int, high: int, default: int | None) -> int | None:
-    if value is None:
-        return default
-    if not value.isdigit() or not low <= int(value) <= high:
-        raise InvalidRequest(f"{name} must be an integer from {low} to {high}, got {value!r}", param=name)
-    return int(value)

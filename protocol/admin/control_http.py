@@ -35,6 +35,16 @@ def countable(runtime: "Runtime", limited: bool, path: str) -> None:
                              code="limits_need_redis")
 
 
+def query_int(value: str | None, name: str, low: int, high: int, default: int) -> int:
+    """A query parameter's integer in ``[low, high]`` (``default`` when absent), or the 400 naming it. ASCII
+    digits only: ``"²".isdigit()`` is true, and ``int`` refuses it."""
+    if value is None:
+        return default
+    if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
+        raise InvalidRequest(f"{name} must be an integer from {low} to {high}, got {value!r}", param=name)
+    return int(value)
+
+
 def query_of(scope: Mapping[str, Any]) -> dict[str, str]:
     raw = scope.get("query_string", b"").decode("latin-1")
     return dict(parse_qsl(raw, keep_blank_values=True))

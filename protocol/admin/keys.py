@@ -31,7 +31,7 @@ from switchyard.actors.control.shown import STATUSES
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed
 from switchyard.config.access import ApiKey
 from switchyard.config.key_body import KeyBodyError, check_backends, create_body, patch_body, rotate_body
-from switchyard.protocol.admin.control_http import actor_of, countable, invalid_body, json_body, query_of
+from switchyard.protocol.admin.control_http import actor_of, countable, invalid_body, json_body, query_int, query_of
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -68,7 +68,7 @@ class KeysAdmin:
             raise InvalidRequest(f"source must be one of {', '.join(SOURCES)}, got {source!r}", param="source")
         if status is not None and status not in STATUSES:
             raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}, got {status!r}", param="status")
-        limit = _limit(query.get("limit"))
+        limit = query_int(query.get("limit"), "limit", 1, MAX_PAGE, MAX_PAGE)
         after = query.get("after")
         now = runtime.control.clock()
         rows = listing.rows(runtime.snapshot.api_keys.keys, runtime.control.view.records, source)
@@ -150,14 +150,6 @@ class KeysAdmin:
 def _backends(runtime: "Runtime") -> set[str]:
     """The backends a key may name: the running config's."""
     return {b.name for b in runtime.snapshot.backends}
-
-
-def _limit(value: str | None) -> int:
-    if value is None:
-        return MAX_PAGE
-    if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
-        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_PAGE}, got {value!r}", param="limit")
-    return int(value)
 
 
 def _after(rows: list[Any], cursor: tuple[int, str]) -> list[Any]:

@@ -78,3 +78,8 @@ async def test_entries_past_the_ledgers_retention_are_deleted(app):
     await admin(app, "POST", "/admin/keys", {"id": "new"})
     await app.runtime.control.prune_audit()
     assert [e["target_id"] for e in (await audit(app))["entries"]] == ["new"]
+
+
+async def test_a_limit_of_other_digits_is_a_400_naming_it(app):
+    reply = await admin(app, "GET", "/admin/audit?limit=%C2%B2")   # "²": a digit to str.isdigit, not to int
+    assert reply.status == 400 and reply.json()["error"]["param"] == "limit"

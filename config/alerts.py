@@ -58,6 +58,10 @@ class AlertsConfig:
     budget_thresholds: tuple[float, ...] = field((0.5, 0.8, 1.0), _thresholds)
     # how long before a database key's expires_at its key.expiring alert is sent
     expiry_notice: float = field(7 * DAY, rules.duration(minimum=60, maximum=365 * DAY))
+    # seconds between two rounds of evaluation (each worker's)
+    interval: float = field(10.0, rules.duration(minimum=1, maximum=3600))
+    # how long a claimed alert's row is kept (a total budget's rows are kept for good: they are its claims)
+    retention: float = field(90 * DAY, rules.duration(minimum=32 * DAY, maximum=3650 * DAY))
 
     @property
     def enabled(self) -> bool:
@@ -69,7 +73,15 @@ def _url_required(hook: AlertWebhook, r: Reader) -> None:
         r.problems.error(child(r.path, "url"), "is required")
 
 
+def _retention_past_notice(config: AlertsConfig, r: Reader) -> None:
+    """A ``key.expiring`` row pruned while its key has not expired yet would be claimed and sent again."""
+    if config.retention <= config.expiry_notice + DAY:
+        least = (config.expiry_notice + DAY) / DAY
+        r.problems.error(child(r.path, "retention"), f"must be longer than alerts.expiry_notice plus a day "
+                                                     f"({least:g}d), got {config.retention / DAY:g}d")
+
+
 def alerts(r: Reader) -> AlertsConfig:
     """``alerts``: its webhooks (a list of mappings, each read by the declared walk), then the rest."""
     hooks = tuple(load_section(AlertWebhook, item, _url_required) for item in r.items("webhooks"))
-    return load_section(AlertsConfig, r, webhooks=hooks)
+    return load_section(AlertsConfig, r, _retention_past_notice, webhooks=hooks)

@@ -10,6 +10,14 @@ from the control plane's view. An alert is claimed by inserting its row
 (``AlertStore.claim``): the worker whose insert succeeds sends it
 (``deliver.py``). Alerts claimed or found claimed here are remembered, so
 the database is asked once per alert per worker, not every round.
+
+A total budget (``period: total``) would need the whole ledger each round:
+its spend is instead a base (every record before a mark, ``BASE_LAG``
+before the base was read) read again every ``BASE_EVERY``, plus the records
+since the mark, on the time index. A pending alert whose row has not been
+written for ``deliver.stale_after`` is taken over (``AlertStore.take``) and
+sent on; rows older than ``alerts.retention`` are pruned once an hour,
+except a total budget's, which are its claims for good.
 """
 
 from __future__ import annotations
@@ -35,12 +43,25 @@ from switchyard.config.limits import Budget, Period
 
 log = logging.getLogger("switchyard.alerts")
 
-EVERY = 10.0              # seconds between two rounds
 RECENT_REVOKE = 86_400.0  # a key revoked longer ago than this is not announced (alerts turned on later)
 KNOWN_MAX = 100_000       # alerts remembered as claimed; past it the memory starts over (the claim still holds)
 LIST_MAX = 1000
+BASE_EVERY = 3600.0       # seconds between two reads of a total budget's base
+BASE_LAG = 300.0          # seconds before the base's read its mark is: a record written that late still counts
+PRUNE_EVERY = 3600.0      # seconds between two prunes of old rows, per worker
+STALE_MAX = 100           # stale pending alerts taken over per round, at most
+SPEND = ("cost", "input_tokens", "output_tokens")
 
 Summary = Callable[[UsageQuery], Awaitable[list[dict[str, Any]]]]
+
+
+@frozen
+class _Base:
+    """A total budget's spend per owner before ``mark``, read at ``read_at``."""
+
+    read_at: float
+    mark: float
+    rows: Mapping[str | None, Mapping[str, Any]]
 
 
 @frozen
@@ -69,6 +90,8 @@ class AlertActor:
         self._calls = trio.CapacityLimiter(2)
         self._known: set[tuple[str, str, str, str, float]] = set()
         self._opened = False      # the store is connected: on the first round with webhooks configured
+        self._bases: dict[str, _Base] = {}   # per group (key, org): a total budget's base
+        self._pruned_at: float | None = None
         self.claimed = 0          # alerts this worker claimed (and so sent), since start
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -82,9 +105,13 @@ class AlertActor:
                         claimed = await self._claim(alert)
                         if claimed is not None:
                             nursery.start_soon(self._send, claimed, post)
+                    for alert in await self.orphans():
+                        nursery.start_soon(self._send, alert, post)
+                    await self._prune()
                 except StoreUnavailable as exc:
-                    log.warning("alerts: the store cannot say (%s); trying again in %gs", exc, EVERY)
-                await trio.sleep(EVERY)
+                    log.warning("alerts: the store cannot say (%s); trying again in %gs", exc,
+                                self.config().interval)
+                await trio.sleep(self.config().interval)
 
     async def evaluate(self) -> list[Alert]:
         """The alerts due now that this worker has not seen claimed (none without webhooks or a store)."""
@@ -95,6 +122,23 @@ class AlertActor:
         now, owners = self.clock(), self.owners()
         due = [*await self._budgets(config, owners, now), *_keys(config, owners.keys, now)]
         return [a for a in due if _identity(a) not in self._known]
+
+    async def orphans(self) -> list[Alert]:
+        """The pending alerts whose sender stopped (unwritten for ``deliver.stale_after``) that this worker
+        took over, to be sent on from their next round."""
+        config = self.config()
+        if self.store is None or not config.enabled:
+            return []
+        await self._open()
+        now = self.clock()
+        stale = await self._call(self.store.stale, now - deliver.stale_after(len(config.webhooks)), STALE_MAX)
+        taken = []
+        for alert in stale:
+            if await self._call(self.store.take, alert, now):
+                log.warning("alerts: %s of %s %r was left pending by its sender; sending it on", alert.event,
+                            alert.owner, alert.owner_id)
+                taken.append(attrs.evolve(alert, updated_at=now))
+        return taken
 
     async def recent(self, filters: Mapping[str, Any], limit: int) -> list[Alert]:
         """The newest alerts first (``AlertStore.list``), for ``GET /admin/alerts``."""
@@ -132,9 +176,10 @@ class AlertActor:
             bucket = bucket_of(budget.period, now)
             group = "key" if owner == "key" else "org"
             if (budget.period, group) not in totals:
-                rows = await self.summary(UsageQuery(since=bucket.start, purpose=None, group_by=group))
-                name = "key_id" if group == "key" else "organization_id"
-                totals[budget.period, group] = {row.get(name): row for row in rows}
+                totals[budget.period, group] = (
+                    await self._total(group, now) if budget.period is Period.TOTAL
+                    else _by_owner(group, await self.summary(UsageQuery(since=bucket.start, purpose=None,
+                                                                         group_by=group))))
             row = totals[budget.period, group].get(owner_id, {})
             usd = float(row.get("cost") or 0.0)
             tokens = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
@@ -148,6 +193,35 @@ class AlertActor:
             out.append(Alert("budget.threshold", owner, owner_id, f"{budget.period.value}:{bucket.name}",
                              threshold, now, details))
         return out
+
+    async def _total(self, group: str, now: float) -> dict[str | None, dict[str, Any]]:
+        """Spend per owner over the whole ledger: the base (read again past ``BASE_EVERY``) plus the records
+        since its mark."""
+        base = self._bases.get(group)
+        if base is None or not 0 <= now - base.read_at < BASE_EVERY:
+            mark = now - BASE_LAG
+            rows = await self.summary(UsageQuery(until=mark, purpose=None, group_by=group))
+            base = self._bases[group] = _Base(now, mark, _by_owner(group, rows))
+        recent = _by_owner(group, await self.summary(UsageQuery(since=base.mark, purpose=None, group_by=group)))
+        out = {owner: dict(row) for owner, row in base.rows.items()}
+        for owner, row in recent.items():
+            into = out.setdefault(owner, {})
+            for name in SPEND:
+                into[name] = (into.get(name) or 0) + (row.get(name) or 0)
+        return out
+
+    async def _prune(self) -> None:
+        """Once every ``PRUNE_EVERY``: the rows older than ``alerts.retention`` go, but a total budget's."""
+        config, now = self.config(), self.clock()
+        if self.store is None or not config.enabled:
+            return
+        if self._pruned_at is not None and 0 <= now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        total = f"{Period.TOTAL.value}:{bucket_of(Period.TOTAL, now).name}"
+        gone = await self._call(self.store.prune, now - config.retention, total)
+        if gone:
+            log.info("alerts: %d alerts older than %gd pruned", gone, config.retention / 86_400)
 
     async def _claim(self, alert: Alert) -> Alert | None:
         """``alert`` with its seq when this worker's insert made its row; None when the row was there."""
@@ -172,12 +246,17 @@ class AlertActor:
             except StoreUnavailable as exc:
                 log.warning("alerts: alert %d's status (%s) not written: %s", seq, status, exc)
 
-        if not await deliver.deliver(alert, hooks, post, update):
+        if not await deliver.deliver(alert, hooks, post, update, first=alert.attempts + 1):
             log.warning("alerts: %s of %s %r not delivered after %d attempts", alert.event, alert.owner,
                         alert.owner_id, deliver.ATTEMPTS)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self._to_thread(fn, *args, limiter=self._calls)
+
+
+def _by_owner(group: str, rows: list[dict[str, Any]]) -> dict[str | None, dict[str, Any]]:
+    name = "key_id" if group == "key" else "organization_id"
+    return {row.get(name): row for row in rows}
 
 
 def _keys(config: AlertsConfig, keys: Iterable[KeyRecord], now: float) -> list[Alert]:

@@ -4,7 +4,8 @@ A round POSTs to every webhook not yet answered with a 2xx; a round with a
 failure is tried again after 1, 2, 4, 8 seconds, ``ATTEMPTS`` rounds in all,
 and the row says ``pending`` (with the attempts so far and the last error)
 until it is ``delivered`` or ``failed``. A worker stopped between two rounds
-leaves the row ``pending``: nobody else sends it (the claim is taken).
+leaves the row ``pending``; once it has not been written for ``stale_after``
+another worker takes it over and goes on from the next round (``actor.py``).
 """
 
 from __future__ import annotations
@@ -43,11 +44,19 @@ def poster(client: httpx.AsyncClient) -> Post:
     return post
 
 
-async def deliver(alert: Alert, hooks: Sequence[AlertWebhook], post: Post, update: Update) -> bool:
-    """Every hook answered 2xx within ``ATTEMPTS`` rounds (the row says delivered), else failed."""
+def stale_after(hooks: int) -> float:
+    """Seconds a pending row may go unwritten while its sender still works on it: ``hooks`` POSTs of a round
+    each taking their whole ``TIMEOUT``, then the longest pause, and a minute for clocks that differ."""
+    return float(hooks * TIMEOUT + FIRST_PAUSE * 2 ** (ATTEMPTS - 2) + 60.0)
+
+
+async def deliver(alert: Alert, hooks: Sequence[AlertWebhook], post: Post, update: Update, first: int = 1) -> bool:
+    """Every hook answered 2xx within ``ATTEMPTS`` rounds (the row says delivered), else failed. ``first``:
+    the round to start from (a taken-over alert goes on where its sender stopped)."""
     waiting = list(hooks)
-    pause = FIRST_PAUSE
-    for attempt in range(1, ATTEMPTS + 1):
+    start = max(1, min(first, ATTEMPTS))
+    pause = FIRST_PAUSE * 2 ** (start - 1)
+    for attempt in range(start, ATTEMPTS + 1):
         errors = []
         for hook in list(waiting):
             why = await _one(alert, hook, post)

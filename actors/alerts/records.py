@@ -3,6 +3,8 @@
 The claim is the row itself: ``(event, owner, owner_id, bucket, threshold)``
 is unique, so of every worker of every instance that sees the same crossing,
 exactly one inserts the row and delivers it; the others' inserts do nothing.
+A row left pending by a sender that stopped is taken over the same way: by
+the one update that finds it unchanged since it was read (``take``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ class AlertStore(Protocol):
         ...
 
     def update(self, seq: int, status: str, attempts: int, last_error: str | None, at: float) -> None: ...
+
+    def stale(self, before: float, limit: int) -> list[Alert]:
+        """Up to ``limit`` pending alerts whose row was last written before ``before`` (oldest first): their
+        sender stopped, or lost the store, mid-delivery."""
+        ...
+
+    def take(self, alert: Alert, at: float) -> bool:
+        """Mark the stale ``alert`` as this worker's (``updated_at`` set to ``at``): True only for the one
+        worker whose update found the row unchanged since it read it."""
+        ...
+
+    def prune(self, before: float, keep_bucket: str) -> int:
+        """Delete the alerts created before ``before``, except those of bucket ``keep_bucket``; how many."""
+        ...
 
     def list(self, filters: Mapping[str, Any], limit: int) -> list[Alert]:
         """The newest alerts first, each of ``filters`` (``event``, ``owner``, ``owner_id``, ``status``) equal."""

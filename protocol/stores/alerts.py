@@ -38,6 +38,11 @@ class SqlAlertStore:
                        f"ON CONFLICT ({', '.join(KEY)}) DO NOTHING RETURNING seq")
         self._update = (f"UPDATE {TABLE} SET status = {p}, attempts = {p}, last_error = {p}, updated_at = {p} "
                         f"WHERE seq = {p}")
+        self._take = (f"UPDATE {TABLE} SET updated_at = {p} WHERE seq = {p} AND status = '{PENDING}' "
+                      f"AND updated_at = {p}")
+        self._stale = (f"SELECT seq, {', '.join(COLUMNS)} FROM {TABLE} WHERE status = '{PENDING}' "
+                       f"AND updated_at < {p} ORDER BY seq LIMIT {p}")
+        self._prune = f"DELETE FROM {TABLE} WHERE created_at < {p} AND bucket <> {p}"
 
     def __repr__(self) -> str:
         return f"SqlAlertStore({self.db!r})"
@@ -57,6 +62,17 @@ class SqlAlertStore:
 
     def update(self, seq: int, status: str, attempts: int, last_error: str | None, at: float) -> None:
         self.db.transact(lambda cur: cur.execute(self._update, [status, attempts, last_error, at, seq]))
+
+    def stale(self, before: float, limit: int) -> list[Alert]:
+        return [_alert(row) for row in self.db._fetch(self._stale, [before, limit])]
+
+    def take(self, alert: Alert, at: float) -> bool:
+        assert alert.seq is not None
+        return bool(self.db.transact(
+            lambda cur: cur.execute(self._take, [at, alert.seq, alert.updated_at]).rowcount))
+
+    def prune(self, before: float, keep_bucket: str) -> int:
+        return int(self.db.transact(lambda cur: cur.execute(self._prune, [before, keep_bucket]).rowcount))
 
     def list(self, filters: Mapping[str, Any], limit: int) -> list[Alert]:
         p = self.db.dialect.placeholder

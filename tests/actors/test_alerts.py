@@ -10,7 +10,9 @@ from typing import Any
 
 import trio
 
+from switchyard.actors.alerts import deliver
 from switchyard.actors.alerts.actor import AlertActor, Owners
+from switchyard.actors.alerts.records import Alert
 from switchyard.actors.control.records import KeyRecord
 from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.config.access import ApiKey
@@ -212,3 +214,98 @@ async def test_an_organization_s_token_budget_crossed_in_its_day_is_announced(tm
     [(_, _, _, body)] = receiver.got
     assert (body["owner"], body["owner_id"], body["threshold"], body["unit"]) == ("organization", "acme", 0.8, "tokens")
     assert (body["spent_tokens"], body["bucket"]) == (40, "day:2026-11-30")
+
+
+def left_pending(alerts: SqlAlertStore, attempts: int, written_at: float) -> int:
+    """A claim whose sender stopped after ``attempts`` rounds, its row last written at ``written_at``."""
+    seq = alerts.claim(Alert("budget.threshold", "key", "team-a", "month:2026-11", 0.8, BASE - 300,
+                             {"unit": "usd", "spent_usd": 8.5}))
+    assert seq is not None
+    alerts.update(seq, "pending", attempts, "http://x: answered HTTP 503", written_at)
+    return seq
+
+
+async def test_a_pending_alert_unwritten_past_stale_after_is_sent_on_from_its_next_round(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    left_pending(alerts, 2, BASE - 10)       # stale (one webhook: 73 s) from BASE + 63
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        await nursery.start(actor(ledger, alerts, config, Owners()).run)
+        await trio.sleep(120)
+        nursery.cancel_scope.cancel()
+    assert deliver.stale_after(1) == 73.0
+    assert [(g[0], g[3]["owner_id"]) for g in receiver.got] == [(70.0, "team-a")]   # the first round past it
+    [row] = alerts.list({}, 10)
+    assert (row.status, row.attempts, row.last_error) == ("delivered", 3, None)
+
+
+async def test_a_stale_pending_alert_is_taken_over_by_one_of_two_workers(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    other = SqlAlertStore(SqliteStore(tmp_path / "usage.db", busy_timeout=2.0))
+    other.open()
+    left_pending(alerts, 1, BASE - 600)
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        for store in (alerts, other):
+            nursery.start_soon(actor(ledger, store, config, Owners()).run)
+        await trio.sleep(60)
+        nursery.cancel_scope.cancel()
+    assert len(receiver.got) == 1
+    [row] = alerts.list({}, 10)
+    assert (row.status, row.attempts) == ("delivered", 2)
+
+
+async def test_alerts_past_their_retention_are_pruned_but_a_total_budgets_are_kept(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    for owner_id, bucket, at in (("old", "month:2026-07", BASE - 100 * DAY),
+                                 ("kept-for-good", "total:total", BASE - 400 * DAY),
+                                 ("recent", "month:2026-11", BASE - 80 * DAY)):
+        alerts.claim(Alert("budget.threshold", "key", owner_id, bucket, 0.8, at, {}))
+    config = AlertsConfig(webhooks=(AlertWebhook(url="http://127.0.0.1:9/never"),), retention=90 * DAY)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor(ledger, alerts, config, Owners()).run)
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert sorted(a.owner_id for a in alerts.list({}, 10)) == ["kept-for-good", "recent"]
+
+
+async def test_a_total_budget_reads_the_whole_ledger_once_an_hour_and_the_rest_since_a_mark(tmp_path,
+                                                                                            autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    spend(ledger, "team-a", 4.0, at=BASE - 300 * DAY)    # 40 %: no alert
+    queries: list[tuple[float | None, float | None]] = []
+
+    async def summary(query):
+        queries.append((query.since, query.until))
+        return ledger.summary(query)
+
+    owners = Owners(budgets=(("key", "team-a", Budget(limit_usd=10.0, period=Period.TOTAL)),))
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),))
+        worker = AlertActor(alerts, lambda: config, lambda: owners, summary, clock=wall, to_thread=inline)
+        await nursery.start(worker.run)
+        await trio.sleep(95)
+        spend(ledger, "team-a", 4.5, at=wall() - 200)   # written late: before the time it is read at
+        await trio.sleep(7_200)
+        nursery.cancel_scope.cancel()
+    [(at, _, _, body)] = receiver.got
+    assert (at, body["threshold"], body["spent_usd"], body["bucket"]) == (100.0, 0.8, 8.5, "total:total")
+    whole = [q for q in queries if q[0] is None]
+    assert whole == [(None, BASE - 300), (None, BASE + 3_600 - 300), (None, BASE + 7_200 - 300)]
+    assert all(since is not None and until is None for since, until in queries if (since, until) not in whole)
+
+
+async def test_rounds_follow_alerts_interval(tmp_path, autojump_clock):
+    ledger, alerts = stores(tmp_path)
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        config = AlertsConfig(webhooks=(AlertWebhook(url=await receiver.start(nursery)),), interval=2.0)
+        await nursery.start(actor(ledger, alerts, config, KEY_BUDGET).run)
+        await trio.sleep(3)
+        spend(ledger, "team-a", 8.5, at=wall())
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert [g[0] for g in receiver.got] == [4.0]

@@ -59,3 +59,27 @@ def test_the_listing_filters_by_event_owner_and_status(stores):
     assert [a.owner_id for a in store.list({"owner_id": "a", "status": "pending"}, 10)] == ["a"]
     assert store.list({"status": "failed"}, 10) == []
     assert len(store.list({}, 1)) == 1
+
+
+def test_a_stale_pending_alert_is_taken_over_by_exactly_one_connection(stores):
+    one, two = stores(), stores()
+    stale_seq = one.claim(alert("stale"))
+    fresh_seq = one.claim(alert("fresh"))
+    done_seq = one.claim(alert("done"))
+    assert None not in (stale_seq, fresh_seq, done_seq)
+    one.update(fresh_seq, "pending", 1, "x", T0 + 100)
+    one.update(done_seq, "delivered", 1, None, T0)
+    [seen] = two.stale(T0 + 50, 10)
+    [seen_too] = one.stale(T0 + 50, 10)
+    assert (seen.owner_id, seen.seq, seen.updated_at) == ("stale", stale_seq, T0)
+    assert two.take(seen, T0 + 60) and not one.take(seen_too, T0 + 61)   # the row changed since it was read
+    assert one.stale(T0 + 50, 10) == []
+
+
+def test_prune_deletes_alerts_created_before_the_instant_but_the_kept_bucket(stores):
+    store = stores()
+    store.claim(alert("old"))
+    store.claim(Alert("budget.threshold", "key", "forever", "total:total", 0.8, T0, {}))
+    store.claim(Alert("budget.threshold", "key", "new", "month:2026-12", 0.8, T0 + 10, {}))
+    assert store.prune(T0 + 5, "total:total") == 1
+    assert sorted(a.owner_id for a in store.list({}, 10)) == ["forever", "new"]

@@ -43,3 +43,15 @@ alerts:
     assert "alerts.webhooks[0].events" in text and "budget.crossed" in text
     assert "alerts.webhooks[1].url: is required" in text
     assert "alerts.webhooks[2].colour: unknown key" in text
+
+
+def test_interval_and_retention_default_to_10_s_and_90_days_and_are_bounded():
+    alerts = load_text(MINIMAL, env={}).snapshot.alerts
+    assert (alerts.interval, alerts.retention) == (10.0, 90 * 86_400.0)
+    text = "\n".join(errors_of(MINIMAL + "alerts: {interval: 500ms, retention: 7d}\n"))
+    assert "alerts.interval" in text and "alerts.retention" in text
+
+
+def test_a_retention_not_past_the_expiry_notice_and_a_day_is_refused():
+    errors = errors_of(MINIMAL + "alerts: {expiry_notice: 60d, retention: 40d}\n")
+    assert errors == ["alerts.retention: must be longer than alerts.expiry_notice plus a day (61d), got 40d"], errors

@@ -165,6 +165,24 @@ def test_the_audit_page_lists_a_change_newest_first(page, served):
     expect(rows.nth(1)).to_have_attribute("data-action", "key.create")
 
 
+def test_the_keys_page_shows_fifty_keys_a_page_and_goes_on_to_the_next(page, served):
+    api(served, "POST", "/admin/organizations", {"id": "paging"})
+    for n in range(51):   # one more key than a page holds; ids listed after the other tests'
+        api(served, "POST", "/admin/keys", {"id": f"zz-page-{n:02d}", "organization_id": "paging"})
+    keys_page(page, served)
+    page.select_option("#field-organization", "paging")
+    rows = page.locator("tr[data-key]")
+    expect(rows).to_have_count(50)
+    expect(page.locator("#keys-first")).to_be_disabled()
+    page.click("#keys-next")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-key", "zz-page-50")
+    expect(page.locator("#keys-next")).to_be_disabled()
+    page.click("#keys-first")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_have_attribute("data-key", "zz-page-00")
+
+
 def test_the_audit_page_goes_back_a_page_at_a_time(page, served):
     api(served, "POST", "/admin/keys", {"id": "paged"})
     for n in range(50):   # one more entry than a page holds

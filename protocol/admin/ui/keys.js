@@ -1,6 +1,6 @@
 // Keys: every API key, the config's (read only here) and the database's (GET /admin/keys), filtered by source,
-// status and organization; and, for a role that may change keys, create (the secret shown once), edit, rotate
-// and revoke (POST, PATCH /admin/keys...; docs/keys.md).
+// status and organization, PAGE at a time ("Next page" follows the answer's next); and, for a role that may
+// change keys, create (the secret shown once), edit, rotate and revoke (POST, PATCH /admin/keys...; docs/keys.md).
 "use strict";
 
 (() => {
@@ -8,6 +8,7 @@
   const {field, input, select, limitFields, value, limits, list, labels, labelsText, localTime, instant,
     changed} = Forms;
   const REFRESH = 30;
+  const PAGE = 50;
   const PERIOD = {day: "today", week: "this week", month: "this month"};
   const source = select("source", [["", "all sources"], ["config", "config"], ["database", "database"]], "");
   const status = select("status", [["", "any status"], ["active", "active"], ["revoked", "revoked"],
@@ -18,8 +19,12 @@
   const controls = el("form", {class: "controls", id: "key-filters"}, el("label", null, "Source ", source),
     el("label", null, "Status ", status), el("label", null, "Organization ", org), create);
   const listed = el("div", {id: "keys"});
-  replace(content, controls, listed);
+  const first = el("button", {type: "button", class: "secondary", id: "keys-first"}, "First page");
+  const further = el("button", {type: "button", class: "secondary", id: "keys-next"}, "Next page");
+  replace(content, controls, listed, el("div", {class: "controls"}, first, further));
   let organizations = [];
+  let after = null;   // the page's cursor: null for the first page
+  let next = null;
 
   function budget(b) {
     if (!b) return el("span", {class: "muted"}, "none");
@@ -52,11 +57,15 @@
   }
 
   async function render() {
-    const query = new URLSearchParams();
+    const query = new URLSearchParams({limit: String(PAGE)});
     for (const [name, box] of [["source", source], ["status", status], ["organization_id", org]]) {
       if (box.value) query.set(name, box.value);
     }
+    if (after !== null) query.set("after", after);
     const [keys, orgs] = await Promise.all([Console.get(`keys?${query}`), Console.get("organizations")]);
+    next = keys.next;
+    further.disabled = next === null;
+    first.disabled = after === null;
     organizations = orgs.organizations.map((o) => o.id);
     const chosen = org.value;
     replace(org, el("option", {value: ""}, "every organization"), organizations.map((id) =>
@@ -71,8 +80,7 @@
       {title: "Last used", value: (k) => when(k.last_used_at)},
       {title: "Expires", value: (k) => when(k.expires_at)},
       {title: "", value: actions},
-    ], keys.keys, (k) => ({"data-key": k.id, "data-status": k.status}), "No keys match.")),
-    keys.next ? el("p", {class: "muted"}, "More keys than one page shows: narrow the filters.") : null);
+    ], keys.keys, (k) => ({"data-key": k.id, "data-status": k.status}), "No keys match.")));
   }
 
   // The form's fields, filled with a key's settings (none: a new key).
@@ -154,7 +162,20 @@
   }
 
   const refresh = Console.every(REFRESH, render);
-  for (const box of [source, status, org]) box.addEventListener("change", refresh);
+  for (const box of [source, status, org]) {
+    box.addEventListener("change", () => {
+      after = null;
+      refresh();
+    });
+  }
+  further.addEventListener("click", () => {
+    after = next;
+    refresh();
+  });
+  first.addEventListener("click", () => {
+    after = null;
+    refresh();
+  });
   controls.addEventListener("submit", (event) => event.preventDefault());
   if (create) create.addEventListener("click", () => openCreate().catch((err) =>
     Console.setStatus(`Could not create it: ${Console.failure(err)}`, true)));

@@ -2,8 +2,8 @@
 
 The actors speak to backends through an ``Upstream``, keep ledger records in
 a ``UsageStore``, stored-response owners in an ``OwnerStore``, cached answers
-in a ``CacheStore``, ask a ``Limiter`` before dispatch and count their calls
-through ``CallMetrics`` and ``CallSpans``; they never import the HTTP client,
+in a ``CacheStore``, search the web for ``:online`` through a ``SearchApi``, ask a ``Limiter`` before
+dispatch and count their calls through ``CallMetrics`` and ``CallSpans``; they never import the HTTP client,
 the stores or the exporters that implement them. ``RuntimePorts`` is the one
 value the protocol layer hands the Runtime with them
 (``switchyard.protocol.serving.wiring`` assembles it with the real ones).
@@ -29,6 +29,7 @@ from switchyard.actors.control.store import ControlStore as ControlStore
 from switchyard.actors.ledger.store import UsageStore as UsageStore
 from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
 from switchyard.actors.owner_writes import Op
+from switchyard.actors.search.hits import SearchApi as SearchApi  # the web-search providers' clients (:online)
 from switchyard.actors.wire import Wires
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Organization
@@ -178,3 +179,4 @@ class RuntimePorts:
     control_secret: bytes | None = attrs.field(default=None, repr=False)   # keys the digests of their secrets
     control_off: str | None = None              # why there are no database keys, said to whoever asks for one
     alert_store: AlertStore | None = None       # the alerts table beside the ledger (None: usage.ledger memory)
+    search: SearchApi | None = None             # the web_search providers' clients (None: :online is refused)

@@ -84,6 +84,7 @@ class Runtime:
         self.watcher = ConfigWatcher(self, self.config_path) if self.config_path and watch else None
         self.upstream = ports.upstream
         self.wires = ports.wires           # the translating wires (protocol/serving/wiring.py)
+        self.search = ports.search         # the web_search providers' clients (protocol/search/)
         self.health = BackendHealthActor(snapshot, self.upstream)
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)

@@ -55,6 +55,7 @@ from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.telemetry import RoutingConfig
 from switchyard.config.usage import UsageConfig
 from switchyard.config.watch import content_revision
+from switchyard.config.web_search import web_search as load_web_search
 
 __all__ = ["ConfigError", "Loaded", "build_snapshot", "load_demo", "load_file", "load_text"]
 
@@ -181,6 +182,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                                   lambda c, r: load_cache.check(c, state, r))
     guardrails = load_guardrails(top)
     alerts = load_alerts(top.section("alerts"))
+    web_search = load_web_search(top)
     top.finish()
 
     if not top.raw.get("backends"):
@@ -217,7 +219,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
-                    guardrails=guardrails, response_cache=response_cache, alerts=alerts)
+                    guardrails=guardrails, response_cache=response_cache, alerts=alerts,
+                    web_search=web_search)
 
 
 def _health(r: Reader) -> HealthChecks:

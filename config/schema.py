@@ -40,6 +40,7 @@ from switchyard.config.smart_routing import SmartRouting
 from switchyard.config.stored_responses import StoredResponses
 from switchyard.config.telemetry import EngineStatsConfig, RoutingConfig
 from switchyard.config.usage import UsageConfig
+from switchyard.config.web_search import WebSearchConfig
 
 
 class BackendType(str, Enum):
@@ -282,6 +283,8 @@ class Snapshot:
     response_cache: ResponseCacheConfig = ResponseCacheConfig()   # answers kept and served again
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     alerts: AlertsConfig = AlertsConfig()          # budget and key events POSTed to webhooks
+    # the :online variant's search providers (None: :online is refused); loaded by hand (config/web_search.py)
+    web_search: WebSearchConfig | None = section(WebSearchConfig, optional=True)
     revision: str = ""
     source: str = "<defaults>"
     # A backend's model_configs layer merged over the catalogue's entry, by (model, backend): a snapshot

@@ -114,9 +114,11 @@ class Simulation:
     text: str | None = field(None, rules.string())
     # with failure.tool_call: the call's arguments (default a fixed JSON)
     tool_arguments: str | None = field(None, rules.string())
-    # a Responses request offering function tools gets a call to one (tool_choice's, else the first), unless it
-    # ends with a tool's output: the demo's model uses the tools it is given
+    # a chat or Responses request offering function tools gets a call to one (tool_choice's, else the first),
+    # unless it ends with a tool's output (with failure.tool_call: even then): the demo's model uses the tools
+    # it is given; without tool_arguments a chat call's required string arguments are the last user message
     call_tools: bool = field(False, rules.boolean)
+    tool_calls: int = field(1, rules.integer(1, 16))   # calls in an answer that makes tool calls (chat)
     supports_prefill: bool = field(True, rules.boolean)   # continue a trailing assistant message (else answer 400)
     # take `stream_options` (else answer 400 naming it, as some OpenAI-compatible servers do)
     supports_stream_options: bool = field(True, rules.boolean)

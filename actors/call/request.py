@@ -37,6 +37,7 @@ from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.call import admission, attempt_body, stored_responses
 from switchyard.actors.call.answering import answer, fallback_permit
 from switchyard.actors.call.attempt_body import NO_MESSAGES
+from switchyard.actors.call.online_rounds import Rounds
 from switchyard.actors.call.outbound import outbound
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
@@ -63,6 +64,7 @@ from switchyard.actors.routing import variants
 from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan
 from switchyard.actors.routing.stream_state import StreamAccumulator
+from switchyard.actors.search import loop as online
 from switchyard.actors.stream_usage import without_option
 from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.schema import BackendConfig
@@ -109,13 +111,15 @@ class RequestActor:
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
+        self.search_cost = 0.0              # USD of the :online loop's searches (each its own ledger record)
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
         rt = self.runtime
         self.call = admission.admit(
             self.call, self.model, self.variant,
-            lambda: variant_refusal(rt.pool, rt.discovery.view, self.call, self.variant, self.model),
+            lambda: variant_refusal(rt.pool, rt.discovery.view, self.call, self.variant, self.model,
+                                    searches=rt.search is not None),
             self.reach, self.trace, rt.request_params_outcomes)
         self.route.holder = stored_responses.holder(rt.response_owners, self.call)   # previous_response_id's backend
 
@@ -200,8 +204,10 @@ class RequestActor:
         self.runtime.traces.store(self.trace)
         if self.ticket is not None:
             used = meter.counts
-            self.runtime.limiter.settle(self.ticket, used.input + used.output,
-                                        float(meter.cost) if meter.cost is not None else None)
+            spent = float(meter.cost) if meter.cost is not None else None
+            if self.search_cost:
+                spent = (spent or 0.0) + self.search_cost
+            self.runtime.limiter.settle(self.ticket, used.input + used.output, spent)
             self.ticket = None
         self.runtime.ledger.record(call_record(
             self.trace, key=call.key, model=call.model, stream=call.stream, counts=meter.counts, cost=meter.cost,
@@ -245,8 +251,17 @@ class RequestActor:
         rt, call = self.runtime, self.call
         if self.route.holder is None:   # not in this worker's memory: the store the workers share may know it
             self.route.holder = await stored_responses.shared_holder(rt.response_owners, call)
-        snap = call.snapshot
-        budget = CallBudget.for_call(snap, self.model, call.stream)
+        budget = CallBudget.for_call(call.snapshot, self.model, call.stream)
+        config = call.snapshot.web_search
+        if self.variant is not None and self.variant.variant == variants.ONLINE \
+                and config is not None and rt.search is not None:   # admitted: refused otherwise
+            await online.run(Rounds(self), config, rt.search, budget)
+        else:
+            await self.run_attempts(budget)
+
+    async def run_attempts(self, budget: CallBudget) -> None:
+        """The call's attempts until one answered: retries, siblings, the fallback chain, within ``budget``."""
+        rt, snap = self.runtime, self.call.snapshot
         plan = RoutePlan(self.model, snap.fallback, snap.retry)
         tried: set[str] = set()          # backends dialed for the current model
         last: AttemptFailed | None = None

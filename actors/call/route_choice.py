@@ -74,19 +74,39 @@ def _known(discovered: Discovered, call: Call, name: str) -> bool:
 
 
 def variant_refusal(pool: BackendPool, discovered: Discovered, call: Call, variant: variants.Variant | None,
-                    routed: str) -> GatewayError | None:
-    """Why a variant cannot be answered (``:online``, ``:thinking`` without thinking metadata), or None."""
+                    routed: str, searches: bool = False) -> GatewayError | None:
+    """Why a variant cannot be answered (``:online`` without a search loop to serve it, ``:thinking``
+    without thinking metadata), or None; ``searches``: the Runtime has the providers' clients."""
     v = variant
     if v is None:
         return None
     if v.variant == variants.ONLINE:
-        return UnsupportedModelVariant(
-            f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
-            f"configured; '{v.base}' is not answered without search", param="model")
+        return _online_refusal(pool, discovered, call, v, routed, searches)
     if v.variant == variants.THINKING and not _has_thinking(pool, discovered, call, v, routed):
         return UnsupportedModelVariant(
             f"The model '{v.requested}' asks for the ':thinking' variant, but '{v.base}' has no thinking "
             f"metadata (a thinking pattern); it is not answered as the base model", param="model")
+    return None
+
+
+def _online_refusal(pool: BackendPool, discovered: Discovered, call: Call, v: variants.Variant, routed: str,
+                    searches: bool) -> GatewayError | None:
+    """``:online`` is served by the buffered search loop only, on a backend that can be given its tool."""
+    if call.snapshot.web_search is None or not searches:
+        return UnsupportedModelVariant(
+            f"The model '{v.requested}' asks for the ':online' variant, but no web-search executor is "
+            f"configured; '{v.base}' is not answered without search", param="model")
+    if call.stream:
+        return UnsupportedModelVariant(
+            f"The model '{v.requested}' asks for the ':online' variant on a streamed call; the web-search loop "
+            f"runs on buffered calls only (send stream: false), and '{v.base}' is not answered without search",
+            param="model")
+    serving = pool.serving(routed, discovered, call.snapshot)
+    tools = Needs(tools=True)
+    if serving and all(missing(tools, call.snapshot.metadata_for(routed, b.name)) for b in serving):
+        return UnsupportedModelVariant(
+            f"The model '{v.requested}' asks for the ':online' variant, but every backend serving '{v.base}' "
+            f"lacks tool calling (its metadata's capabilities), which the web-search loop needs", param="model")
     return None
 
 
@@ -218,7 +238,8 @@ class RouteChoice:
             if model == self.routed and len(wrong) == len(serving):
                 raise unfit_refusal(call, model, wrong)
             exclude.update(b.name for b in wrong)
-        if fallback:
+        # An :online round needs a backend it can give its tool to, on every dial (the loop's own rule).
+        if fallback or self.variant is not None and self.variant.variant == variants.ONLINE:
             if self._needs is None:
                 self._needs = needs_of(call.payload)
             for b in rt.pool.serving(model, rt.discovery.view, call.snapshot):

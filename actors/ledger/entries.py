@@ -91,6 +91,19 @@ def refusal_record(request_id: str, route: str, *, key: Any, status: int, code: 
 
 
 
+def search_record(trace: Any, *, key: Any, model: str | None, provider: str | None, tried: int, failed: bool,
+                  cost: float | None, seconds: float) -> LedgerRecord:
+    """One web search a call's ``:online`` loop ran (``purpose: web_search``): the provider that answered (or
+    the last one tried) as its backend, ``tried`` providers as its attempts, its ``cost_per_search`` (none
+    when no provider answered)."""
+    return LedgerRecord(
+        request_id=trace.request_id, time=trace.wall, key_id=key.id if key is not None else None,
+        organization_id=key.organization_id if key is not None else None, endpoint=endpoint_of(trace.route),
+        model=model, served_model=None, backend=provider, attempts=tried, status=502 if failed else 200,
+        error_code="web_search_failed" if failed else None, cost=None if failed else cost,
+        latency_ms=round(seconds * 1000, 3), purpose="web_search", trace_id=trace.trace_id)
+
+
 def classifier_record(rec: Any, snapshot: Any, wall: float) -> LedgerRecord:
     """A classifier try (``actors.usage.UsageRecord``, purpose ``classifier``) as its ledger record,
     priced like any call on its model's metadata."""

@@ -1,7 +1,7 @@
 """A Runtime assembled with the protocol layer's parts, one ``RuntimePorts``: the shared upstream client, the
-translating wires, the usage and owner stores, the Prometheus metrics of its calls and, with ``tracing.otlp``,
-their spans, with ``state.redis_url`` the shared limiter and cache (the actors define what they need in
-``actors/ports.py``; each factory is given what it reads)."""
+translating wires, the web-search providers' clients, the usage and owner stores, the Prometheus metrics of its
+calls and, with ``tracing.otlp``, their spans, with ``state.redis_url`` the shared limiter and cache (the actors
+define what they need in ``actors/ports.py``; each factory is given what it reads)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import attrs
 
 from switchyard.actors.ledger import spill
 from switchyard.actors.limits.tickets import Summary
-from switchyard.actors.ports import Current, RuntimePorts
+from switchyard.actors.ports import Current, RuntimePorts, SearchApi
 from switchyard.actors.runtime import Runtime
 from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStoreKind
 from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
+from switchyard.protocol.search.client import ProviderSearch
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.alerts import open_alert_store
@@ -49,11 +50,14 @@ WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(W
 
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
-                watch: bool = True) -> Runtime:
+                watch: bool = True, search: SearchApi | None = None) -> Runtime:
+    """``search``: the web-search providers' clients (default: over the upstream client)."""
     data = snapshot.server.data_path()
     secret, off = control_secret(snapshot.usage, data)   # database keys need one: else none, and why
+    upstream = upstream or Upstream(snapshot)
     ports = RuntimePorts(
-        upstream=upstream or Upstream(snapshot), wires=WIRES, store=open_store(snapshot.usage, data),
+        upstream=upstream, wires=WIRES, search=search or ProviderSearch(upstream.client),
+        store=open_store(snapshot.usage, data),
         owner_store=open_owner_store(snapshot.usage, data),
         limiter_for=shared_limiter if snapshot.state.redis_url else None,
         cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None,

@@ -56,19 +56,28 @@ def logprobs(pieces: list[str], first: int, top: int | None, tool_call: bool) ->
     return {"content": content, "refusal": None}
 
 
-def message(text: str, tool_call: bool) -> dict[str, Any]:
-    """The assistant message of a buffered choice: its text, or a ``get_weather`` call with ``text`` as arguments."""
+def message(text: str, tool_call: bool, name: str = TOOL_NAME, calls: int = 1) -> dict[str, Any]:
+    """The assistant message of a buffered choice: its text, or ``calls`` calls of ``name`` (``get_weather``
+    unless the request offered a tool the simulator calls) with ``text`` as arguments."""
     if tool_call:
         return {"role": "assistant", "content": None, "refusal": None, "annotations": [], "tool_calls": [
-            {"id": TOOL_CALL_ID, "type": "function", "function": {"name": TOOL_NAME, "arguments": text}}]}
+            {"id": call_id(j), "type": "function", "function": {"name": name, "arguments": text}}
+            for j in range(calls)]}
     return {"role": "assistant", "content": text, "refusal": None, "annotations": []}
 
 
-def buffered_choices(body: dict[str, Any], pieces: list[str], tool_call: bool) -> list[dict[str, Any]]:
+def call_id(j: int) -> str:
+    """The id of an answer's ``j``-th tool call (0-based): ``call_sim``, ``call_sim_2``, ..."""
+    return TOOL_CALL_ID if j == 0 else f"{TOOL_CALL_ID}_{j + 1}"
+
+
+def buffered_choices(body: dict[str, Any], pieces: list[str], tool_call: bool, name: str = TOOL_NAME,
+                     calls: int = 1) -> list[dict[str, Any]]:
     text, top = "".join(pieces), top_logprobs(body)
     finish = "tool_calls" if tool_call else "stop"
-    return [{"index": i, "message": message(text, tool_call), "logprobs": logprobs(pieces, 0, top, tool_call),
-             "finish_reason": finish} for i in range(choice_count(body))]
+    return [{"index": i, "message": message(text, tool_call, name, calls),
+             "logprobs": logprobs(pieces, 0, top, tool_call), "finish_reason": finish}
+            for i in range(choice_count(body))]
 
 
 def chunk_choice(body: dict[str, Any], index: int, delta: dict[str, Any], piece: str, position: int,

@@ -23,7 +23,9 @@ Retry-After header and an error code of choice); stall before the first
 byte; stall after chunk k; reset the connection after chunk k; send chunk k
 malformed; send an in-band error event after chunk k; end the stream cleanly
 after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
-empty content; reply with a tool call (its arguments ``tool_arguments`` when set). With
+empty content; reply with a tool call (its arguments ``tool_arguments`` when set; ``tool_calls`` of them,
+side by side). With ``call_tools`` a chat request offering a function tool gets a call to it
+(``protocol/simulated/tools.py``). With
 ``when_body_contains`` the failure hits only requests whose body holds that text (a request-specific
 crash); the others are served as if no failure were set.
 
@@ -51,7 +53,7 @@ from switchyard.config.schema import SimulatedEngine, SimulatedFailure
 from switchyard.config.simulation import Simulation
 from switchyard.protocol.simulated import responses_store
 from switchyard.protocol.simulated.checks import refusal
-from switchyard.protocol.simulated.choices import buffered_choices, choice_count, chunk_choice
+from switchyard.protocol.simulated.choices import buffered_choices, call_id, choice_count, chunk_choice
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
 from switchyard.protocol.simulated.engine import MetricsReply, render_page
 from switchyard.protocol.simulated.images import IMAGE_PATHS, form_of
@@ -69,6 +71,7 @@ from switchyard.protocol.simulated.parts import (
     split_words,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
+from switchyard.protocol.simulated.tools import arguments_for, ends_with_tool_output, offered
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):
@@ -233,11 +236,16 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record("prefill_unsupported")
             return httpx.Response(400, json=PREFILL_UNSUPPORTED)
         completion_id = f"chatcmpl-sim-{self.served}"
+        tool = offered(body) if sim.call_tools else None
+        if tool is not None and (sim.failure.tool_call or not ends_with_tool_output(body)):   # it uses the tool
+            sim = attrs.evolve(sim, failure=attrs.evolve(sim.failure, tool_call=True),
+                               tool_arguments=sim.tool_arguments or arguments_for(tool, body))
+        name = tool["name"] if tool is not None else TOOL_NAME
         if stream:
             return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
-                                  stream=SimulatedStream(self, self._sse(sim, completion_id, model, body)))
+                                  stream=SimulatedStream(self, self._sse(sim, completion_id, model, body, name)))
         return httpx.Response(200, headers={**sim.response_headers, "content-type": "application/json"},
-                              stream=SimulatedStream(self, self._buffered(sim, completion_id, model, body)))
+                              stream=SimulatedStream(self, self._buffered(sim, completion_id, model, body, name)))
 
     def _tokens(self, sim: Simulation) -> list[str]:
         """The full reply text as pieces, before any prefill is taken off."""
@@ -280,7 +288,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                 self.record(f"reset_after:{k}")
                 raise httpx.ReadError("simulated connection reset by peer")
 
-    async def _sse(self, sim: Simulation, cid: str, model: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _sse(self, sim: Simulation, cid: str, model: str, body: dict[str, Any],
+                   name: str = TOOL_NAME) -> AsyncIterator[bytes]:
         fail = sim.failure
         if fail.stall_before_first_byte:
             await trio.sleep_forever()
@@ -299,7 +308,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
                 else:
                     produced += n if token else 0
                     for i in range(n):   # one choice a chunk, as OpenAI streams n > 1
-                        yield chunk([chunk_choice(body, i, _delta(sim, k, token), token, k - 1, fail.tool_call)])
+                        yield chunk([chunk_choice(body, i, _delta(sim, k, token, name), token, k - 1,
+                                                  fail.tool_call)])
                 if fail.error_event_after_chunk == k:
                     self.record(f"error_event_after:{k}")
                     yield _event(IN_BAND_ERROR)
@@ -310,6 +320,11 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         prompt = _prompt_tokens(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
         finish = "tool_calls" if fail.tool_call else "stop"
+        for j in range(1, sim.tool_calls if fail.tool_call else 1):   # the other calls, each whole in one delta
+            call = {"index": j, "id": call_id(j), "type": "function",
+                    "function": {"name": name, "arguments": "".join(pieces)}}
+            for i in range(n):
+                yield chunk([chunk_choice(body, i, {"tool_calls": [call]}, "", 0, True)])
         for i in range(n):
             yield chunk([chunk_choice(body, i, {}, "", 0, fail.tool_call, finish)])
         if (body.get("stream_options") or {}).get("include_usage"):
@@ -318,14 +333,15 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if not fail.omit_done:
             yield b"data: [DONE]\n\n"
 
-    def _buffered(self, sim: Simulation, cid: str, model: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
+    def _buffered(self, sim: Simulation, cid: str, model: str, body: dict[str, Any],
+                  name: str = TOOL_NAME) -> AsyncIterator[bytes]:
         fail = sim.failure
 
         def render(tokens: list[str]) -> str:
             prompt, produced = _prompt_tokens(body), choice_count(body) * sum(1 for t in tokens if t)
             return json.dumps({
                 "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-                "choices": buffered_choices(body, tokens, fail.tool_call),
+                "choices": buffered_choices(body, tokens, fail.tool_call, name, sim.tool_calls),
                 "usage": {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced},
             })
         return self.buffered_body(sim, cid, body, render)
@@ -365,12 +381,12 @@ STREAM_OPTIONS_UNSUPPORTED = {"error": {"message": "Unrecognized request argumen
                                         "code": "unsupported_parameter"}}
 
 
-def _delta(sim: Simulation, k: int, token: str) -> dict[str, Any]:
+def _delta(sim: Simulation, k: int, token: str, name: str = TOOL_NAME) -> dict[str, Any]:
     if sim.failure.tool_call:
         call: dict[str, Any] = {"index": 0, "function": {"arguments": token}}
         if k == 1:
             call = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
-                    "function": {"name": TOOL_NAME, "arguments": token}}
+                    "function": {"name": name, "arguments": token}}
             return {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
         return {"tool_calls": [call]}
     return {"role": "assistant", "content": token, "refusal": None} if k == 1 else {"content": token}

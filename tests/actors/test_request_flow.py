@@ -109,7 +109,7 @@ async def test_client_disconnect_cancels_buffered_upstream(autojump_clock):
 async def test_stream_with_finish_reason_but_no_done_gets_done(autojump_clock):
     from switchyard.protocol.simulated.openai import SimulatedTransport
 
-    async def no_done(self, sim, cid, model, body):
+    async def no_done(self, sim, cid, model, body, name=None):
         yield b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
         yield b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 
@@ -123,7 +123,7 @@ async def test_stream_with_finish_reason_but_no_done_gets_done(autojump_clock):
 async def test_stream_cut_without_finish_reason_is_an_error_not_success(autojump_clock):
     from switchyard.protocol.simulated.openai import SimulatedTransport
 
-    async def cut(self, sim, cid, model, body):
+    async def cut(self, sim, cid, model, body, name=None):
         yield b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
 
     async with gateway(ONE_BACKEND) as app:
@@ -246,7 +246,7 @@ async def test_compressed_upstream_stream_is_decoded_for_the_client(autojump_clo
 async def test_oversized_event_fails_the_attempt_cleanly(autojump_clock):
     from switchyard.protocol.simulated.openai import SimulatedTransport
 
-    async def huge(self, sim, cid, model, body):
+    async def huge(self, sim, cid, model, body, name=None):
         yield b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
         yield b"data: " + b"x" * (2 * 1024 * 1024)
 

@@ -20,7 +20,7 @@ def refused(text: str) -> ConfigError:
     return info.value
 
 
-@pytest.mark.parametrize("key", ["web_search", "kv_cache_index", "control_plane"])
+@pytest.mark.parametrize("key", ["kv_cache_index", "control_plane"])
 def test_a_top_level_contract_key_is_refused_by_name_with_the_doc(key):
     err = refused(f"{key}: {{enabled: true}}\n")
     assert err.errors == [f"{key}: {REFUSED} (see {DOC})"]
@@ -39,7 +39,7 @@ def test_a_nested_contract_key_is_refused_at_its_dotted_path(text, path):
 
 
 def test_a_contract_key_is_refused_even_when_it_turns_the_feature_off():
-    assert refused("web_search: {enabled: false}\n").unsupported == ["web_search"]
+    assert refused("kv_cache_index: {enabled: false}\n").unsupported == ["kv_cache_index"]
 
 
 def test_a_truly_unknown_key_keeps_its_error():
@@ -54,10 +54,10 @@ def test_the_same_name_elsewhere_is_an_unknown_key():
 
 
 def test_every_refused_key_is_reported_in_one_load():
-    err = refused("kv_cache_index: {}\nweb_search: {}\n"
+    err = refused("kv_cache_index: {}\ncontrol_plane: {}\n"
                   "fallback: {quality_check: {}}\nprefix_routing: {salt_echo: true}\nbogus: 1\n")
-    assert sorted(err.unsupported) == ["fallback.quality_check", "kv_cache_index", "prefix_routing.salt_echo",
-                                       "web_search"]
+    assert sorted(err.unsupported) == ["control_plane", "fallback.quality_check", "kv_cache_index",
+                                       "prefix_routing.salt_echo"]
     assert "bogus: unknown key" in err.errors and len(err.errors) == 5
 
 
@@ -78,14 +78,14 @@ def _slug(heading: str) -> str:
 
 def test_config_validate_lists_every_contract_key_together(tmp_path, capsys):
     path = tmp_path / "contract.yaml"
-    path.write_text(MINIMAL + "kv_cache_index: {enabled: true}\nweb_search: {}\nprefix_routing: {salt_echo: true}\n"
+    path.write_text(MINIMAL + "kv_cache_index: {enabled: true}\ncontrol_plane: {}\nprefix_routing: {salt_echo: true}\n"
                               "retry: {bogus: 1}\n")
     assert main(["config", "validate", str(path)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert f"error: kv_cache_index: {REFUSED} (see {DOC})" in out
-    assert f"error: web_search: {REFUSED} (see {DOC})" in out
+    assert f"error: control_plane: {REFUSED} (see {DOC})" in out
     assert f"error: prefix_routing.salt_echo: {REFUSED} (see {DOC})" in out
     assert "error: retry.bogus: unknown key" in out
     assert (f"not supported by Switchyard (3 key(s) of the configuration contract): "
-            f"prefix_routing.salt_echo, kv_cache_index, web_search (see {DOC})") in out
+            f"prefix_routing.salt_echo, kv_cache_index, control_plane (see {DOC})") in out
     assert out[-1] == f"{path}: 4 error(s), 0 warning(s)"

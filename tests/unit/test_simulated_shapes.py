@@ -186,7 +186,8 @@ async def test_a_request_the_simulator_cannot_serve_is_a_400_naming_the_param(pa
     assert (error["type"], error["param"]) == ("invalid_request_error", param)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 300) | st.floats(allow_nan=False) | st.text(max_size=5),
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 300)
+                    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),   # JSON has no inf
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                     max_leaves=8)
 FIELDS = ("model", "messages", "input", "prompt", "stream", "stream_options", "n", "logprobs", "top_logprobs",

@@ -52,7 +52,7 @@ def test_purpose_classifier_selects_the_gateways_own_tries():
 
 def test_purpose_must_be_client_classifier_or_all():
     assert refused({"purpose": "gateway"}, "purpose") == \
-        "purpose must be one of client, classifier, all, got 'gateway'"
+        "purpose must be one of client, classifier, web_search, all, got 'gateway'"
 
 
 def test_a_bare_date_is_midnight_utc():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import trio
 
-from tests.actors.test_alerts import Receiver
 from tests.actors.test_control_keys import ADMIN, NOW, Wall, config
 from tests.harness import gateway, request
+from tests.webhooks import Receiver
 
 DAY = 86_400.0
 

@@ -4,8 +4,6 @@ the wall clock the actor reads is ``BASE`` plus trio's clock."""
 
 from __future__ import annotations
 
-import functools
-import json
 from typing import Any
 
 import trio
@@ -20,36 +18,10 @@ from switchyard.config.alerts import AlertsConfig, AlertWebhook
 from switchyard.config.limits import Budget, Period
 from switchyard.protocol.stores.alerts import SqlAlertStore
 from switchyard.protocol.stores.sqlite import SqliteStore
+from tests.webhooks import Receiver
 
 BASE = 1_796_000_000.0   # 2026-11-30T... UTC: the month's bucket is 2026-11
 DAY = 86_400.0
-
-
-class Receiver:
-    """A webhook: a plain HTTP/1.1 server that answers each POST with the next status of ``statuses``
-    (then 200), one request per connection."""
-
-    def __init__(self, statuses: tuple[int, ...] = ()) -> None:
-        self.statuses = list(statuses)
-        self.got: list[tuple[float, str, dict[str, str], Any]] = []   # (trio time, path, headers, body)
-
-    async def handle(self, stream: trio.SocketStream) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += await stream.receive_some(65536)
-        head, body = data.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        headers = {name.lower(): value for name, value in (line.split(": ", 1) for line in lines[1:])}
-        while len(body) < int(headers.get("content-length", 0)):
-            body += await stream.receive_some(65536)
-        self.got.append((trio.current_time(), lines[0].split()[1], headers, json.loads(body)))
-        status = self.statuses.pop(0) if self.statuses else 200
-        await stream.send_all(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode())
-        await stream.aclose()
-
-    async def start(self, nursery: trio.Nursery) -> str:
-        listeners = await nursery.start(functools.partial(trio.serve_tcp, self.handle, 0, host="127.0.0.1"))
-        return f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
 
 
 def wall() -> float:

@@ -1,5 +1,6 @@
 """What ``test_control_fleet_e2e.py`` drives a fleet with: ``switchyard serve`` instances on one PostgreSQL
-ledger, connections pinned to each worker, and calls through the official ``openai`` SDK (httpx for the load).
+ledger and one Redis, their alerts POSTed to one webhook, connections pinned to each worker, and calls through
+the official ``openai`` SDK (httpx for the load).
 
 A connection reaches one worker of an instance (they share its listening
 socket); which one is told by a first call's trace, which only the worker
@@ -11,6 +12,7 @@ worker, and ``stayed`` fails the test.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from contextlib import AsyncExitStack
@@ -27,6 +29,7 @@ from tests.e2e.support import REPO, backend, free_port, gateway_config
 from tests.e2e.test_ledger_e2e import pids_saying
 
 ENV = "SWITCHYARD_CONTROL_SECRET"
+INSTANCES = ("one", "two", "three")
 ADMIN = "control-fleet-admin-token-0123"
 CONFIG_KEY = "sk-config-0123456789abcdef"
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
@@ -36,6 +39,8 @@ START_BOUND = 60.0   # seconds three instances of two workers may take to serve,
 PIN_BOUND = 30.0     # seconds to find a connection to each worker of an instance
 PROPAGATION = 2.0    # seconds a change made on one instance may take to apply on every worker of every one
 CALL_TIMEOUT = 10.0  # seconds any one call may take: a call past it is a hung call, and fails the test
+ALERTS_INTERVAL = 1.0   # seconds between two rounds of each worker's alerts actor
+FLUSH = 0.1             # seconds a worker may hold a call's usage record before the ledger has it
 
 
 # --- the fleet ---------------------------------------------------------------------------------------------
@@ -49,28 +54,45 @@ class Instance:
 
 
 @attrs.frozen
+class Stores:
+    """What every instance is pointed at: the PostgreSQL database (the ledger, the keys, the alerts' claims),
+    the Redis its limits and budgets count in, and the URL its alerts are POSTed to."""
+
+    ledger: str
+    redis: str
+    webhook: str
+
+
+@attrs.frozen
 class Fleet:
     instances: list[Instance]
-    ledger: str      # the PostgreSQL database they share
+    stores: Stores
     root: Path
+    webhook: socket.socket   # listening on the webhook's port since before the fleet started (tests/webhooks.py)
 
 
-def instance_config(data_dir: Path, ledger: str) -> dict[str, Any]:
+def instance_config(data_dir: Path, stores: Stores) -> dict[str, Any]:
+    """One instance's config. Only a ``budget.threshold`` alert reaches the webhook, and only above 80 %: a
+    burst over six workers is recorded by each apart, so a lower fraction could be crossed by the records of
+    some workers before the others' pass 80 %."""
     config = gateway_config(backend("sim", latency="1ms", chunks=1), health_checks={"interval": "1h"})
     config["server"] = {**config["server"], "data_dir": str(data_dir), "shutdown_drain_timeout": "1s"}
-    config["usage"] = {"ledger": ledger, "flush_interval": "100ms"}
+    config["usage"] = {"ledger": stores.ledger, "flush_interval": f"{FLUSH * 1000:g}ms"}
+    config["state"] = {"redis_url": stores.redis, "fleet_workers": len(INSTANCES) * WORKERS}
+    config["alerts"] = {"interval": f"{ALERTS_INTERVAL:g}s", "budget_thresholds": [0.8, 1.0],
+                        "webhooks": [{"url": stores.webhook, "events": ["budget.threshold"]}]}
     config["admin"] = {"token": ADMIN}
     config["api_keys"] = [{"id": "config-key", "key": CONFIG_KEY}]
     return config
 
 
-def start(root: Path, name: str, ledger: str, secret: str | None, workers: int = WORKERS) -> Instance:
+def start(root: Path, name: str, stores: Stores, secret: str | None, workers: int = WORKERS) -> Instance:
     """``switchyard serve`` at INFO on a free port, with ``SWITCHYARD_CONTROL_SECRET`` set to ``secret`` (None:
     unset, whatever this process has), not waited for (``ready``)."""
     home = root / name
     home.mkdir(parents=True, exist_ok=True)
     path, log_path, port = home / "cli.yaml", home / "serve.log", free_port()
-    path.write_text(yaml.safe_dump(instance_config(home / "data", ledger)), encoding="utf-8")
+    path.write_text(yaml.safe_dump(instance_config(home / "data", stores)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env["PYTHONUNBUFFERED"] = "1"
     if secret is not None:
@@ -235,13 +257,14 @@ async def create_key(instance: Instance, **body: Any) -> dict[str, Any]:
     return reply.json()
 
 
-async def known_everywhere(workers: list[Worker], key_id: str, secret: str) -> None:
-    """Every worker holds the key in its view (``GET /admin/keys/{id}`` reads the view) and answers it."""
+async def known_everywhere(workers: list[Worker], key_id: str, secret: str, chat: bool = True) -> None:
+    """Every worker holds the key in its view (``GET /admin/keys/{id}`` reads the view) and answers it (a chat
+    call, or ``GET /v1/key``: one that spends nothing)."""
     with trio.fail_after(PROPAGATION * 3):
         for worker in workers:
             while (await worker.http.get(f"/admin/keys/{key_id}", headers=ADMIN_HEADERS)).status_code != 200:
                 await trio.sleep(0.05)
-            assert await sdk_call(worker, secret) == (200, None)
+            assert await sdk_call(worker, secret, chat) == (200, None)
 
 
 @attrs.frozen

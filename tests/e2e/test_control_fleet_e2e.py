@@ -1,12 +1,15 @@
 """Database keys across a fleet: ``switchyard serve --workers 2`` instances on one real PostgreSQL ledger
-(``tests/postgres.py``), driven by the official ``openai`` SDK (and httpx for the load) on 127.0.0.1.
+(``tests/postgres.py``) and one Redis (``tests/redis.py``), driven by the official ``openai`` SDK (and httpx
+for the load) on 127.0.0.1.
 
 What only a fleet shows (docs/keys.md, "A fleet"): a key made, revoked or
 rotated through one instance applies on every worker of every other within
 about a second; the database going away costs no call of a known key and
 hangs nothing, refuses changes with a 503 naming the store and is used again
 by itself when it is back; an instance on PostgreSQL without
-``SWITCHYARD_CONTROL_SECRET`` keeps no database keys and says why.
+``SWITCHYARD_CONTROL_SECRET`` keeps no database keys and says why; a key's
+budget crossing 80 % on every worker at once is one alert (docs/alerts.md,
+"Once for the fleet").
 
 Three instances are shared by the module's tests (a start costs seconds).
 Each test reaches every worker on purpose, on connections pinned to it
@@ -21,22 +24,30 @@ from contextlib import AsyncExitStack
 from typing import Any, Callable, Iterator
 
 import httpx
+import openai
+import psycopg
 import pytest
 import trio
 
 from switchyard.protocol.stores.control import DEADLINE as STORE_DEADLINE
 from tests import postgres
+from tests import redis as redis_fixture
 from tests.e2e.control_fleet import (
     ADMIN_HEADERS,
+    ALERTS_INTERVAL,
     CALL_TIMEOUT,
     CHAT,
     CONFIG_KEY,
     ENV,
+    FLUSH,
+    INSTANCES,
+    MESSAGES,
     PROPAGATION,
     WORKERS,
     Fleet,
     Instance,
     Shot,
+    Stores,
     Worker,
     admin,
     connection,
@@ -48,6 +59,7 @@ from tests.e2e.control_fleet import (
     pin_fleet,
     raw_call,
     ready,
+    sdk,
     sdk_answer,
     sdk_call,
     shoot,
@@ -55,8 +67,10 @@ from tests.e2e.control_fleet import (
     stayed,
     stop,
 )
+from tests.webhooks import Receiver, listening
 
 pg_server = postgres.pg_server
+redis_server = redis_fixture.redis_server
 
 FLEET_SECRET = "control-fleet-e2e-" + "0123456789abcdef" * 3
 RATE = 200            # calls per second with the key across the fleet while it is revoked
@@ -64,24 +78,42 @@ LOADERS = 4           # clients making them, per instance
 GRACE = 2             # seconds of a rotation's grace
 RECOVER_BOUND = 20.0  # seconds for every worker to take a change again once the database is back
 TLS = ssl.create_default_context()   # one for every client: building one per client costs ~30 ms
+# The budget alert: each worker makes BUDGET_CALLS calls of the simulated backend's CALL_TOKENS tokens (8 of
+# prompt, 1 of reply), 162 of BUDGET_TOKENS in all: 81 %, and 80 % is only reached with every call recorded
+# (17 are 153). Each call reserves 12 (11 estimated, 1 of max_tokens) until it is settled, which rides with
+# its worker's next admission: the last admissions find 6 x 2 x 9 settled and 6 x 12 reserved, 180 (198
+# even were no settle in yet), which the budget admits.
+BUDGET_CALLS = 3
+CALL_TOKENS = 9
+BUDGET_TOKENS = 200
+ALERT_BOUND = ALERTS_INTERVAL + FLUSH + 2.0   # seconds from the last call's answer to the webhook's POST
+QUIET = 2 * ALERTS_INTERVAL + 0.5   # seconds without a claim tried: every worker has claimed what was due
+AFTER = 3.0                         # seconds more the webhook is watched: every worker evaluated again
 
 
 @pytest.fixture(scope="module")
-def fleet(pg_server: postgres.PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    """Three instances of two workers on one PostgreSQL database, one control secret, for the module."""
+def fleet(pg_server: postgres.PgServer, redis_server: redis_fixture.RedisServer,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """Three instances of two workers on one PostgreSQL database and the session's Redis, one control secret,
+    their alerts' webhook on a port held open for the module, for the module."""
     if not pg_server.running:
         pg_server.start()
+    redis_server.resume()
+    redis_server.start()
     database = pg_server.create_database()
     root = tmp_path_factory.mktemp("control-fleet")
     instances: list[Instance] = []
+    hook = listening()
     try:
-        for name in ("one", "two", "three"):
-            instances.append(start(root, name, pg_server.url(database), FLEET_SECRET))
+        stores = Stores(pg_server.url(database), redis_server.url, f"http://127.0.0.1:{hook.getsockname()[1]}/hook")
+        for name in INSTANCES:
+            instances.append(start(root, name, stores, FLEET_SECRET))
         trio.run(ready, instances)
-        yield Fleet(instances, pg_server.url(database), root)
+        yield Fleet(instances, stores, root, hook)
     finally:
         for instance in instances:
             stop(instance)
+        hook.close()
         if not pg_server.running:
             pg_server.start()
         pg_server.drop_database(database)
@@ -295,9 +327,96 @@ async def test_the_database_stopped_mid_load_keeps_known_keys_working_refuses_ch
     assert made_after == [(200, None)] * len(workers)
 
 
+async def test_a_budget_alert_at_80_percent_is_delivered_exactly_once_while_all_six_workers_cross_it_together(
+        fleet):
+    """A key's budget goes from nothing to 81 % in one burst of calls on every worker at once: the webhook gets
+    one POST, of 80 %, and nothing more while every worker evaluates it again. That each of the six workers saw
+    it due, and only one sent it, is told by the claims: each one tried is an ``INSERT ... ON CONFLICT DO
+    NOTHING`` on the alerts table, which draws a seq whether its row was made or not (PostgreSQL)."""
+    receiver = Receiver()
+    began = trio.current_time()
+    first = await trio.to_thread.run_sync(claims_tried, fleet.stores.ledger)
+    spent: list[tuple[str, int, int | None]] = []
+    async with trio.open_nursery() as nursery:
+        await receiver.start(nursery, fleet.webhook)
+        created = await create_key(fleet.instances[0], metadata={"test": "alert"},   # total: no period ends
+                                   budget={"limit_tokens": BUDGET_TOKENS, "period": "total"})
+        secret = created["secret"]
+        async with AsyncExitStack() as stack:
+            workers = await pin_fleet(stack, fleet)
+            await known_everywhere(workers, created["id"], secret, chat=False)
+            before = await claims_once_quiet(fleet.stores.ledger, first, began)
+
+            async def calls(worker: Worker) -> None:
+                for _ in range(BUDGET_CALLS):
+                    spent.append((worker.name, *await budget_call(worker, secret)))
+
+            async with trio.open_nursery() as burst:
+                for worker in workers:
+                    burst.start_soon(calls, worker)
+            burst_done = trio.current_time()
+            stayed(workers)
+        with trio.move_on_after(ALERT_BOUND):
+            while not receiver.got:
+                await trio.sleep(0.05)
+        await trio.sleep(AFTER)
+        got = list(receiver.got)
+        after = await trio.to_thread.run_sync(claims_tried, fleet.stores.ledger)
+        listed = [await admin(instance, "GET", f"/admin/alerts?owner_id={created['id']}")
+                  for instance in fleet.instances]
+        nursery.cancel_scope.cancel()
+    assert sorted(spent) == sorted((w.name, 200, CALL_TOKENS) for w in workers for _ in range(BUDGET_CALLS))
+    total = len(spent) * CALL_TOKENS
+    assert BUDGET_TOKENS * 0.8 <= total < BUDGET_TOKENS
+    assert [(path, body["event"], body["owner_id"], body["threshold"]) for _, path, _, body in got] == \
+        [("/hook", "budget.threshold", created["id"], 0.8)], got
+    assert got[0][0] - burst_done < ALERT_BOUND, f"the POST came {got[0][0] - burst_done:.2f} s after the burst"
+    body = got[0][3]
+    assert (body["owner"], body["bucket"], body["unit"], body["limit_tokens"]) == \
+        ("key", "total:total", "tokens", BUDGET_TOKENS), body
+    assert body["spent_tokens"] == total, body
+    assert after - before == len(workers), f"{after - before} claims tried for {len(workers)} workers"
+    for reply in listed:
+        assert reply.status_code == 200, reply.text
+        assert [(a["event"], a["threshold"], a["status"], a["attempts"], a["last_error"])
+                for a in reply.json()["alerts"]] == [("budget.threshold", 0.8, "delivered", 1, None)], reply.text
+
+
+def claims_tried(ledger: str) -> int:
+    """The claims tried on the fleet's alerts table so far (the last seq its sequence drew)."""
+    with psycopg.connect(ledger, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT pg_sequence_last_value(pg_get_serial_sequence('alerts', 'seq')::regclass)"
+                           ).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+async def claims_once_quiet(ledger: str, first: int, since: float) -> int:
+    """The claims tried once none was for ``QUIET`` seconds (``first`` was read at ``since``): a key revoked
+    just before (by another test) is claimed by each worker a round after its view has the revocation."""
+    tried, changed = first, since
+    while True:
+        now = await trio.to_thread.run_sync(claims_tried, ledger)
+        if now != tried:
+            tried, changed = now, trio.current_time()
+        if trio.current_time() - changed >= QUIET:
+            return tried
+        await trio.sleep(0.1)
+
+
+async def budget_call(worker: Worker, secret: str) -> tuple[int, int | None]:
+    """A chat call with a reply of one token at most (its reservation must fit the budget beside the others'):
+    (status, the tokens its answer counts)."""
+    try:
+        with trio.fail_after(CALL_TIMEOUT + 1):
+            answer = await sdk(worker, secret).chat.completions.create(model="demo", messages=MESSAGES, max_tokens=1)
+    except openai.APIStatusError as exc:
+        return exc.status_code, None
+    return 200, answer.usage.total_tokens if answer.usage else None
+
+
 async def test_an_instance_on_postgresql_without_the_control_secret_keeps_no_database_keys_and_says_why(fleet):
     created = await create_key(fleet.instances[0], metadata={"test": "elsewhere"})
-    lone = start(fleet.root, "no-secret", fleet.ledger, None, workers=1)
+    lone = start(fleet.root, "no-secret", fleet.stores, None, workers=1)
     try:
         await ready([lone], workers=1)
         refused = await admin(lone, "POST", "/admin/keys", {"metadata": {"test": "refused"}})

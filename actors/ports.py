@@ -3,8 +3,9 @@
 The actors speak to backends through an ``Upstream``, keep ledger records in
 a ``UsageStore``, stored-response owners in an ``OwnerStore``, cached answers
 in a ``CacheStore``, search the web for ``:online`` through a ``SearchApi``, ask a ``Limiter`` before
-dispatch and count their calls through ``CallMetrics`` and ``CallSpans``; they never import the HTTP client,
-the stores or the exporters that implement them. ``RuntimePorts`` is the one
+dispatch, call MCP tools through ``ToolServers`` and count their calls through ``CallMetrics`` and
+``CallSpans``; they never import the HTTP client, the stores or the exporters that implement them.
+``RuntimePorts`` is the one
 value the protocol layer hands the Runtime with them
 (``switchyard.protocol.serving.wiring`` assembles it with the real ones).
 """
@@ -28,6 +29,9 @@ from switchyard.actors.control.store import ControlStore as ControlStore
 # imports the ledger (its records, and the relay's meter through CallTrace) and the ledger may not import it back.
 from switchyard.actors.ledger.store import UsageStore as UsageStore
 from switchyard.actors.limits.tickets import Admission, Demand, Summary, Ticket
+
+# The MCP servers' port, re-exported: defined beside the tool calls that use it (actors/mcp).
+from switchyard.actors.mcp.port import ToolServers as ToolServers
 from switchyard.actors.owner_writes import Op
 from switchyard.actors.search.hits import SearchApi as SearchApi  # the web-search providers' clients (:online)
 from switchyard.actors.wire import Wires
@@ -160,6 +164,7 @@ LimiterFor = Callable[[Current, Summary], Limiter]   # the running revision, the
 CacheStoreFor = Callable[[Current], CacheStore]
 SpansFor = Callable[[Current], "CallSpans | None"]   # None: no export configured
 MetricsFor = Callable[[Any], CallMetrics]   # given the Runtime itself: the exposition reads all of its counters
+ToolsFor = Callable[[Snapshot], ToolServers]   # the first revision's mcp_servers (later ones: reconfigure)
 
 
 @frozen
@@ -180,3 +185,4 @@ class RuntimePorts:
     control_off: str | None = None              # why there are no database keys, said to whoever asks for one
     alert_store: AlertStore | None = None       # the alerts table beside the ledger (None: usage.ledger memory)
     search: SearchApi | None = None             # the web_search providers' clients (None: :online is refused)
+    tools_for: ToolsFor | None = None           # mcp_servers' sessions (protocol/mcp; None: /mcp has no tools)

@@ -38,6 +38,7 @@ from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.limits.local import LocalLimiter
+from switchyard.actors.mcp.calls import ToolCalls
 from switchyard.actors.params import ParamOutcomes
 from switchyard.actors.pool import BackendPool
 from switchyard.actors.ports import CallSpans, Limiter, RuntimePorts
@@ -131,6 +132,16 @@ class Runtime:
         self.spans: CallSpans | None = ports.spans_for(current) if ports.spans_for is not None else None
         if self.spans is not None:
             self.traces.listeners.append(self.spans.observe)
+        # MCP servers behind /mcp (mcp_servers): one session each in this worker; every tool call is judged,
+        # limited and recorded by ToolCalls, whichever door makes it.
+        self.tool_servers = ports.tools_for(snapshot) if ports.tools_for is not None else None
+        self.tool_calls = ToolCalls(self.tool_servers, current,
+                                    lambda s: self.control.view.organizations_over(s.organizations), self.limiter,
+                                    self.ledger.record)
+        for part in (self.metrics, self.spans):
+            observe_tool = getattr(part, "observe_tool", None)
+            if observe_tool is not None:
+                self.tool_calls.listeners.append(observe_tool)
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         self.calls = InFlight()             # RequestActors and sessions in flight, for the drain
         self.draining = False
@@ -167,6 +178,8 @@ class Runtime:
                 await self.supervisor.start(self.prompts)
                 if self.watcher is not None:
                     await self.supervisor.start(self.watcher)
+                if isinstance(self.tool_servers, Actor):   # the MCP servers' sessions (stdio ones: subprocesses)
+                    await self.supervisor.start(self.tool_servers)
                 task_status.started(self)
         finally:
             with trio.CancelScope(shield=True):
@@ -270,6 +283,8 @@ class Runtime:
         self.prompts.reconfigure(snapshot.global_prompts)
         self.dedup.reconfigure(snapshot.dedup)
         self.response_owners.reconfigure(snapshot.stored_responses)
+        if self.tool_servers is not None:
+            self.tool_servers.reconfigure(snapshot)
         self.snapshot = snapshot
         self.smart.reconfigure(snapshot)
         self.reload_status.revision = snapshot.revision

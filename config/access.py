@@ -17,6 +17,7 @@ from attrs import frozen
 from switchyard.config import rules
 from switchyard.config.fields import field
 from switchyard.config.limits import Budget, RateLimit, budget_section, rate_limit_section
+from switchyard.config.mcp_servers import allowlist
 from switchyard.config.rules import Invalid
 
 # A key's id: in ``api_keys`` and in the admin API's bodies alike.
@@ -53,6 +54,9 @@ class ApiKey:
     tier: str | None = field(None, _label)
     rate_limit: RateLimit | None = rate_limit_section()   # replaces the dimensions it names of rate_limiting.per_key
     budget: Budget | None = budget_section()
+    # globs on MCP server names, and on public tool names (<server>__<tool>); None: every one (docs/mcp.md)
+    allowed_mcp_servers: tuple[str, ...] | None = allowlist()
+    allowed_mcp_tools: tuple[str, ...] | None = allowlist()
 
     def allows_model(self, model: str) -> bool:
         if self.allowed_models is None:

@@ -29,7 +29,8 @@ from switchyard.config.limits import Budget, Organization, RateLimit
 from switchyard.config.rules import Invalid, Problems, Reader, child
 
 ROOT = "body"
-KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget")
+KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
+              "allowed_mcp_servers", "allowed_mcp_tools")
 RECORD_FIELDS = ("expires_at", "metadata")   # kept on the record (actors/control/records.py), not on ApiKey
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 512
@@ -188,6 +189,8 @@ class CreateBody:
     allowed_backends: tuple[str, ...] | None = None
     rate_limit: RateLimit | None = None
     budget: Budget | None = None
+    allowed_mcp_servers: tuple[str, ...] | None = None
+    allowed_mcp_tools: tuple[str, ...] | None = None
     expires_at: float | None = None             # Unix seconds
     metadata: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -231,6 +234,8 @@ class PatchBody:
     allowed_backends: tuple[str, ...] | None = None
     rate_limit: RateLimit | None = None
     budget: Budget | None = None
+    allowed_mcp_servers: tuple[str, ...] | None = None
+    allowed_mcp_tools: tuple[str, ...] | None = None
     expires_at: float | None = None
     metadata: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -294,7 +299,7 @@ def rotate_body(data: Any) -> RotateBody:
 
 # --- organizations (POST /admin/organizations, PATCH /admin/organizations/{id}) ------------------------
 
-ORG_FIELDS = ("budget", "rate_limit")
+ORG_FIELDS = ("budget", "rate_limit", "allowed_mcp_servers", "allowed_mcp_tools")
 
 
 @frozen
@@ -305,6 +310,8 @@ class OrgBody:
     id: str | None = None
     budget: Budget | None = None
     rate_limit: RateLimit | None = None
+    allowed_mcp_servers: tuple[str, ...] | None = None
+    allowed_mcp_tools: tuple[str, ...] | None = None
     metadata: Mapping[str, str] = attrs.field(factory=dict)
 
     def changes(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.fields import field, section
+from switchyard.config.mcp_servers import allowlist
 from switchyard.config.rules import Invalid, Reader
 
 DIMENSIONS = ("max_concurrent", "requests_per_second", "requests_per_minute", "tokens_per_minute")
@@ -97,6 +98,9 @@ class Organization:
     id: str                                          # required, unique: read by load_limits
     budget: Budget | None = budget_section()
     rate_limit: RateLimit | None = rate_limit_section()   # over rate_limiting.per_organization
+    # what every key of the organization may reach of /mcp, on top of the key's own (docs/mcp.md)
+    allowed_mcp_servers: tuple[str, ...] | None = allowlist()
+    allowed_mcp_tools: tuple[str, ...] | None = allowlist()
 
 
 @frozen

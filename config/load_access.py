@@ -51,6 +51,8 @@ def api_keys(top: Reader) -> Access:
             tier=read(r, ApiKey, "tier"),
             rate_limit=read(r, ApiKey, "rate_limit"),
             budget=read(r, ApiKey, "budget"),
+            allowed_mcp_servers=read(r, ApiKey, "allowed_mcp_servers"),
+            allowed_mcp_tools=read(r, ApiKey, "allowed_mcp_tools"),
         )
         r.finish()
         if key_id in ids:

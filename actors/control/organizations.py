@@ -20,6 +20,7 @@ from switchyard.actors.control.records import OrgRecord
 from switchyard.actors.control.shown import org_facts
 from switchyard.actors.control.store import ControlConflict
 from switchyard.actors.errors import KeyConflict, RouteNotFound
+from switchyard.config.key_body import ORG_FIELDS
 from switchyard.config.limits import Organization
 
 
@@ -46,7 +47,9 @@ class OrgChanges:
         if org_id in self._config_ids():
             raise KeyConflict(f"The id '{org_id}' is an organization of the config; choose another", param="body.id")
         now = self._clock()
-        org = Organization(id=org_id, budget=values.get("budget"), rate_limit=values.get("rate_limit"))
+        org = Organization(id=org_id, budget=values.get("budget"), rate_limit=values.get("rate_limit"),
+                           allowed_mcp_servers=values.get("allowed_mcp_servers"),
+                           allowed_mcp_tools=values.get("allowed_mcp_tools"))
         record = OrgRecord(org, now, now, created_by, dict(values.get("metadata") or {}))
         try:
             await self.plane.change(store.insert_organization, record, audit=self.actor.entry(
@@ -58,7 +61,7 @@ class OrgChanges:
     async def update(self, org_id: str, changes: Mapping[str, Any]) -> OrgRecord:
         store = self.plane.writable()
         old = self.record(org_id)
-        org = attrs.evolve(old.organization, **{n: v for n, v in changes.items() if n in ("budget", "rate_limit")})
+        org = attrs.evolve(old.organization, **{n: v for n, v in changes.items() if n in ORG_FIELDS})
         new = attrs.evolve(old, organization=org)
         if "metadata" in changes:
             new = attrs.evolve(new, metadata=dict(changes["metadata"] or {}))

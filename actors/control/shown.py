@@ -13,7 +13,7 @@ import attrs
 
 from switchyard.actors.control.records import AdminRecord, KeyRecord, OrgRecord
 from switchyard.config.access import ApiKey
-from switchyard.config.limits import Budget, RateLimit
+from switchyard.config.limits import Budget, Organization, RateLimit
 
 STATUSES = ("active", "revoked", "expired")
 
@@ -34,7 +34,8 @@ def status_of(record: KeyRecord, now: float) -> str:
 def settings(key: ApiKey) -> dict[str, Any]:
     """What the key may reach and spend, as written (the limiter's view says what is left)."""
     return {"tier": key.tier, "allowed_models": _listed(key.allowed_models),
-            "allowed_backends": _listed(key.allowed_backends), **limits_json(key.rate_limit, key.budget)}
+            "allowed_backends": _listed(key.allowed_backends), **limits_json(key.rate_limit, key.budget),
+            **mcp_json(key)}
 
 
 def limits_json(rate_limit: RateLimit | None, budget: Budget | None) -> dict[str, Any]:
@@ -42,6 +43,12 @@ def limits_json(rate_limit: RateLimit | None, budget: Budget | None) -> dict[str
     return {"rate_limit": attrs.asdict(rate_limit) if rate_limit is not None else None,
             "budget": None if budget is None else {"limit_usd": budget.limit_usd, "limit_tokens": budget.limit_tokens,
                                                    "period": budget.period.value}}
+
+
+def mcp_json(owner: ApiKey | Organization) -> dict[str, Any]:
+    """A key's or an organization's ``/mcp`` allowlists as written."""
+    return {"allowed_mcp_servers": _listed(owner.allowed_mcp_servers),
+            "allowed_mcp_tools": _listed(owner.allowed_mcp_tools)}
 
 
 def _listed(names: tuple[str, ...] | None) -> list[str] | None:
@@ -77,7 +84,8 @@ def key_facts(record: KeyRecord) -> dict[str, Any]:
 
 def org_facts(record: OrgRecord) -> dict[str, Any]:
     org = record.organization
-    return {"id": org.id, **limits_json(org.rate_limit, org.budget), "metadata": dict(record.metadata)}
+    return {"id": org.id, **limits_json(org.rate_limit, org.budget), **mcp_json(org),
+            "metadata": dict(record.metadata)}
 
 
 def admin_json(record: AdminRecord) -> dict[str, Any]:

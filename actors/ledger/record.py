@@ -16,7 +16,7 @@ from switchyard.actors import safe_text
 from switchyard.actors.ids import random_hex
 from switchyard.config.names import MAX_NAME_LENGTH
 
-PURPOSES = ("client", "classifier", "web_search")
+PURPOSES = ("client", "classifier", "web_search", "mcp")   # mcp: a tool call at /mcp (actors/mcp/records.py)
 GROUPS = ("key", "org", "model", "backend", "day", "hour")
 # A group's column in the record, for the identity groups.
 GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "backend": "backend"}
@@ -76,7 +76,7 @@ class LedgerRecord:
     latency_ms: float = 0.0           # arrival to end
     ttfb_ms: float | None = None      # arrival to the answer's first byte to the client
     stream: bool = False
-    purpose: str = field(default="client", converter=_id)   # client | classifier | web_search
+    purpose: str = field(default="client", converter=_id)   # client | classifier | web_search | mcp
     trace_id: str | None = field(default=None, converter=_id)
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
     # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from switchyard.actors.control.organizations import OrgChanges, org_not_found
 from switchyard.actors.control.records import OrgRecord
-from switchyard.actors.control.shown import iso, limits_json
+from switchyard.actors.control.shown import iso, limits_json, mcp_json
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, PermissionDenied
 from switchyard.config.key_body import KeyBodyError, org_body
 from switchyard.config.limits import Organization
@@ -33,7 +33,7 @@ SOURCES = ("config", "database")
 
 def org_json(org: Organization, record: OrgRecord | None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": org.id, "source": "database" if record is not None else "config",
-                           **limits_json(org.rate_limit, org.budget)}
+                           **limits_json(org.rate_limit, org.budget), **mcp_json(org)}
     if record is None:
         out["read_only"] = True
     else:

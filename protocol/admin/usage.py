@@ -89,7 +89,8 @@ class UsageAdmin:
             raise MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}", allowed=("GET",))
         request_id = scope["path"][len(REQUEST_PREFIX):]
         records = await ask(runtime, lambda reader: reader.for_request(request_id))
-        client = [r for r in records if r.purpose == "client"]
+        # a model call's record, or a /mcp tool call's (purpose mcp: docs/mcp.md)
+        client = [r for r in records if r.purpose == "client"] or [r for r in records if r.purpose == "mcp"]
         if not client:
             raise RouteNotFound(f"No usage record for request id '{request_id}' (the ledger keeps "
                                 "usage.retention; a call's record arrives within usage.flush_interval of its end)",

@@ -25,8 +25,9 @@ from switchyard.config.access import Access, ApiKey
 if TYPE_CHECKING:
     from switchyard.actors.control.plane import ControlPlane
 
-# Paths that carry client traffic; /health, /ready and /metrics stay open for probes and scrapers.
-DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/")
+# Paths that carry client traffic (/mcp: the MCP servers behind the gateway); /health, /ready and /metrics stay
+# open for probes and scrapers.
+DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/", "/mcp")
 
 
 def credential(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:

@@ -34,7 +34,7 @@ from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors import anthropic as anthropic_ingress
-from switchyard.protocol.doors import endpoints, images, key_info, responses_stored, responses_ws
+from switchyard.protocol.doors import endpoints, images, key_info, mcp, responses_stored, responses_ws
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors.anthropic_sink import respond_error
 from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
@@ -93,6 +93,7 @@ class App:
         self.admin = AdminApi(respond, link_login=link_login)
         self.gate = Gate(lambda: self.runtime)   # who asks, whether it may come in, how many are in
         self.model_routes = ModelRoutes()   # the model list, its cache and its rate limits
+        self.mcp_endpoint = mcp.McpEndpoint()   # /mcp: the MCP servers behind the gateway
         self.stop_requested = False       # a drain was asked for (possibly before the Runtime was up)
         # path -> method -> handler(who, scope, receive, send)
         self.routes: dict[str, dict[str, Callable[..., Awaitable[None]]]] = {
@@ -111,6 +112,7 @@ class App:
             "/v1/models/refresh": {"POST": self._capped(self.model_routes.refresh_models)},
             "/v1/models/extended": {"GET": self._capped(self.model_routes.models_extended)},
             key_info.PATH: {"GET": self._capped(key_info.key_info)},
+            mcp.PATH: {method: self._with_body(self.mcp) for method in mcp.METHODS},   # docs/mcp.md
             "/health": {"GET": self.health},
             "/ready": {"GET": self.ready},
             "/metrics": {"GET": self.metrics},
@@ -337,6 +339,10 @@ class App:
             with await self.gate.admit(read=read) as passage:
                 await handler(passage.runtime, who, scope, receive, send, passage.body)
         return capped
+
+    async def mcp(self, runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send,
+                  body: bytes) -> None:
+        await self.mcp_endpoint.serve(self._nursery, runtime, who, scope, receive, send, body)
 
     async def metrics(self, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, exposition(self._runtime()), [(b"content-type", CONTENT_TYPE)])

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from switchyard.actors import safe_text
 from switchyard.actors.events import CallTrace
 from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.actors.mcp.records import ToolCall
 from switchyard.actors.routing.listing import list_models
 from switchyard.actors.routing.variants import VARIANTS
 from switchyard.protocol.serving.label_children import LabelChildren
@@ -43,6 +44,7 @@ from switchyard.protocol.serving.store_metrics import (
     CountersCollector,
     counters_of,
 )
+from switchyard.protocol.serving.tool_metrics import ToolMetrics
 from switchyard.protocol.serving.usage_metrics import UsageMetrics
 
 if TYPE_CHECKING:
@@ -134,6 +136,7 @@ class GatewayMetrics:
             runtime.response_owners.writes, STORED)))
         r.register(CountersCollector(CONTROL, lambda: counters_of(
             runtime.control if runtime.control.store is not None else None, CONTROL)))
+        self.tools = ToolMetrics(r)   # MCP tool calls (/mcp), by server, tool and outcome
         self._child = LabelChildren()   # metric.labels(...), looked up once per label values
         self._models: set[str] = set()
         self.clean_labels = False   # a label value UTF-8 cannot encode was met: every scrape cleans (metrics.py)
@@ -158,6 +161,11 @@ class GatewayMetrics:
         self.admission.observe(seconds)
         if refusal is not None:
             self._child(self.limit_refusals, refusal.scope, refusal.dimension).inc()
+
+    # --- MCP tool calls (ToolCalls' listener) --------------------------------------------
+
+    def observe_tool(self, call: ToolCall) -> None:
+        self.tools.observe(call)
 
     # --- ledger records (the LedgerActor's listener) ------------------------------------
 

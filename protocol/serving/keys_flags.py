@@ -26,6 +26,7 @@ from switchyard.config.key_body import KEY_FIELDS, RECORD_FIELDS, ROOT, KeyBodyE
 FLAGS = {"id": "--id", "organization_id": "--organization-id", "tier": "--tier",
          "allowed_models": "--allowed-model", "allowed_backends": "--allowed-backend",
          "rate_limit": "--rate-limit", "budget": "--budget", "expires_at": "--expires-at",
+         "allowed_mcp_servers": "--allowed-mcp-server", "allowed_mcp_tools": "--allowed-mcp-tool",
          "metadata": "--label", "grace_seconds": "--grace"}
 FIELDS = (*KEY_FIELDS, *RECORD_FIELDS)
 # what ``--clear`` takes: an option's name, or the API's field name
@@ -46,6 +47,12 @@ def add_field_options(parser: argparse.ArgumentParser, *, update: bool = False) 
     parser.add_argument("--allowed-backend", action="append", metavar="NAME",
                         help="a backend of the config the key may reach; repeat for more"
                              + unset("every public backend"))
+    parser.add_argument("--allowed-mcp-server", action="append", metavar="GLOB",
+                        help="an MCP server name or glob the key may reach at /mcp; repeat for more"
+                             + unset("every server"))
+    parser.add_argument("--allowed-mcp-tool", action="append", metavar="GLOB",
+                        help="a tool name or glob (<server>__<tool>) the key may list and call at /mcp; repeat "
+                             "for more" + unset("every tool"))
     replaces = " (replaces the key's whole limit: nothing is merged)" if update else ""
     parser.add_argument("--rate-limit", action="append", metavar="NAME=VALUE[,...]",
                         help="of requests_per_second, requests_per_minute, tokens_per_minute, max_concurrent: "
@@ -121,6 +128,8 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     problems: list[tuple[str, str]] = []
     for field, value in (("organization_id", args.organization_id), ("tier", args.tier),
                          ("allowed_models", args.allowed_model), ("allowed_backends", args.allowed_backend),
+                         ("allowed_mcp_servers", args.allowed_mcp_server),
+                         ("allowed_mcp_tools", args.allowed_mcp_tool),
                          ("expires_at", None if args.expires_at is None else scalar(args.expires_at))):
         if value is not None:
             body[field] = value

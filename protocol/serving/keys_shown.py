@@ -15,6 +15,8 @@ LINES = (("id", ("id",)), ("source", ("source",)), ("status", ("status",)), ("pr
          ("organization_id", ("organization_id",)), ("tier", ("settings", "tier")),
          ("allowed_models", ("settings", "allowed_models")), ("allowed_backends", ("settings", "allowed_backends")),
          ("rate_limit", ("settings", "rate_limit")), ("budget", ("settings", "budget")),
+         ("allowed_mcp_servers", ("settings", "allowed_mcp_servers")),
+         ("allowed_mcp_tools", ("settings", "allowed_mcp_tools")),
          ("expires_at", ("expires_at",)), ("created_at", ("created_at",)), ("created_by", ("created_by",)),
          ("updated_at", ("updated_at",)), ("revoked_at", ("revoked_at",)), ("last_used_at", ("last_used_at",)),
          ("labels", ("metadata",)), ("previous_secret", ("previous_secret",)), ("secret", ("secret",)))

@@ -32,10 +32,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from switchyard.actors.events import CallTrace
-from switchyard.actors.trace import new_span_id
+from switchyard.actors.mcp.records import ToolCall
+from switchyard.actors.trace import TraceContext, new_span_id
 from switchyard.config.schema import Snapshot
 from switchyard.config.telemetry import OtlpExport
-from switchyard.protocol.serving.otlp_spans import backend_address, call_spans
+from switchyard.protocol.serving.otlp_spans import backend_address, call_spans, tool_span
 
 log = logging.getLogger("switchyard.tracing")
 
@@ -121,7 +122,7 @@ class SpanExport:
     def failed(self) -> int:
         return self.exporter.failed
 
-    def sampled(self, trace: CallTrace) -> bool:
+    def sampled(self, trace: CallTrace | TraceContext) -> bool:
         assert trace.trace_id is not None
         if trace.parent_id is not None and trace.flags is not None:
             return bool(int(trace.flags, 16) & 1)
@@ -143,6 +144,22 @@ class SpanExport:
                 continue
             self.queued += 1
             self.processor.on_end(span)
+
+    def observe_tool(self, call: ToolCall) -> None:
+        """Export an MCP tool call's span if its trace is sampled; never waits (like ``observe``)."""
+        if call.trace is None:
+            return
+        if not self.sampled(call.trace):
+            self.unsampled += 1
+            return
+        self._queue(tool_span(call, self.resource, SCOPE))
+
+    def _queue(self, span: ReadableSpan) -> None:
+        if self.queued - self.exporter.taken >= self.config.max_queue_size:
+            self.dropped += 1
+            return
+        self.queued += 1
+        self.processor.on_end(span)
 
     def close(self) -> None:
         """Export what is queued within ``timeout``, then stop (blocking: run it in a worker thread).

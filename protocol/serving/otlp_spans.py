@@ -1,4 +1,5 @@
-"""What one finished call becomes in OpenTelemetry: a ``router.request`` span and one span per attempt.
+"""What one finished call becomes in OpenTelemetry: a ``router.request`` span and one span per attempt (and
+what an MCP tool call becomes: one ``execute_tool`` span, ``tool_span``).
 
 Built after the fact from the call's ``CallTrace`` (its route events, with
 their instants), never while the call runs: nothing is started across an
@@ -35,6 +36,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from switchyard.actors.events import CallTrace, Step, event_ms
 from switchyard.actors.ledger.entries import endpoint_of, outcome
+from switchyard.actors.mcp.records import ToolCall
 
 ROOT = "router.request"
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -177,6 +179,30 @@ def _attempt(trace: CallTrace, index: int, parent: SpanContext, resource: Resour
         f"{operation} {model}", ctx, parent, resource, attributes, span_events, kind=SpanKind.CLIENT,
         status=Status(StatusCode.ERROR, str(error)) if failure is not None else Status(StatusCode.UNSET),
         start_time=_at(trace, selected), end_time=end, instrumentation_scope=scope)
+
+
+def tool_span(call: ToolCall, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
+    """An MCP tool call's span (kind CLIENT: the gateway calls the tool server), a child of the client's
+    ``traceparent`` span when one came in; OpenTelemetry's GenAI ``execute_tool`` names."""
+    trace = call.trace
+    assert trace is not None and call.span_id is not None
+    trace_id = int(trace.trace_id, 16)
+    parent = None
+    if trace.parent_id is not None:
+        parent = SpanContext(trace_id, int(trace.parent_id, 16), is_remote=True,
+                             trace_flags=TraceFlags(int(trace.flags or "01", 16)))
+    failed = call.outcome not in ("ok", "tool_error")
+    attributes = _present({
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool, "router.mcp_server": call.server,
+        "router.request_id": call.request_id, "router.outcome": call.outcome,
+        "error.type": call.outcome if failed or call.outcome == "tool_error" else None})
+    start = int(call.wall * 1e9)
+    return ReadableSpan(
+        f"execute_tool {call.tool}", SpanContext(trace_id, int(call.span_id, 16), is_remote=False,
+                                                 trace_flags=SAMPLED),
+        parent, resource, attributes, (), kind=SpanKind.CLIENT,
+        status=Status(StatusCode.ERROR, call.outcome) if failed else Status(StatusCode.UNSET),
+        start_time=start, end_time=start + int(call.seconds * 1e9), instrumentation_scope=scope)
 
 
 def backend_address(url: str | None) -> tuple[str, int | None] | None:

@@ -19,6 +19,7 @@ from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStoreKind
 from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
+from switchyard.protocol.mcp.servers import McpServers
 from switchyard.protocol.search.client import ProviderSearch
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
@@ -63,7 +64,8 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
         cache_store_for=shared_cache if snapshot.response_cache.store is CacheStoreKind.REDIS else None,
         metrics_for=GatewayMetrics, spans_for=spans_for,
         control_store=open_control_store(snapshot.usage, data) if secret is not None else None,
-        control_secret=secret, control_off=off, alert_store=open_alert_store(snapshot.usage, data))
+        control_secret=secret, control_off=off, alert_store=open_alert_store(snapshot.usage, data),
+        tools_for=McpServers)
     return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
                    config_path=config_path, watch=watch)
 

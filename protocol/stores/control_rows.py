@@ -24,7 +24,8 @@ TABLE = "control_keys"
 COLUMNS = ("id", "digest", "prefix", "previous_digest", "previous_prefix", "previous_valid_until", "created_at",
            "updated_at", "expires_at", "revoked_at", "last_used_at", "created_by", "settings")
 # the settings JSON's members: every ApiKey field but its id (a column) and its secret (never kept)
-SETTINGS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget", "metadata")
+SETTINGS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget", "metadata",
+            "allowed_mcp_servers", "allowed_mcp_tools")
 
 
 def row_of(record: KeyRecord) -> tuple[Any, ...]:
@@ -58,6 +59,8 @@ def settings_of(record: KeyRecord) -> str:
         "rate_limit": None if key.rate_limit is None else attrs.asdict(key.rate_limit),
         "budget": _budget_json(key.budget),
         "metadata": dict(record.metadata),
+        "allowed_mcp_servers": _listed(key.allowed_mcp_servers),
+        "allowed_mcp_tools": _listed(key.allowed_mcp_tools),
     }
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
@@ -72,7 +75,8 @@ def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
                      allowed_models=None if models is None else tuple(models),
                      allowed_backends=None if backends is None else tuple(backends),
                      rate_limit=None if rate is None else RateLimit(**rate),
-                     budget=_budget_of(budget))
+                     budget=_budget_of(budget), allowed_mcp_servers=_tuple(data.get("allowed_mcp_servers")),
+                     allowed_mcp_tools=_tuple(data.get("allowed_mcp_tools")))
         return key, dict(data.get("metadata") or {})
     except (ValueError, TypeError, KeyError) as exc:   # json's errors are ValueErrors
         raise ValueError(f"the settings of key {key_id!r} cannot be read: {exc}") from exc
@@ -80,13 +84,15 @@ def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
 
 ORG_TABLE = "control_organizations"
 ORG_COLUMNS = ("id", "created_at", "updated_at", "created_by", "settings")
-ORG_SETTINGS = ("rate_limit", "budget", "metadata")
+ORG_SETTINGS = ("rate_limit", "budget", "metadata", "allowed_mcp_servers", "allowed_mcp_tools")
 
 
 def org_row_of(record: OrgRecord) -> tuple[Any, ...]:
     org = record.organization
     data = {"rate_limit": None if org.rate_limit is None else attrs.asdict(org.rate_limit),
-            "budget": _budget_json(org.budget), "metadata": dict(record.metadata)}
+            "budget": _budget_json(org.budget), "metadata": dict(record.metadata),
+            "allowed_mcp_servers": _listed(org.allowed_mcp_servers),
+            "allowed_mcp_tools": _listed(org.allowed_mcp_tools)}
     return (org.id, record.created_at, record.updated_at, record.created_by,
             json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False))
 
@@ -98,7 +104,9 @@ def org_record_of(row: Sequence[Any]) -> OrgRecord:
         data = _settings_json(settings, ORG_SETTINGS)
         rate = data.get("rate_limit")
         org = Organization(id=org_id, budget=_budget_of(data.get("budget")),
-                           rate_limit=None if rate is None else RateLimit(**rate))
+                           rate_limit=None if rate is None else RateLimit(**rate),
+                           allowed_mcp_servers=_tuple(data.get("allowed_mcp_servers")),
+                           allowed_mcp_tools=_tuple(data.get("allowed_mcp_tools")))
         return OrgRecord(org, created_at, updated_at, created_by, dict(data.get("metadata") or {}))
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"the settings of organization {org_id!r} cannot be read: {exc}") from exc
@@ -113,6 +121,18 @@ def _settings_json(settings: str, known: Sequence[str]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"members this Switchyard does not know: {', '.join(unknown)}")
     return data
+
+
+def _listed(names: tuple[str, ...] | None) -> list[str] | None:
+    return None if names is None else list(names)
+
+
+def _tuple(names: Any) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"an allowlist must be a list of strings, got {names!r}")
+    return tuple(names)
 
 
 def _budget_json(budget: Budget | None) -> dict[str, Any] | None:

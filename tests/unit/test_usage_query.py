@@ -50,9 +50,9 @@ def test_purpose_classifier_selects_the_gateways_own_tries():
     assert parse_query({"purpose": "classifier"}).purpose == "classifier"
 
 
-def test_purpose_must_be_client_classifier_or_all():
+def test_purpose_must_be_client_classifier_mcp_or_all():
     assert refused({"purpose": "gateway"}, "purpose") == \
-        "purpose must be one of client, classifier, web_search, all, got 'gateway'"
+        "purpose must be one of client, classifier, web_search, mcp, all, got 'gateway'"
 
 
 def test_a_bare_date_is_midnight_utc():

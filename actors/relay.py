@@ -59,6 +59,9 @@ COST_ESTIMATED_HEADER = b"x-continuum-cost-estimated"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
 
 Transform = Callable[[dict[str, Any], bytes], list[tuple[bytes, dict[str, Any]]]]
+# Judges a whole buffered answer before it goes out (fallback.quality_check: actors/quality_gate.py): the
+# headers to send it with, or it raises AttemptFailed.
+AnswerCheck = Callable[..., list[tuple[bytes, bytes]]]
 
 
 class ResponseSink(Protocol):
@@ -152,6 +155,7 @@ class Relay:
         # for a chunk holding twenty events instead of twenty.
         self._pending: list[bytes] = []
         self.meter: CallMeter | None = None             # the call's spend: the client's cost header and chunk
+        self.check: AnswerCheck | None = None            # the call's quality check, on buffered answers
 
     def begin(self, settings: AttemptRelaySettings) -> None:
         """Relay the next attempt by ``settings``; what the last attempt reported of its usage is forgotten."""
@@ -181,6 +185,8 @@ class Relay:
         if self.empty_reply_is_failure and _empty_reply(payload):
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
+        if self.check is not None:
+            headers = self.check(backend, body, payload, headers, self.rename)
         await self.send_whole(body, payload, self.cost_headers(headers))
 
     def cost_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

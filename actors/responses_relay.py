@@ -80,9 +80,12 @@ async def _buffered(relay: Relay, backend: str, response: httpx.Response, attemp
         raise AttemptFailed(Failure(Kind.PROTOCOL), UpstreamStatusError(backend, 502, body, b"application/json"))
     _usage(relay, payload.get("usage"))
     relay.output_seen = 0
-    await remember(_response_id(payload))
+    found = _response_id(payload)
+    if relay.check is not None:   # an answer kept for later names its owner when it goes out
+        headers = relay.check(backend, body, payload, headers, relay.rename, True, lambda: remember(found))
+    await remember(found)
     await relay.send_whole(body, payload, relay.cost_headers(headers))
-    return _response_id(payload)
+    return found
 
 
 async def _stream(relay: Relay, backend: str, response: httpx.Response, attempt: AttemptBudget,

@@ -25,7 +25,6 @@ class Unsupported:
 
 
 UNSUPPORTED: dict[str, Unsupported] = {u.path: u for u in (
-    Unsupported("fallback.quality_check"),
     Unsupported("prefix_routing.salt_echo"),
     Unsupported("prefix_routing.anthropic_cache_control_injection"),
     Unsupported("kv_cache_index"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from switchyard.config.fields import load_section, read
+from switchyard.config.quality_check import QualityCheck
 from switchyard.config.resilience import (
     CircuitBreaker,
     Fallback,
@@ -25,7 +26,7 @@ from switchyard.config.resilience import (
     StreamingTimeouts,
     Timeouts,
 )
-from switchyard.config.rules import Invalid, Problems, Reader, child, type_name
+from switchyard.config.rules import Invalid, Problems, Reader, child, string_list, type_name
 
 # --- rules -------------------------------------------------------------------
 
@@ -229,10 +230,17 @@ def fallback(r: Reader) -> Fallback:
     chains = _chains(r)
     settings = {name: load_section(ModelFallbackSettings, Reader(raw, path, r.problems))
                 for name, raw, path in by_model(r, "model_settings")}
-    out = load_section(Fallback, r, fallback_chains=chains, model_settings=settings)
+    out = load_section(Fallback, r, fallback_chains=chains, model_settings=settings,
+                       quality_check=quality_check(r.section("quality_check")))
     if not out.enabled and chains:
         r.problems.warn(child(r.path, "fallback_chains"), "chains are ignored while fallback.enabled is false")
     return out
+
+
+def quality_check(r: Reader) -> QualityCheck:
+    """``fallback.quality_check``: its ``models`` are chains' primary models, named as chains name them."""
+    models: tuple[str, ...] = r.get("models", string_list(chain_model_name), ())
+    return load_section(QualityCheck, r, models=models)
 
 
 def _chains(r: Reader) -> dict[str, tuple[str, ...]]:

@@ -14,6 +14,7 @@ from attrs import frozen
 
 from switchyard.config import rules, values
 from switchyard.config.fields import field, section
+from switchyard.config.quality_check import QualityCheck
 
 DEFAULT_CONTINUATION_PROMPT = (
     "Continue from where you left off exactly. Do not repeat any previously generated content."
@@ -118,7 +119,8 @@ class ModelFallbackSettings:
 
 @frozen
 class Fallback:
-    """``fallback_chains`` and ``model_settings`` are keyed by model name: ``load_resilience.fallback``."""
+    """``fallback_chains`` and ``model_settings`` are keyed by model name, and ``quality_check.models`` names
+    chains' models: ``load_resilience.fallback``."""
 
     enabled: bool = field(False, rules.boolean)
     mid_stream_enabled: bool = field(True, rules.boolean)
@@ -126,6 +128,7 @@ class Fallback:
     fallback_policy: FallbackPolicy = section(FallbackPolicy)
     empty_reply_retry: EmptyReplyRetry = section(EmptyReplyRetry)
     model_settings: Mapping[str, ModelFallbackSettings] = attrs.field(factory=dict)
+    quality_check: QualityCheck = QualityCheck()   # judged by no model unless it names some
 
 
 def _failure_rate(value: Any) -> float:

@@ -53,7 +53,7 @@ SSE_TYPE = b"text/event-stream"
 BYPASS_REASONS = ("endpoint", "model", "key", "temperature", "no_store", "no_cache", "variant_online",
                   "provider_preferences", "fallback_chain", "several_backends", "no_backend", "store_unavailable")
 NOT_STORED_REASONS = ("error", "truncated", "route_changed", "no_finish_reason", "malformed", "too_large",
-                      "store_unavailable")
+                      "store_unavailable", "quality_check_failed")
 Run = Callable[["ResponseSink", Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
@@ -217,6 +217,8 @@ def _unclean(actor: Actor, rec: Recorder, backend: BackendConfig) -> str | None:
     steps = actor.trace.steps   # (event, instant, attempt, backend, model, detail): see CallTrace
     if any(step[0] == "route_changed" for step in steps):
         return "route_changed"
+    if any(step[0] == "quality_check_unmet" for step in steps):
+        return "quality_check_failed"   # an answer given only because none passed (actors/quality_gate.py)
     if steps and steps[-1][3] != backend.name:
         return "route_changed"   # a pin given up: another backend answered
     return None

@@ -32,7 +32,7 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors import log_fields
+from switchyard.actors import log_fields, quality_gate
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
 from switchyard.actors.call import admission, attempt_body, stored_responses
 from switchyard.actors.call.answering import answer, fallback_permit
@@ -58,6 +58,7 @@ from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
 from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.messages import Call
+from switchyard.actors.quality_gate import QualityGate, gate_for
 from switchyard.actors.relay import AttemptFailed, AttemptRelaySettings, Relay, ResponseSink, Transform
 from switchyard.actors.rename import Rename
 from switchyard.actors.routing import variants
@@ -112,6 +113,7 @@ class RequestActor:
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
         self.search_cost = 0.0              # USD of the :online loop's searches (each its own ledger record)
+        self.quality: QualityGate | None = None   # fallback.quality_check's, for a buffered call it judges
 
     def admit(self) -> None:
         """Refuse the call (raise its GatewayError), or fix its reach and its policy-shaped body."""
@@ -122,6 +124,11 @@ class RequestActor:
                                     searches=rt.search is not None),
             self.reach, self.trace, rt.request_params_outcomes)
         self.route.holder = stored_responses.holder(rt.response_owners, self.call)   # previous_response_id's backend
+        self.quality = gate_for(self.call, self.model, self._online)   # an invalid client schema: its 400
+
+    @property
+    def _online(self) -> bool:
+        return self.variant is not None and self.variant.variant == variants.ONLINE
 
     def _bind(self, sink: ResponseSink, disconnected: Callable[[], Awaitable[None]]) -> None:
         self.sink = sink
@@ -131,11 +138,14 @@ class RequestActor:
         # What the client has been sent is kept only when a broken stream may be continued (chat messages only).
         call = self.call
         resumable = call.stream and call.endpoint not in NO_MESSAGES and can_resume(call, self.model)
+        # Not on images (an images answer without images: images_relay.py), nor where fallback.quality_check
+        # applies: the spec has empty_reply_retry step aside there.
         empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != Endpoint.EMBEDDINGS \
-            and call.endpoint not in IMAGES   # (an images answer without images: images_relay.py)
+            and call.endpoint not in IMAGES and not quality_gate.applies(call, self.model, self._online)
         self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
                                          call.snapshot.server.max_upstream_response_bytes)
         self.relay.meter = self.meter
+        self.relay.check = self.quality
         self.meter.payload = call.payload   # admitted: the body as dispatched
 
     async def refuse(self, sink: ResponseSink, err: GatewayError) -> None:
@@ -260,7 +270,20 @@ class RequestActor:
             await self.run_attempts(budget)
 
     async def run_attempts(self, budget: CallBudget) -> None:
-        """The call's attempts until one answered: retries, siblings, the fallback chain, within ``budget``."""
+        """The call's attempts until one answered: retries, siblings, the fallback chain, within ``budget``;
+        when none did and an answer failed only its quality check, the last such answer."""
+        try:
+            await self._route_loop(budget)
+        except GatewayError:
+            gate = self.quality
+            if gate is None or gate.held is None or self.sink.started:
+                raise
+            self._last_route = (gate.held.backend, gate.model)
+            self.trace.add("quality_check_unmet", backend=gate.held.backend, model=gate.model,
+                           check=gate.held.verdict.check)
+            await gate.deliver(self.relay.sink, self.meter)
+
+    async def _route_loop(self, budget: CallBudget) -> None:
         rt, snap = self.runtime, self.call.snapshot
         plan = RoutePlan(self.model, snap.fallback, snap.retry)
         tried: set[str] = set()          # backends dialed for the current model
@@ -341,8 +364,14 @@ class RequestActor:
 
     def _failed_event(self, backend: str, model: str, failed: AttemptFailed) -> None:
         f = failed.failure
+        extra = {}
+        gate = self.quality
+        if f.kind is Kind.QUALITY_CHECK and gate is not None and gate.held is not None:
+            gate.model = model   # the answer it keeps is this model's
+            verdict = gate.held.verdict
+            extra["quality_check_failed"] = {"check": verdict.check, "reason": verdict.reason}
         self.trace.add("attempt_failed", backend=backend, model=model, kind=f.kind.value, status=f.status,
-                       timeout=f.timeout, error=failed.error.message, committed=self.sink.started)
+                       timeout=f.timeout, error=failed.error.message, committed=self.sink.started, **extra)
 
     def _route_changed(self, from_backend: str | None, from_model: str, to_backend: str | None, to_model: str,
                        failure: Failure, **extra: Any) -> None:

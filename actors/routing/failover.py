@@ -39,6 +39,7 @@ class Kind(str, Enum):
     PROTOCOL = "protocol_error"
     UNHEALTHY = "backend_unhealthy"             # nothing routable, or the dial bound is full
     EMPTY_REPLY = "empty_reply"
+    QUALITY_CHECK = "quality_check_failed"      # a whole answer that failed fallback.quality_check
 
 
 @frozen
@@ -150,7 +151,8 @@ class RoutePlan:
         kind = failure.kind
         if kind is Kind.CLIENT_ERROR:
             return Stop()
-        if kind in (Kind.CONTEXT_WINDOW, Kind.CONTENT_POLICY, Kind.EMPTY_REPLY):
+        if kind in (Kind.CONTEXT_WINDOW, Kind.CONTENT_POLICY, Kind.EMPTY_REPLY, Kind.QUALITY_CHECK):
+            # the model's answer, not the route, is at fault: another backend of the same model answers alike
             return MoveOn(sibling=False, chain=self.chain_allows(failure))
         retry = self._retry_delay(failure, policy, budget_left, draw) if backend.replay else None
         if retry is not None:
@@ -210,7 +212,7 @@ class RoutePlan:
         if kind is Kind.EMPTY_REPLY:
             empty = self.fallback.empty_reply_retry
             return empty.enabled and self.extra_empty_hops < empty.max_extra_hops
-        return False
+        return kind is Kind.QUALITY_CHECK   # turned on per model by fallback.quality_check
 
     # --- moves, made by the actor once it knows what is routable -------------
 

@@ -108,6 +108,9 @@ class GatewayMetrics:
             ["reason"], registry=r)
         for reason in (SAME_MODEL, CHAIN):   # both series from the start, so rate() works at once
             self.streaming_fallbacks.labels(reason)
+        self.quality_failures = Counter(
+            "continuum_quality_check_failures", "Answers that failed fallback.quality_check (each a failed "
+            "attempt), by the model that answered and the check", ["model", "check"], registry=r)
         self.timeouts = Counter(
             "switchyard_timeouts", "Attempts that failed on a timeout, by backend and which limit fired",
             ["backend", "kind"], registry=r)
@@ -207,6 +210,8 @@ class GatewayMetrics:
                 if d.get("kind") == "timeout":
                     limit = d.get("timeout")
                     self.timeouts.labels(step_backend or NONE, limit if limit in TIMEOUT_KINDS else OTHER).inc()
+                elif (failed := d.get("quality_check_failed")) is not None:
+                    self.quality_failures.labels(self.model_label(step_model, True), failed["check"]).inc()
             elif kind == "retry_scheduled":
                 self.retries.labels(step_backend or NONE, self.model_label(step_model, True)).inc()
             elif kind == "route_changed":

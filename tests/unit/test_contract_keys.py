@@ -28,7 +28,6 @@ def test_a_top_level_contract_key_is_refused_by_name_with_the_doc(key):
 
 
 @pytest.mark.parametrize("text, path", [
-    ("fallback: {quality_check: {models: [m]}}\n", "fallback.quality_check"),
     ("prefix_routing: {salt_echo: true}\n", "prefix_routing.salt_echo"),
     ("prefix_routing: {anthropic_cache_control_injection: true}\n",
      "prefix_routing.anthropic_cache_control_injection"),
@@ -55,10 +54,9 @@ def test_the_same_name_elsewhere_is_an_unknown_key():
 
 def test_every_refused_key_is_reported_in_one_load():
     err = refused("kv_cache_index: {}\ncontrol_plane: {}\n"
-                  "fallback: {quality_check: {}}\nprefix_routing: {salt_echo: true}\nbogus: 1\n")
-    assert sorted(err.unsupported) == ["control_plane", "fallback.quality_check", "kv_cache_index",
-                                       "prefix_routing.salt_echo"]
-    assert "bogus: unknown key" in err.errors and len(err.errors) == 5
+                  "prefix_routing: {salt_echo: true}\nbogus: 1\n")
+    assert sorted(err.unsupported) == ["control_plane", "kv_cache_index", "prefix_routing.salt_echo"]
+    assert "bogus: unknown key" in err.errors and len(err.errors) == 4
 
 
 def test_every_table_entry_links_a_doc_page_that_has_the_section():

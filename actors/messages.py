@@ -52,3 +52,6 @@ class Call:
     # A call without a key: its client's address, resolved only when asked (a failure its route's circuit
     # counts, ``actors/call/verdicts.py``), never on the way. None: no address (in-process, a Unix socket).
     client_address: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+    # A call naming MCP servers in its tools: the request headers those servers' forward_headers name,
+    # names lower-cased, sent with each of its tool calls (actors/mcp/toolbox.py).
+    tool_headers: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)

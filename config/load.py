@@ -37,6 +37,7 @@ from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import InProcess
+from switchyard.config.mcp_servers import McpTools
 from switchyard.config.mcp_servers import mcp_servers as load_mcp_servers
 from switchyard.config.operations import Admin, Logging, Tracing
 from switchyard.config.resilience import Streaming
@@ -185,6 +186,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     alerts = load_alerts(top.section("alerts"))
     web_search = load_web_search(top)
     mcp_servers = load_mcp_servers(top)
+    mcp_tools = load_section(McpTools, top.section("mcp_tools"))
     top.finish()
 
     if not top.raw.get("backends"):
@@ -222,7 +224,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
                     guardrails=guardrails, response_cache=response_cache, alerts=alerts,
-                    web_search=web_search, mcp_servers=mcp_servers)
+                    web_search=web_search, mcp_servers=mcp_servers, mcp_tools=mcp_tools)
 
 
 def _health(r: Reader) -> HealthChecks:

@@ -139,3 +139,11 @@ def allowlist() -> Any:
     """An ``allowed_mcp_servers`` / ``allowed_mcp_tools`` field of a key or an organization: globs (fnmatch,
     case-sensitive) on server names, or on public tool names (``<server>__<tool>``); None: every one."""
     return field(None, _globs)
+
+
+@frozen
+class McpTools:
+    """``mcp_tools``: the tool loop of a chat or Responses call whose ``tools`` name MCP servers."""
+
+    max_rounds: int = field(4, rules.integer(2, 20))            # model rounds of a call; the last is offered no tool
+    max_calls_per_round: int = field(8, rules.integer(1, 64))   # tool calls run in a round; more answered "not run"

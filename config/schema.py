@@ -20,7 +20,7 @@ from switchyard.config.alerts import AlertsConfig
 from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
-from switchyard.config.mcp_servers import McpServer
+from switchyard.config.mcp_servers import McpServer, McpTools
 from switchyard.config.metadata import (
     CatalogueEntry,
     ModelCatalogue,
@@ -287,6 +287,7 @@ class Snapshot:
     # the :online variant's search providers (None: :online is refused); loaded by hand (config/web_search.py)
     web_search: WebSearchConfig | None = section(WebSearchConfig, optional=True)
     mcp_servers: tuple[McpServer, ...] = ()        # the tool servers /mcp aggregates (docs/mcp.md)
+    mcp_tools: McpTools = McpTools()               # the tool loop of calls naming MCP servers in their tools
     revision: str = ""
     source: str = "<defaults>"
     # A backend's model_configs layer merged over the catalogue's entry, by (model, backend): a snapshot

@@ -118,6 +118,9 @@ class Simulation:
     # unless it ends with a tool's output (with failure.tool_call: even then): the demo's model uses the tools
     # it is given; without tool_arguments a chat call's required string arguments are the last user message
     call_tools: bool = field(False, rules.boolean)
+    # with call_tools: the name that call gives, whatever tools were offered (a model calling a tool it was not
+    # given); None: the offered tool's (chat)
+    tool_name: str | None = field(None, rules.string())
     tool_calls: int = field(1, rules.integer(1, 16))   # calls in an answer that makes tool calls (chat)
     supports_prefill: bool = field(True, rules.boolean)   # continue a trailing assistant message (else answer 400)
     # take `stream_options` (else answer 400 naming it, as some OpenAI-compatible servers do)

@@ -29,6 +29,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from switchyard.actors.dedup import hash_field
+from switchyard.actors.mcp import entries
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
 from switchyard.config.endpoints import Endpoint
@@ -85,6 +86,8 @@ def settled(actor: Actor) -> BackendConfig | str:
     rt, call, model = actor.runtime, actor.call, actor.model
     if actor.variant is not None and actor.variant.variant == variants.ONLINE:
         return "variant_online"   # the spec: :online never reads nor writes the cache
+    if entries.named(call.payload):
+        return "mcp_tools"   # the tools' answers are the servers' now, not the cache's
     if call.prefs is not None and not call.prefs.empty:
         return "provider_preferences"
     snap = call.snapshot

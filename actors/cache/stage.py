@@ -50,7 +50,7 @@ HEADER = b"x-continuum-cache"
 JSON_TYPE = b"application/json"
 SSE_TYPE = b"text/event-stream"
 # Every reason a call bypasses the cache, and a miss's answer is not stored (docs/cache.md; the metrics' labels).
-BYPASS_REASONS = ("endpoint", "model", "key", "temperature", "no_store", "no_cache", "variant_online",
+BYPASS_REASONS = ("endpoint", "model", "key", "temperature", "no_store", "no_cache", "variant_online", "mcp_tools",
                   "provider_preferences", "fallback_chain", "several_backends", "no_backend", "store_unavailable")
 NOT_STORED_REASONS = ("error", "truncated", "route_changed", "no_finish_reason", "malformed", "too_large",
                       "store_unavailable", "quality_check_failed")

@@ -25,6 +25,7 @@ from switchyard.actors.guardrails import stage as guardrails
 from switchyard.actors.guardrails.output import guard
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.entries import call_record
+from switchyard.actors.mcp import entries
 from switchyard.actors.messages import Call
 from switchyard.actors.params import apply_preset
 from switchyard.actors.ports import CallMetrics, Limiter
@@ -165,8 +166,9 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: StreamingSink,
     """Run the admitted call shared with identical calls in flight (``dedup`` is on); ``run`` is how the
     flight's lead runs it (``actor.run``, or the cache's recording of it)."""
     call = actor.call   # admitted: the body as dispatched
-    # A call with provider preferences never shares: its preferences are gone from the body.
-    shares = call.prefs is None or call.prefs.empty
+    # A call with provider preferences never shares: its preferences are gone from the body. Nor does one
+    # whose tools the gateway runs on MCP servers: each call's tool calls are its own (they may act).
+    shares = (call.prefs is None or call.prefs.empty) and not entries.named(call.payload)
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
     try:
         served = await runtime.dedup.serve(key, sink, disconnected, run or actor.run, nursery,

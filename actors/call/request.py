@@ -34,10 +34,9 @@ import trio
 
 from switchyard.actors import log_fields, quality_gate
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
-from switchyard.actors.call import admission, attempt_body, stored_responses
+from switchyard.actors.call import admission, attempt_body, stored_responses, tool_rounds
 from switchyard.actors.call.answering import answer, fallback_permit
 from switchyard.actors.call.attempt_body import NO_MESSAGES
-from switchyard.actors.call.online_rounds import Rounds
 from switchyard.actors.call.outbound import outbound
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
@@ -65,7 +64,6 @@ from switchyard.actors.routing import variants
 from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan
 from switchyard.actors.routing.stream_state import StreamAccumulator
-from switchyard.actors.search import loop as online
 from switchyard.actors.stream_usage import without_option
 from switchyard.config.endpoints import IMAGES, Endpoint
 from switchyard.config.schema import BackendConfig
@@ -112,7 +110,7 @@ class RequestActor:
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
-        self.search_cost = 0.0              # USD of the :online loop's searches (each its own ledger record)
+        self.search_cost = 0.0              # USD of the tool loop's searches (each its own ledger record)
         self.quality: QualityGate | None = None   # fallback.quality_check's, for a buffered call it judges
 
     def admit(self) -> None:
@@ -262,11 +260,7 @@ class RequestActor:
         if self.route.holder is None:   # not in this worker's memory: the store the workers share may know it
             self.route.holder = await stored_responses.shared_holder(rt.response_owners, call)
         budget = CallBudget.for_call(call.snapshot, self.model, call.stream)
-        config = call.snapshot.web_search
-        if self.variant is not None and self.variant.variant == variants.ONLINE \
-                and config is not None and rt.search is not None:   # admitted: refused otherwise
-            await online.run(Rounds(self), config, rt.search, budget)
-        else:
+        if not await tool_rounds.serve(self, budget):   # :online, MCP tools: the gateway's tool loop
             await self.run_attempts(budget)
 
     async def run_attempts(self, budget: CallBudget) -> None:

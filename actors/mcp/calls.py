@@ -1,8 +1,8 @@
 """One caller's view of the MCP servers: the tools it may list, and each tool call, judged and accounted.
 
-Every door that runs a tool for a client goes through ``ToolCalls``: ``/mcp``
-today, and a model's tool loop the same way, under the same key. A call
-is judged (the tool exists and the key and its organization allow it: else
+Every door that runs a tool for a client goes through ``ToolCalls``: ``/mcp``,
+and the tool loop of a chat or Responses call (``toolbox.py``) under the
+call's key. A call is judged (the tool exists and the key and its organization allow it: else
 ``ToolRefused``, which the door answers as the JSON-RPC error an MCP client
 expects), admitted by the key's rate limits (a request that spends no
 tokens), run under its server's ``timeout``, and its result held to
@@ -121,9 +121,7 @@ class ToolCalls:
         servers = {s.name: s for s in snapshot.mcp_servers}
         split = split_name(name, servers)
         if split is None or self.servers is None or not allows(caller.key, org, *split):
-            # one answer for a tool that does not exist and one the key may not see: the list is the key's
-            self._record(ledger_record(caller, None, name, UNKNOWN_TOOL, wall, 0.0))
-            raise ToolRefused(UNKNOWN_TOOL, f"Unknown tool: {name}", 404)
+            raise self.refuse(caller, name, wall)
         server, tool = servers[split[0]], split[1]
         ticket = await self._admit(caller, snapshot, server, tool, wall, started)
         outcome, message = OK, None
@@ -150,6 +148,12 @@ class ToolCalls:
             assert message is not None
             return tool_error(message)
         return dict(result)
+
+    def refuse(self, caller: Caller, name: str, wall: float | None = None) -> ToolRefused:
+        """A call of a tool the caller may not reach, or that does not exist (one answer for both: the list
+        is the caller's): its ledger record, and the refusal to raise or to answer with."""
+        self._record(ledger_record(caller, None, name, UNKNOWN_TOOL, time.time() if wall is None else wall, 0.0))
+        return ToolRefused(UNKNOWN_TOOL, f"Unknown tool: {name}", 404)
 
     async def _admit(self, caller: Caller, snapshot: Snapshot, server: McpServer, tool: str, wall: float,
                      started: float) -> Ticket | None:

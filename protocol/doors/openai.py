@@ -18,6 +18,7 @@ from switchyard.actors.routing.listing import ListedModel
 from switchyard.config.metadata import ModelMetadata
 from switchyard.config.names import MAX_NAME_LENGTH
 from switchyard.config.schema import Snapshot
+from switchyard.protocol.doors import mcp_tools
 from switchyard.protocol.http import client_json
 
 _BACKEND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -64,7 +65,8 @@ def parse_chat_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot,
                              code="invalid_value")
     for i, msg in enumerate(messages):
         _check_message(msg, f"messages[{i}]")
-    return build_call(model, check_stream(payload), payload, body, snapshot, headers, request_id)
+    call = build_call(model, check_stream(payload), payload, body, snapshot, headers, request_id)
+    return mcp_tools.checked(call, headers, chat=True)
 
 
 def check_model(payload: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ from switchyard.actors.messages import Call
 from switchyard.actors.wire import RESPONSES_API_TYPES
 from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
+from switchyard.protocol.doors import mcp_tools
 from switchyard.protocol.doors.openai import build_call, check_model, check_stream, parse_json_object, type_name
 from switchyard.protocol.doors.responses_tools import enforce
 from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
@@ -82,7 +83,8 @@ def parse_responses_payload(payload: dict[str, Any], body: bytes, snapshot: Snap
             raise InvalidRequest(f"'metadata.{key}' must be a string, got {type_name(value)}", param=f"metadata.{key}",
                                  code="invalid_type")
     enforce(payload, snapshot.responses_tools)
-    return build_call(model, stream, payload, body, snapshot, headers, request_id)
+    call = build_call(model, stream, payload, body, snapshot, headers, request_id)
+    return mcp_tools.checked(call, headers, chat=False)
 
 
 def parse_compact_payload(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],

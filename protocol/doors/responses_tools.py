@@ -92,6 +92,19 @@ def enforce(payload: Mapping[str, Any], policy: ResponsesTools) -> None:
         raise
 
 
+def enforce_mcp(payload: Mapping[str, Any], policy: ResponsesTools) -> None:
+    """The policy's word on a chat completions body's ``mcp`` tools (docs/mcp.md): the same type rule as on
+    ``/v1/responses``, so an operator decides in one place whether a key may send ``type: "mcp"``."""
+    tools = payload.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, Mapping) and tool.get("type") == "mcp":
+            try:
+                _judge_type("mcp", policy, TOP.tool("mcp"))
+            except UnsupportedRequestParameter as err:
+                log.info("responses_tools refused a request: rule %s", (err.details or {}).get("rule"))
+                raise
+
+
 # --- tools --------------------------------------------------------------------
 
 def _judge_tool_choice(choice: Any, policy: ResponsesTools) -> None:

@@ -240,7 +240,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         if tool is not None and (sim.failure.tool_call or not ends_with_tool_output(body)):   # it uses the tool
             sim = attrs.evolve(sim, failure=attrs.evolve(sim.failure, tool_call=True),
                                tool_arguments=sim.tool_arguments or arguments_for(tool, body))
-        name = tool["name"] if tool is not None else TOOL_NAME
+        name = (sim.tool_name or tool["name"]) if tool is not None else TOOL_NAME
         if stream:
             return httpx.Response(200, headers={**sim.response_headers, "content-type": "text/event-stream"},
                                   stream=SimulatedStream(self, self._sse(sim, completion_id, model, body, name)))

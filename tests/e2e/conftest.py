@@ -15,8 +15,10 @@ test, the gateway itself never leaves Trio.
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 import trio
@@ -27,9 +29,10 @@ from switchyard.config.load import load_file
 from switchyard.protocol.serving import client_eof
 from switchyard.protocol.serving.app import create_app
 from switchyard.protocol.serving.workers import hypercorn_config
-from tests.e2e.support import Gateway
+from tests.e2e.support import REPO, Gateway
 
 SHUTDOWN_BOUND = 5.0
+TOOL_SERVER = str(REPO / "tests" / "mcp" / "tool_server.py")   # a real MCP server: `stdio` or `http`
 
 StartGateway = Callable[[dict[str, Any]], Awaitable[Gateway]]
 
@@ -60,3 +63,17 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartGateway]:
             for stop in stops:
                 stop.set()
             nursery.cancel_scope.deadline = trio.current_time() + SHUTDOWN_BOUND
+
+
+@pytest.fixture(scope="module")
+def tool_server() -> Iterator[str]:
+    """``tests/mcp/tool_server.py`` over Streamable HTTP on a free port of 127.0.0.1, for the module: its URL."""
+    proc = subprocess.Popen([sys.executable, TOOL_SERVER, "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()

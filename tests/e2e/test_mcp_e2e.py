@@ -27,9 +27,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.e2e.conftest import TOOL_SERVER
 from tests.e2e.support import REPO, backend, free_port, gateway_config
 
-TOOL_SERVER = str(REPO / "tests" / "mcp" / "tool_server.py")
 ADMIN_TOKEN = "mcp-e2e-admin-token-0123456"
 KEYS = {"full": "sk-mcp-full-0123456789abcdef", "echo-only": "sk-mcp-echo-0123456789abcdef",
         "limited": "sk-mcp-rate-0123456789abcdef"}
@@ -56,20 +56,6 @@ def _config(tmp: Path, url: str) -> dict[str, Any]:
         {"name": "limited", "url": url, "timeout": "1s", "max_result_bytes": 2000},
     ]
     return config
-
-
-@pytest.fixture(scope="module")
-def tool_server() -> Iterator[str]:
-    """The tool server over Streamable HTTP on a free port of 127.0.0.1: its URL."""
-    proc = subprocess.Popen([sys.executable, TOOL_SERVER, "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().decode().strip()
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")

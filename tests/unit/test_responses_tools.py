@@ -481,9 +481,9 @@ async def test_allowed_tools_reach_the_backend(autojump_clock):
 
 async def test_a_reloaded_policy_applies_from_the_next_request(autojump_clock):
     async with gateway(GATEWAY) as app:
-        body = {"model": "m", "input": "hi", "tools": [{"type": "mcp", "server_label": "x"}]}
+        body = {"model": "m", "input": "hi", "tools": [{"type": "image_generation"}]}
         assert (await request(app, "POST", "/v1/responses", body, KEY)).status == 400
-        app.runtime.apply(load_text(GATEWAY.replace("{deny: [web_search]}", "{allow: [mcp]}")).snapshot)
+        app.runtime.apply(load_text(GATEWAY.replace("{deny: [web_search]}", "{allow: [image_generation]}")).snapshot)
         assert (await request(app, "POST", "/v1/responses", body, KEY)).status == 200
         assert len(posts(app)) == 1
 

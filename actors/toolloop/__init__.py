@@ -1,0 +1,1 @@
+"""The gateway's tool loop: model rounds and the tools the gateway runs between them (``:online``, MCP)."""

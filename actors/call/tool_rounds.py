@@ -12,16 +12,18 @@ ledger record of their own.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import attrs
 
 from switchyard.actors.budgets import CallBudget
 from switchyard.actors.ledger.entries import search_record
+from switchyard.actors.ledger.pricing import decimal_text
 from switchyard.actors.mcp import entries
 from switchyard.actors.mcp.records import Caller
 from switchyard.actors.mcp.toolbox import McpTools, Ran
-from switchyard.actors.relay import Relay
+from switchyard.actors.relay import COST_HEADER, Relay
 from switchyard.actors.routing import variants
 from switchyard.actors.search.executor import Searched
 from switchyard.actors.search.loop import WebSearch
@@ -58,9 +60,10 @@ class Rounds:
         return kept
 
     async def answer_client(self, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        """The loop's answer, to the client (through the relay's first-byte sink: the call's TTFB)."""
+        """The loop's answer, to the client (through the relay's first-byte sink: the call's TTFB), its
+        ``x-continuum-cost`` the whole call's: the model rounds' and the searches'."""
         sink = self.actor.relay.sink
-        await sink.start(200, headers)
+        await sink.start(200, with_searches(headers, self.actor.search_cost))
         await sink.send(body)
         await sink.finish()
 
@@ -80,6 +83,16 @@ class Rounds:
     def tool_ran(self, ran: Ran) -> None:
         """An MCP tool call of the loop ended (its ledger record is ``ToolCalls``'): its route event."""
         self.actor.trace.add("mcp_tool_called", backend=ran.server, tool=ran.tool, failed=ran.error is not None)
+
+
+def with_searches(headers: list[tuple[bytes, bytes]], search_cost: float) -> list[tuple[bytes, bytes]]:
+    """``headers`` with the searches' cost added to the model rounds' ``x-continuum-cost`` (set to it when no
+    priced model was involved)."""
+    if not search_cost:
+        return headers
+    rounds = next((Decimal(v.decode()) for k, v in headers if k == COST_HEADER), Decimal(0))
+    total = decimal_text(rounds + Decimal(repr(search_cost)))
+    return [*(h for h in headers if h[0] != COST_HEADER), (COST_HEADER, total.encode())]
 
 
 async def serve(actor: Any, budget: CallBudget) -> bool:

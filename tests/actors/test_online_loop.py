@@ -102,7 +102,8 @@ async def test_three_rounds_are_three_priced_attempts_and_three_search_records(a
     assert call.attempts == 3 and call.status == 200
     # priced at one dollar a token: every round's tokens, in one cost
     assert call.input_tokens > 0 and call.cost == call.input_tokens + call.output_tokens
-    assert reply.headers[b"x-continuum-cost"] == str(int(call.cost)).encode()
+    # the whole call's cost: the rounds' and the three searches' at 0.01
+    assert reply.headers[b"x-continuum-cost"] == f"{int(call.cost)}.03".encode()
     found = searches(rows)
     assert len(found) == 3
     assert {(r.request_id, r.backend, r.cost, r.status) for r in found} == {(call.request_id, "searxng", 0.01, 200)}

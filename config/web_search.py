@@ -5,12 +5,14 @@ out, an error status, an answer that is not its documented JSON) hands the
 search to the next. ``searxng`` is a self-hosted instance's JSON API (no key,
 its ``endpoint`` required); ``brave`` and ``tavily`` are the commercial APIs,
 each with its public endpoint by default and its key required (write it as
-``${ENV}``: the file keeps no secret). What a search brings back is cut to
-``max_results`` results and ``max_injected_chars`` characters, and results
-outside ``allow_domains`` or inside ``deny_domains`` are dropped before the
-model sees them. A ``web_search`` section that names no provider is a load
-error: ``:online`` would otherwise be refused at every call for a reason the
-operator wrote.
+``${ENV}``: the file keeps no secret); ``simulated`` answers from the process
+itself (no endpoint, no key, no network: for demos and tests, as simulated
+backends are), slowed or failing as its ``simulation`` says. What a search
+brings back is cut to ``max_results`` results and ``max_injected_chars``
+characters, and results outside ``allow_domains`` or inside ``deny_domains``
+are dropped before the model sees them. A ``web_search`` section that names
+no provider is a load error: ``:online`` would otherwise be refused at every
+call for a reason the operator wrote.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from typing import Any
 from attrs import frozen
 
 from switchyard.config import rules, values
-from switchyard.config.fields import field, load_section
+from switchyard.config.fields import field, load_section, section
 from switchyard.config.rules import Invalid, Reader, child
 
-TYPES = ("searxng", "brave", "tavily")
+TYPES = ("searxng", "brave", "tavily", "simulated")
 # Each type's documented endpoint; searxng has none: it is always the operator's own instance.
 PUBLIC_ENDPOINTS = {"brave": "https://api.search.brave.com/res/v1/web/search",
                     "tavily": "https://api.tavily.com/search"}
@@ -44,6 +46,14 @@ def domain(value: Any) -> str:
 
 
 @frozen
+class SearchSimulation:
+    """What a ``simulated`` provider does besides answering at once (``protocol/simulated/search.py``)."""
+
+    latency: float = field(0.0, rules.duration(maximum=3600, allow_zero=True))   # before each answer
+    fail: bool = field(False, rules.boolean)   # every search fails (the next provider is tried)
+
+
+@frozen
 class SearchProvider:
     """One search API: what it is, where, its key, and what one search costs."""
 
@@ -52,6 +62,7 @@ class SearchProvider:
     endpoint: str = field("", values.http_url)     # empty: the type's public endpoint
     api_key: str = field("", rules.any_string, secret=True)
     cost_per_search: float | None = field(None, rules.number(0, 1000))   # USD, on each search's ledger record
+    simulation: SearchSimulation | None = section(SearchSimulation, optional=True)   # type simulated only
 
     @property
     def url(self) -> str:
@@ -78,12 +89,19 @@ def _provider_rules(p: SearchProvider, r: Reader) -> None:
         r.problems.error(child(r.path, "api_key"), f"is required for type {p.type} (write it as ${{ENV_VAR}})")
     if p.type == "searxng" and p.api_key:
         r.problems.error(child(r.path, "api_key"), "a searxng instance takes no key")
+    if p.type == "simulated":
+        for key in ("endpoint", "api_key"):
+            if r.has(key):
+                r.problems.error(child(r.path, key), "a simulated provider takes none (it answers from the "
+                                                     "process itself)")
+    elif p.simulation is not None:
+        r.problems.error(child(r.path, "simulation"), f"is for type simulated only, not {p.type}")
 
 
 def _section_rules(config: WebSearchConfig, r: Reader) -> None:
     if not config.providers:
-        r.problems.error(child(r.path, "providers"), "must name at least one search provider (searxng, brave or "
-                                                     "tavily); drop web_search to refuse :online instead")
+        r.problems.error(child(r.path, "providers"), "must name at least one search provider (searxng, brave, "
+                                                     "tavily or simulated); drop web_search to refuse :online instead")
     names = [p.name for p in config.providers]
     for i, name in enumerate(names):
         if name and name in names[:i]:

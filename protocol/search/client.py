@@ -3,7 +3,9 @@
 No time limit here: the executor's cancel scope (``web_search.timeout`` and
 the call's budget) bounds each search. Every way a provider can fail (the
 transport, a status other than 200, a body too large or not its JSON) is one
-``SearchFailed`` whose message names the failure, never the key.
+``SearchFailed`` whose message names the failure, never the key. A
+``simulated`` provider sends nothing: it answers from the process
+(``protocol/simulated/search.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import httpx
 from switchyard.actors.search.hits import Hit, SearchFailed
 from switchyard.config.web_search import SearchProvider
 from switchyard.protocol.search.providers import ask, hits
+from switchyard.protocol.simulated.search import simulated_search
 
 BODY_LIMIT = 2 * 1024 * 1024   # bytes of one answer read at most
 
@@ -24,6 +27,8 @@ class ProviderSearch:
         self.client = client
 
     async def search(self, provider: SearchProvider, query: str, count: int) -> list[Hit]:
+        if provider.type == "simulated":
+            return await simulated_search(provider, query, count)
         a = ask(provider, query, count)
         request = self.client.build_request(a.method, a.url, params=a.params, headers=a.headers, json=a.json)
         try:

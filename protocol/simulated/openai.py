@@ -24,8 +24,8 @@ byte; stall after chunk k; reset the connection after chunk k; send chunk k
 malformed; send an in-band error event after chunk k; end the stream cleanly
 after chunk k (no finish_reason, no [DONE]); leave out [DONE]; reply with
 empty content; reply with a tool call (its arguments ``tool_arguments`` when set; ``tool_calls`` of them,
-side by side). With ``call_tools`` a chat request offering a function tool gets a call to it
-(``protocol/simulated/tools.py``). With
+side by side). With ``call_tools`` a chat request offering a function tool gets a call to it, and an answer
+to tool output listing numbered sources cites them (``protocol/simulated/tools.py``). With
 ``when_body_contains`` the failure hits only requests whose body holds that text (a request-specific
 crash); the others are served as if no failure were set.
 
@@ -71,7 +71,7 @@ from switchyard.protocol.simulated.parts import (
     split_words,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
-from switchyard.protocol.simulated.tools import arguments_for, ends_with_tool_output, offered
+from switchyard.protocol.simulated.tools import arguments_for, cite, ends_with_tool_output, offered
 
 
 class SimulatedTransport(httpx.AsyncBaseTransport):
@@ -247,12 +247,13 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         return httpx.Response(200, headers={**sim.response_headers, "content-type": "application/json"},
                               stream=SimulatedStream(self, self._buffered(sim, completion_id, model, body, name)))
 
-    def _tokens(self, sim: Simulation) -> list[str]:
-        """The full reply text as pieces, before any prefill is taken off."""
+    def _tokens(self, sim: Simulation, body: dict[str, Any]) -> list[str]:
+        """The full reply text as pieces, before any prefill is taken off (``call_tools``: sources cited)."""
         if sim.text is not None:
             return split_words(sim.text, sim.chunks)
         first = f"Hello from {self.name}."
-        return [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
+        tokens = [first] + [" " + _WORDS[i % len(_WORDS)] for i in range(sim.chunks - 1)]
+        return cite(tokens, body) if sim.call_tools else tokens
 
     def reply_pieces(self, sim: Simulation, body: dict[str, Any], chat: bool = True) -> list[str]:
         """What this request gets, piece by piece: text, tool arguments, or one empty piece. Only a chat
@@ -261,7 +262,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             return split_even(sim.tool_arguments if sim.tool_arguments is not None else TOOL_ARGUMENTS, sim.chunks)
         if sim.failure.empty_reply:
             return [""]
-        tokens = self._tokens(sim)
+        tokens = self._tokens(sim, body)
         prefill = prefill_of(body) if chat else None
         if prefill is None:
             return tokens

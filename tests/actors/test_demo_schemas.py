@@ -4,7 +4,8 @@ The demo config (``config/demo.yaml``) plus a native anthropic simulated
 backend, driven through the gateway: every OpenAI door's answer, buffered and
 streamed, is validated against ``tests/data/schemas`` (see
 ``tests/unit/test_simulated_schemas.py`` for the simulators alone, the
-Anthropic one included).
+Anthropic one included); ``demo:online``'s answer carries ``url_citation``
+annotations from the demo's simulated web search.
 
 The Open Responses compliance suite (github.com/openresponses/openresponses,
 ``src/lib/compliance-tests.ts``, 17 checks) runs in Bun against a live server
@@ -158,6 +159,24 @@ async def test_the_demos_openai_answers_pass_openais_schema(autojump_clock, path
     assert problems("openai", schema, reply.json()) == []
     assert chunks is None or [p for c in events(chunks)
                               for p in problems("openai", "CreateChatCompletionStreamResponse", c)] == []
+
+
+async def test_the_demo_answers_online_with_url_citations_from_its_simulated_search(autojump_clock):
+    """README's ``demo:online``: the backend calls ``web_search``, the simulated provider answers, the
+    backend's answer cites the numbered sources, and the gateway annotates each citation."""
+    async with gateway(DEMO) as app:
+        reply = await request(app, "POST", "/v1/chat/completions",
+                              {"model": "demo:online", "messages": [{"role": "user", "content": "What is Trio?"}]})
+    assert reply.status == 200, reply.body
+    assert problems("openai", "CreateChatCompletionResponse", reply.json()) == []
+    message = reply.json()["choices"][0]["message"]
+    cited = [(a["type"], a["url_citation"]["url"], message["content"][a["url_citation"]["start_index"]:
+                                                                      a["url_citation"]["end_index"]])
+             for a in message["annotations"]]
+    assert cited == [("url_citation", "https://example.com/articles/what-is-trio", "[1]"),
+                     ("url_citation", "https://docs.example.org/reference/what-is-trio", "[2]"),
+                     ("url_citation", "https://forum.example.net/t/what-is-trio", "[3]")]
+    assert (reply.json()["model"], reply.headers[b"x-continuum-model-variant"]) == ("demo:online", b"online")
 
 
 @pytest.mark.parametrize("beta, status", [

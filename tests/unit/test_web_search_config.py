@@ -40,9 +40,16 @@ def test_commercial_providers_default_to_their_public_endpoint_and_read_the_key_
     assert "bk" not in repr(brave)
 
 
+def test_a_simulated_provider_needs_no_endpoint_or_key_and_takes_its_simulation():
+    plain, slow = loaded("web_search:\n  providers:\n    - {name: sim, type: simulated}\n"
+                         "    - {name: slow, type: simulated, simulation: {latency: 150ms, fail: true}}\n").providers
+    assert (plain.type, plain.url, plain.api_key, plain.simulation) == ("simulated", "", "", None)
+    assert (slow.simulation.latency, slow.simulation.fail) == (0.15, True)
+
+
 @pytest.mark.parametrize("text, expected", [
-    ("web_search: {}\n", "web_search.providers: must name at least one search provider (searxng, brave or tavily); "
-                         "drop web_search to refuse :online instead"),
+    ("web_search: {}\n", "web_search.providers: must name at least one search provider (searxng, brave, tavily or "
+                         "simulated); drop web_search to refuse :online instead"),
     ("web_search: {providers: [{type: searxng, endpoint: 'http://s'}]}\n", "web_search.providers[0].name: is required"),
     ("web_search: {providers: [{name: s, type: searxng}]}\n",
      "web_search.providers[0].endpoint: is required for type searxng (the instance's base URL)"),
@@ -53,7 +60,7 @@ def test_commercial_providers_default_to_their_public_endpoint_and_read_the_key_
     ("web_search: {providers: [{name: s, type: searxng, endpoint: 'http://s', api_key: k}]}\n",
      "web_search.providers[0].api_key: a searxng instance takes no key"),
     ("web_search: {providers: [{name: g, type: google, endpoint: 'http://s'}]}\n",
-     "web_search.providers[0].type: must be one of searxng, brave, tavily, got 'google'"),
+     "web_search.providers[0].type: must be one of searxng, brave, tavily, simulated, got 'google'"),
     ("web_search: {providers: [{name: s, type: searxng, endpoint: 'ftp://s'}]}\n",
      "web_search.providers[0].endpoint: must be an http:// or https:// URL with a host, got 'ftp://s'"),
     ("web_search: {providers: [{name: s, type: searxng, endpoint: 'http://s'}, "
@@ -73,6 +80,14 @@ def test_commercial_providers_default_to_their_public_endpoint_and_read_the_key_
      "web_search.providers[0].cost_per_search: must be at least 0, got -1"),
     ("web_search: {providers: [{name: s, type: searxng, endpoint: 'http://s'}], bogus: 1}\n",
      "web_search.bogus: unknown key"),
+    ("web_search: {providers: [{name: s, type: simulated, endpoint: 'http://s'}]}\n",
+     "web_search.providers[0].endpoint: a simulated provider takes none (it answers from the process itself)"),
+    ("web_search: {providers: [{name: s, type: simulated, api_key: k}]}\n",
+     "web_search.providers[0].api_key: a simulated provider takes none (it answers from the process itself)"),
+    ("web_search: {providers: [{name: s, type: searxng, endpoint: 'http://s', simulation: {fail: true}}]}\n",
+     "web_search.providers[0].simulation: is for type simulated only, not searxng"),
+    ("web_search: {providers: [{name: s, type: simulated, simulation: {latency: -1s}}]}\n",
+     "web_search.providers[0].simulation.latency: must be a duration like 10s, 500ms or 1m30s, got '-1s'"),
 ])
 def test_a_bad_section_is_refused_at_its_field_path(text, expected):
     assert expected in errors(text)

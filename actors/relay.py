@@ -59,7 +59,7 @@ COST_ESTIMATED_HEADER = b"x-continuum-cost-estimated"
 DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection reuse
 
 Transform = Callable[[dict[str, Any], bytes], list[tuple[bytes, dict[str, Any]]]]
-# Judges a whole buffered answer before it goes out (fallback.quality_check: actors/quality_gate.py): the
+# Judges a whole buffered answer before it goes out (fallback.quality_check: actors/call/quality_gate.py): the
 # headers to send it with, or it raises AttemptFailed.
 AnswerCheck = Callable[..., list[tuple[bytes, bytes]]]
 

@@ -218,7 +218,7 @@ def _unclean(actor: Actor, rec: Recorder, backend: BackendConfig) -> str | None:
     if any(step[0] == "route_changed" for step in steps):
         return "route_changed"
     if any(step[0] == "quality_check_unmet" for step in steps):
-        return "quality_check_failed"   # an answer given only because none passed (actors/quality_gate.py)
+        return "quality_check_failed"   # an answer given only because none passed (actors/call/quality_gate.py)
     if steps and steps[-1][3] != backend.name:
         return "route_changed"   # a pin given up: another backend answered
     return None

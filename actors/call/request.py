@@ -32,12 +32,13 @@ import attrs
 import httpx
 import trio
 
-from switchyard.actors import log_fields, quality_gate
+from switchyard.actors import log_fields
 from switchyard.actors.budgets import AttemptBudget, CallBudget, limits_for
-from switchyard.actors.call import admission, attempt_body, stored_responses, tool_rounds
+from switchyard.actors.call import admission, attempt_body, quality_gate, stored_responses, tool_rounds
 from switchyard.actors.call.answering import answer, fallback_permit
 from switchyard.actors.call.attempt_body import NO_MESSAGES
 from switchyard.actors.call.outbound import outbound
+from switchyard.actors.call.quality_gate import QualityGate, gate_for
 from switchyard.actors.call.recovery import Recovery, can_resume
 from switchyard.actors.call.route_choice import RouteChoice, dispatch_model, resolve_variant, variant_refusal
 from switchyard.actors.call.verdicts import backend_fault, failing_caller, our_failure
@@ -57,7 +58,6 @@ from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
 from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.messages import Call
-from switchyard.actors.quality_gate import QualityGate, gate_for
 from switchyard.actors.relay import AttemptFailed, AttemptRelaySettings, Relay, ResponseSink, Transform
 from switchyard.actors.rename import Rename
 from switchyard.actors.routing import variants

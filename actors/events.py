@@ -52,7 +52,7 @@ class CallTrace:
 
     __slots__ = ("request_id", "revision", "started", "steps", "attempt", "terminal", "trace_id", "x_request_id",
                  "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall", "parent_id", "flags",
-                 "spent", "guardrails")
+                 "spent", "guardrails", "span_id")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
                  x_request_id: str | None = None, client_ref: str | None = None,
@@ -81,6 +81,9 @@ class CallTrace:
         self.first_byte_backend: str | None = None
         self.ended: float | None = None
         self.guardrails: Any = None   # the call's guardrail Screen (its verdicts go to the ledger), if any
+        # The call's own span (router.request) when something inside the call needs it as a parent while the
+        # call runs (an MCP tool call of its tool loop); None: the span export picks one.
+        self.span_id: str | None = None
 
     def add(self, event: str, *, backend: str | None = None, model: str | None = None, **detail: Any) -> None:
         at = trio.current_time() - self.started

@@ -55,3 +55,6 @@ class Call:
     # A call naming MCP servers in its tools: the request headers those servers' forward_headers name,
     # names lower-cased, sent with each of its tool calls (actors/mcp/toolbox.py).
     tool_headers: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+    # The client's address as rate_limiting.per_client_ip counts it (None when that scope is off): the
+    # gateway's own tool calls for this call count under it, as /mcp's do (actors/call/tool_rounds.py).
+    client_ip: str | None = attrs.field(default=None, eq=False, repr=False)

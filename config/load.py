@@ -205,6 +205,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     if not problems.errors:  # with errors, backends and chains may be incomplete
         load_resilience.check_chain_models(fallback, backends, problems)
         load_access.check_backends(api_keys, {b.name for b in backends}, problems)
+        load_access.check_mcp_servers(api_keys, organizations, mcp_servers, problems)
         load_access.check_alias_reach(api_keys, backends, models.aliases, problems)
         load_access.check_catch_all(backends, models.aliases, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)

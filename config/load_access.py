@@ -15,6 +15,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from switchyard.config import rules
 from switchyard.config.access import KEY_ID, Access, ApiKey
 from switchyard.config.fields import read
+from switchyard.config.limits import Organization
+from switchyard.config.mcp_servers import McpServer
 from switchyard.config.rules import Invalid, Reader, child
 from switchyard.config.schema import BackendConfig
 
@@ -77,6 +79,22 @@ def check_backends(access: Access, backend_names: set[str], problems: rules.Prob
         for j, name in enumerate(key.allowed_backends or ()):
             if name not in backend_names:
                 problems.error(f"api_keys[{i}].allowed_backends[{j}]", f"no backend is named {name!r}")
+
+
+def check_mcp_servers(access: Access, organizations: Mapping[str, Organization], servers: Iterable[McpServer],
+                      problems: rules.Problems) -> None:
+    """Warn where a key's or an organization's ``allowed_mcp_servers`` names, without a glob, a server
+    ``mcp_servers`` does not configure: a typo that reaches nothing (a warning, not an error: a server may be
+    added later, and until then the list simply allows nothing more)."""
+    names = {s.name for s in servers}
+    owners = [(f"api_keys[{i}]", f"key {key.id!r}", key.allowed_mcp_servers) for i, key in enumerate(access.keys)]
+    owners += [(f"organizations[{i}]", f"organization {org.id!r}", org.allowed_mcp_servers)
+               for i, org in enumerate(organizations.values())]
+    for path, who, allowed in owners:
+        for j, name in enumerate(allowed or ()):
+            if not any(ch in name for ch in "*?[") and name not in names:
+                problems.warn(f"{path}.allowed_mcp_servers[{j}]",
+                              f"{who}: no server of mcp_servers is named {name!r}, so this entry allows nothing")
 
 
 def dispatch_aliases(backends: Iterable[BackendConfig], catalogue: Mapping[str, str]) -> dict[str, str]:

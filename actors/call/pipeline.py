@@ -87,7 +87,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
     headers = arrival.headers
     call = door.parse(shaped, body, snapshot, headers, arrival.request_id)
     call = attrs.evolve(call, trace=arrival.trace, key=arrival.key, prefs=prefs, endpoint=door.endpoint,
-                        hops=arrival.hops, client_address=arrival.client_address)
+                        hops=arrival.hops, client_address=arrival.client_address, client_ip=arrival.client_ip)
     if door.shape is not None:
         call = door.shape(call)
     sink = door.sink_for(call)

@@ -30,6 +30,7 @@ from switchyard.actors.search.loop import WebSearch
 from switchyard.actors.toolloop import loop
 from switchyard.actors.toolloop.chat import Chat
 from switchyard.actors.toolloop.responses import Responses
+from switchyard.actors.trace import new_span_id
 from switchyard.config.endpoints import Endpoint
 
 
@@ -110,11 +111,14 @@ async def serve(actor: Any, budget: CallBudget) -> bool:
         max_rounds = config.max_rounds
     uses = entries.uses(call.payload, call.snapshot.mcp_servers, call.stream)   # checked at the door
     if uses:
-        caller = Caller(call.request_id, call.key, None, call.trace, call.tool_headers)
+        if call.trace is not None and actor.trace.trace_id is not None:   # the tool calls' spans are the call's
+            actor.trace.span_id = actor.trace.span_id or new_span_id()
+        caller = Caller(call.request_id, call.key, call.client_ip, call.trace, call.tool_headers,
+                        actor.trace.span_id)
         settings = call.snapshot.mcp_tools
         boxes.append(await McpTools.open(rt.tool_calls, caller, uses, settings.max_calls_per_round,
                                          call.payload.get("tools"), call.endpoint == Endpoint.RESPONSES,
-                                         rounds.tool_ran))
+                                         rounds.tool_ran, budget))
         max_rounds = max(max_rounds, settings.max_rounds)
     dialect: loop.Dialect = Responses() if call.endpoint == Endpoint.RESPONSES else Chat()
     await loop.run(rounds, dialect, boxes, max_rounds, budget)

@@ -5,16 +5,20 @@ and the tool loop of a chat or Responses call (``toolbox.py``) under the
 call's key. A call is judged (the tool exists and the key and its organization allow it: else
 ``ToolRefused``, which the door answers as the JSON-RPC error an MCP client
 expects), admitted by the key's rate limits (a request that spends no
-tokens), run under its server's ``timeout``, and its result held to
+tokens), run under its server's ``timeout`` (and the deadline of the call it
+is made for: a chat call's budget), and its result held to
 ``max_result_bytes``. A call that got no usable result answers a tool error
 (``isError: true``, its reason in words), so a client or a model reads what
 went wrong. Whatever happened, one ledger record (``purpose: mcp``; never the
-arguments or the result) and one ``ToolCall`` for the metrics and the span.
+arguments or the result) and one ``ToolCall`` for the metrics and the span:
+a call cancelled from outside (its client left) is recorded as it unwinds,
+since the record is a tell.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any, Callable, Mapping, Protocol
 
@@ -24,6 +28,7 @@ from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.actors.limits.tickets import Admission, Demand, Ticket
 from switchyard.actors.mcp.port import ToolFailure, ToolServers
 from switchyard.actors.mcp.records import (
+    CLIENT_LEFT,
     OK,
     RATE_LIMITED,
     TIMEOUT,
@@ -82,9 +87,10 @@ class ToolCalls:
             return None
         return self._organizations(snapshot).get(key.organization_id)
 
-    async def list_tools(self, caller: Caller) -> list[dict[str, Any]]:
+    async def list_tools(self, caller: Caller, deadline: float = math.inf) -> list[dict[str, Any]]:
         """Every tool the caller may call, under its public name, server by server in config order. A
-        server that cannot list its tools now (down, slow past its timeout) is left out and logged."""
+        server that cannot list its tools now (down, slow past its timeout or ``deadline``, the caller's
+        own: a chat call's budget) is left out and logged."""
         snapshot = self._current()
         org = self._organization(snapshot, caller.key)
         reachable = [s for s in snapshot.mcp_servers if reaches_server(caller.key, org, s.name)]
@@ -92,13 +98,19 @@ class ToolCalls:
 
         async def one(server: McpServer) -> None:
             assert self.servers is not None
-            with trio.move_on_after(server.timeout):
+            timeout = trio.current_time() + server.timeout
+            with trio.move_on_at(min(timeout, deadline)):
                 try:
                     listings[server.name] = await self.servers.list_tools(server.name)
                 except ToolFailure as exc:
                     log.warning("mcp server %s: tools/list failed: %s", server.name, exc.message)
                 return
-            log.warning("mcp server %s: tools/list took longer than its timeout (%gs)", server.name, server.timeout)
+            if timeout <= deadline:
+                log.warning("mcp server %s: tools/list took longer than its timeout (%gs)", server.name,
+                            server.timeout)
+            else:
+                log.warning("mcp server %s: tools/list cut by the time budget of request %s", server.name,
+                            caller.request_id)
 
         if self.servers is not None:
             async with trio.open_nursery() as nursery:
@@ -112,9 +124,11 @@ class ToolCalls:
                     out.append({**tool, "name": public_name(server.name, name)})
         return out
 
-    async def call_tool(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    async def call_tool(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None,
+                        deadline: float = math.inf) -> dict[str, Any]:
         """The result of tool ``name`` (its public name): the upstream's, or a tool error saying why there is
-        none. Raises ``ToolRefused`` for a tool the caller cannot reach or a rate limit."""
+        none; ``deadline``: the caller's own (a chat call's budget), besides the server's ``timeout``.
+        Raises ``ToolRefused`` for a tool the caller cannot reach or a rate limit."""
         snapshot = self._current()
         started, wall = trio.current_time(), time.time()
         org = self._organization(snapshot, caller.key)
@@ -123,11 +137,28 @@ class ToolCalls:
         if split is None or self.servers is None or not allows(caller.key, org, *split):
             raise self.refuse(caller, name, wall)
         server, tool = servers[split[0]], split[1]
-        ticket = await self._admit(caller, snapshot, server, tool, wall, started)
+        try:
+            ticket = await self._admit(caller, snapshot, server, tool, wall, started)
+            outcome, message, result = await self._run(caller, server, tool, name, arguments, deadline, ticket)
+        except trio.Cancelled:   # cut from outside (the client left): recorded all the same, without waiting
+            self._finish(caller, server.name, tool, CLIENT_LEFT, wall, trio.current_time() - started)
+            raise
+        self._finish(caller, server.name, tool, outcome, wall, trio.current_time() - started)
+        if result is None:
+            assert message is not None
+            return tool_error(message)
+        return dict(result)
+
+    async def _run(self, caller: Caller, server: McpServer, tool: str, name: str,
+                   arguments: Mapping[str, Any] | None, deadline: float,
+                   ticket: Ticket | None) -> tuple[str, str | None, Mapping[str, Any] | None]:
+        """(outcome, the reason in words when there is no result, the result) of an admitted call."""
+        assert self.servers is not None
         outcome, message = OK, None
         result: Mapping[str, Any] | None = None
+        timeout = trio.current_time() + server.timeout
         try:
-            with trio.move_on_after(server.timeout) as scope:
+            with trio.move_on_at(min(timeout, deadline)) as scope:
                 answer = await self.servers.call_tool(server.name, tool, arguments, _forwarded(server, caller))
                 if answer.size > server.max_result_bytes:
                     outcome, message = TOO_LARGE, (f"The result of {name} is {answer.size} bytes, more than this "
@@ -137,17 +168,15 @@ class ToolCalls:
                     result = answer.data
                     outcome = TOOL_ERROR if answer.data.get("isError") is True else OK
             if scope.cancelled_caught:
-                outcome, message = TIMEOUT, f"{name} did not answer within {server.timeout:g}s (its server's timeout)"
+                outcome = TIMEOUT
+                message = f"{name} did not answer within {server.timeout:g}s (its server's timeout)" \
+                    if timeout <= deadline else f"{name} did not finish within the call's time budget"
         except ToolFailure as exc:
             outcome, message = exc.kind, f"{name} failed: {exc.message}"
         finally:
             if ticket is not None:
                 self._limiter.settle(ticket, 0, None)
-        self._finish(caller, server.name, tool, outcome, wall, trio.current_time() - started)
-        if result is None:
-            assert message is not None
-            return tool_error(message)
-        return dict(result)
+        return outcome, message, result
 
     def refuse(self, caller: Caller, name: str, wall: float | None = None) -> ToolRefused:
         """A call of a tool the caller may not reach, or that does not exist (one answer for both: the list
@@ -173,7 +202,7 @@ class ToolCalls:
     def _finish(self, caller: Caller, server: str, tool: str, outcome: str, wall: float, seconds: float) -> None:
         call = ToolCall(caller.request_id, server, tool, outcome, wall, seconds,
                         caller.key.id if caller.key is not None else None, caller.trace,
-                        new_span_id() if caller.trace is not None else None)
+                        new_span_id() if caller.trace is not None else None, caller.parent_span_id)
         self._record(ledger_record(caller, server, public_name(server, tool), outcome, wall, seconds))
         for listener in self.listeners:
             try:

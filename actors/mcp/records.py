@@ -23,9 +23,10 @@ PURPOSE = "mcp"
 ENDPOINT = "mcp"
 OK, TOOL_ERROR, TIMEOUT, TOO_LARGE = "ok", "tool_error", "timeout", "result_too_large"
 RATE_LIMITED, UNKNOWN_TOOL = "rate_limited", "unknown_tool"
+CLIENT_LEFT = "client_disconnected"   # cut from outside: the client left (as a model call's record says it)
 # an outcome -> the ledger's status (the tool's own error is an answer: 200, with its code)
 STATUS = {OK: 200, TOOL_ERROR: 200, UNKNOWN_TOOL: 404, RATE_LIMITED: 429, TIMEOUT: 504, TOO_LARGE: 502,
-          UNAVAILABLE: 503, INVALID: 502, UPSTREAM_ERROR: 502}
+          UNAVAILABLE: 503, INVALID: 502, UPSTREAM_ERROR: 502, CLIENT_LEFT: 499}
 OUTCOMES = tuple(STATUS)
 
 
@@ -38,6 +39,7 @@ class Caller:
     client_ip: str | None = None
     trace: TraceContext | None = None
     headers: Mapping[str, str] = {}   # the request's headers, names lower-cased: what forward_headers picks
+    parent_span_id: str | None = None   # the span its tool calls' spans are children of: their chat call's
 
 
 @frozen
@@ -53,6 +55,7 @@ class ToolCall:
     key_id: str | None
     trace: TraceContext | None   # the request's (None with tracing off: no span)
     span_id: str | None
+    parent_span_id: str | None = None   # the call whose tool loop made it (None: the client's span, if any)
 
 
 def ledger_record(caller: Caller, server: str | None, name: str, outcome: str, wall: float,

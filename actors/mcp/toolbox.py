@@ -59,10 +59,10 @@ class McpTools:
 
     @classmethod
     async def open(cls, calls: ToolCalls, caller: Caller, uses: Sequence[McpUse], max_calls: int,
-                   client_tools: Any, responses: bool, ran: Callable[[Ran], None]) -> "McpTools":
+                   client_tools: Any, responses: bool, ran: Callable[[Ran], None], budget: CallBudget) -> "McpTools":
         """The toolbox, with what the caller may reach of the named servers listed now (a server that
-        cannot list its tools offers none: ``ToolCalls.list_tools``)."""
-        listed = [t for t in await calls.list_tools(caller)
+        cannot list its tools within its timeout and the call's budget offers none: ``ToolCalls.list_tools``)."""
+        listed = [t for t in await calls.list_tools(caller, budget.deadline)
                   if split_name(str(t.get("name")), {u.server for u in uses}) is not None]
         return cls(calls, caller, uses, listed, max_calls, client_tools, responses, ran)
 
@@ -113,15 +113,13 @@ class McpTools:
             arguments = None
         if not isinstance(arguments, dict):
             return Ran(call, server, tool, None, f"{call.name} not run: its arguments are not a JSON object")
-        with trio.move_on_at(budget.deadline):
-            try:
-                result = await self.calls.call_tool(self.caller, call.name, arguments)
-            except ToolRefused as refused:
-                return Ran(call, server, tool, None, f"{call.name} not run: {refused.message}")
-            text = _text(result)
-            failed = result.get("isError") is True
-            return Ran(call, server, tool, None if failed else text, text if failed else None)
-        return Ran(call, server, tool, None, f"{call.name} did not finish within the call's time budget")
+        try:   # the call's budget bounds it too: a call cut there is a tool error (and its ledger record)
+            result = await self.calls.call_tool(self.caller, call.name, arguments, budget.deadline)
+        except ToolRefused as refused:
+            return Ran(call, server, tool, None, f"{call.name} not run: {refused.message}")
+        text = _text(result)
+        failed = result.get("isError") is True
+        return Ran(call, server, tool, None if failed else text, text if failed else None)
 
     def finish(self, answer: dict[str, Any]) -> dict[str, Any]:
         if not self.responses or not isinstance(answer.get("output"), list):

@@ -30,7 +30,9 @@ from switchyard.protocol.serving.keys_flags import flag_path, pairs
 
 PROG = "switchyard orgs"
 CLEARABLE = {"rate-limit": "rate_limit", "rate_limit": "rate_limit", "budget": "budget", "label": "metadata",
-             "metadata": "metadata"}
+             "metadata": "metadata", "allowed-mcp-server": "allowed_mcp_servers",
+             "allowed_mcp_servers": "allowed_mcp_servers", "allowed-mcp-tool": "allowed_mcp_tools",
+             "allowed_mcp_tools": "allowed_mcp_tools"}
 Work = tuple[Callable[[ControlPlane, OrgChanges], Awaitable[Any]], bool]   # the work, whether it only reads
 
 
@@ -55,11 +57,18 @@ def add_parser(sub: Any) -> None:
                                 help="shared by its keys: e.g. requests_per_minute=600 (replaces the whole limit)")
             parser.add_argument("--budget", action="append", metavar="NAME=VALUE[,...]",
                                 help="shared by its keys: e.g. limit_usd=500,period=month (replaces the whole budget)")
+            parser.add_argument("--allowed-mcp-server", action="append", metavar="GLOB",
+                                help="an MCP server name or glob its keys may reach; repeat for more "
+                                     "(none: every server; given, replaces its list)")
+            parser.add_argument("--allowed-mcp-tool", action="append", metavar="GLOB",
+                                help="a tool name or glob (<server>__<tool>) its keys may list and call; repeat "
+                                     "for more (none: every tool; given, replaces its list)")
             parser.add_argument("--label", action="append", metavar="NAME=VALUE",
                                 help="a free-form label; repeat for more (the labels given replace its labels)")
         if name == "update":
             parser.add_argument("--clear", action="append", metavar="FIELD",
-                                help="set a field to none: rate-limit, budget or label")
+                                help="set a field to none: rate-limit, budget, allowed-mcp-server, "
+                                     "allowed-mcp-tool or label")
         return parser
 
     command("create", "make an organization", fields=True)
@@ -93,6 +102,10 @@ async def _on_store(snapshot: Snapshot, work: Callable[..., Awaitable[Any]], rea
 def _body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
+    for field, globs in (("allowed_mcp_servers", args.allowed_mcp_server),
+                         ("allowed_mcp_tools", args.allowed_mcp_tool)):
+        if globs is not None:
+            body[field] = globs
     for field, texts, as_text in (("rate_limit", args.rate_limit, False), ("budget", args.budget, False),
                                   ("metadata", args.label, True)):
         if texts is not None:
@@ -100,7 +113,8 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
     for name in getattr(args, "clear", None) or ():
         cleared = CLEARABLE.get(name)
         if cleared is None:
-            problems.append(("--clear", f"has no field {name!r}: one of rate-limit, budget, label"))
+            problems.append(("--clear", f"has no field {name!r}: one of rate-limit, budget, allowed-mcp-server, "
+                                        f"allowed-mcp-tool, label"))
         elif cleared in body:
             problems.append((f"--clear {name}", "cannot be given with the field's own option"))
         else:

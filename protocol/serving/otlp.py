@@ -135,7 +135,7 @@ class SpanExport:
         if not self.sampled(trace):
             self.unsampled += 1
             return
-        spans = call_spans(trace, int(new_span_id(), 16), self.resource, SCOPE, self._address)
+        spans = call_spans(trace, int(trace.span_id or new_span_id(), 16), self.resource, SCOPE, self._address)
         for span in spans:
             # What the processor's queue holds now is at most queued - taken (its thread counts a
             # batch after popping it), so this never overfills it: the SDK never drops on its own.

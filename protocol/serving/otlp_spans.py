@@ -182,13 +182,16 @@ def _attempt(trace: CallTrace, index: int, parent: SpanContext, resource: Resour
 
 
 def tool_span(call: ToolCall, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
-    """An MCP tool call's span (kind CLIENT: the gateway calls the tool server), a child of the client's
-    ``traceparent`` span when one came in; OpenTelemetry's GenAI ``execute_tool`` names."""
+    """An MCP tool call's span (kind CLIENT: the gateway calls the tool server), a child of the call whose tool
+    loop made it, else of the client's ``traceparent`` span when one came in; OpenTelemetry's GenAI
+    ``execute_tool`` names."""
     trace = call.trace
     assert trace is not None and call.span_id is not None
     trace_id = int(trace.trace_id, 16)
     parent = None
-    if trace.parent_id is not None:
+    if call.parent_span_id is not None:
+        parent = SpanContext(trace_id, int(call.parent_span_id, 16), is_remote=False, trace_flags=SAMPLED)
+    elif trace.parent_id is not None:
         parent = SpanContext(trace_id, int(trace.parent_id, 16), is_remote=True,
                              trace_flags=TraceFlags(int(trace.flags or "01", 16)))
     failed = call.outcome not in ("ok", "tool_error")

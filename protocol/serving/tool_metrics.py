@@ -28,7 +28,7 @@ class ToolMetrics:
         self.calls = Counter(
             "switchyard_mcp_tool_calls", "MCP tool calls through /mcp, by server, tool (its name on the server) "
             "and outcome (ok, tool_error, timeout, result_too_large, unavailable, invalid, upstream_error, "
-            "rate_limited)", ["server", "tool", "outcome"], registry=registry)
+            "rate_limited, client_disconnected)", ["server", "tool", "outcome"], registry=registry)
         self.duration = Histogram(
             "switchyard_mcp_tool_call_duration_seconds", "MCP tool call duration, accepted to answered, by server, "
             "tool and outcome", ["server", "tool", "outcome"], buckets=DURATION_BUCKETS, registry=registry)

@@ -5,13 +5,15 @@ client as the client of ``/mcp``.
 The servers and the gateway are started once for the module (each start costs a second or more): a
 Streamable HTTP tool server on a loopback port, and the gateway, which starts the stdio ones itself. The
 config names the HTTP server twice (``remote``: forwarded headers; ``limited``: a 1 s timeout and a 2000
-byte result cap) and the stdio one twice (``local``; ``crashy``, which one test crashes), so no test's
-doing disturbs another's, in whatever order they run.
+byte result cap) and the stdio one three times (``local``; ``crashy``, which one test crashes; ``idle``,
+which one test kills between calls), so no test's doing disturbs another's, in whatever order they run;
+``garbage`` is a stdio command that answers its first line with a line that is not JSON-RPC, and exits.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ KEYS = {"full": "sk-mcp-full-0123456789abcdef", "echo-only": "sk-mcp-echo-012345
         "limited": "sk-mcp-rate-0123456789abcdef"}
 STATIC = "static-credential-from-env"
 START_BOUND = 60
+GARBAGE = "import sys; sys.stdin.readline(); print('this is not JSON-RPC', flush=True)"
 
 
 def _config(tmp: Path, url: str) -> dict[str, Any]:
@@ -51,6 +54,8 @@ def _config(tmp: Path, url: str) -> dict[str, Any]:
     config["mcp_servers"] = [
         {"name": "local", **stdio},
         {"name": "crashy", **stdio},
+        {"name": "idle", **stdio},
+        {"name": "garbage", "command": sys.executable, "args": ["-c", GARBAGE], "timeout": "20s"},
         {"name": "remote", "url": url, "forward_headers": ["x-team"],
          "headers": {"x-static": "${MCP_E2E_STATIC}"}},
         {"name": "limited", "url": url, "timeout": "1s", "max_result_bytes": 2000},
@@ -199,6 +204,36 @@ async def test_a_crashed_stdio_server_is_restarted_and_answers_again(gateway):
                 assert "unavailable" in text_of(again), text_of(again)
                 await trio.sleep(0.2)
     assert text_of(again) == "back"
+
+
+async def test_a_stdio_server_that_dies_between_calls_is_restarted_and_answers_the_next_call(gateway):
+    async with mcp_client(gateway, KEYS["full"]) as client:
+        first = (await client.call_tool("idle__pid", {})).structured_content["result"]
+        os.kill(first, signal.SIGKILL)   # idle: no call in flight
+        failures = []
+        with trio.fail_after(20):
+            while True:
+                again = await client.call_tool("idle__pid", {})
+                if not again.is_error:
+                    break
+                failures.append(text_of(again))
+                await trio.sleep(0.1)
+    assert again.structured_content["result"] != first
+    for failure in failures:   # until the new process answers: a clear error at once, never a hang
+        assert "the MCP server idle is unavailable: the server exited" in failure or \
+            "closed the session during the call: the server exited" in failure, failure
+
+
+async def test_a_server_that_answers_what_is_not_json_rpc_gets_a_clear_tool_error(gateway):
+    async with mcp_client(gateway, KEYS["full"]) as client:
+        with trio.fail_after(10):   # never the server's 20 s timeout: the session is known to be broken
+            result = await client.call_tool("garbage__anything", {})
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert result.is_error and "the MCP server garbage" in text_of(result), text_of(result)
+    assert "not JSON-RPC" in text_of(result) or "the server exited" in text_of(result), text_of(result)
+    assert "local__echo" in names and not any(name.startswith("garbage__") for name in names)
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(gateway + "/ready")).status_code == 200
 
 
 async def test_forwarded_headers_reach_the_server_and_the_clients_key_never_does(gateway):

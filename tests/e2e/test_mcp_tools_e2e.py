@@ -11,9 +11,12 @@ from typing import Any
 
 import openai
 import pytest
+import trio
 
 from tests.e2e.conftest import TOOL_SERVER
 from tests.e2e.support import backend, gateway_config, in_thread
+from tests.e2e.test_otlp_e2e import CLIENT_SPAN, CLIENT_TRACE, attributes, collector, otlp
+from tests.servers import lifespan, request_body, serving
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backend saw
 
@@ -22,10 +25,10 @@ ANSWER = "The tool said so."
 
 
 def config(tool_server: str, stdio: bool = False, policy: dict[str, Any] | None = None,
-           **simulation: Any) -> dict[str, Any]:
-    model = backend("a", call_tools=True, text=ANSWER, **simulation)
+           model: dict[str, Any] | None = None, **simulation: Any) -> dict[str, Any]:
+    model = model or backend("a", call_tools=True, text=ANSWER, **simulation)
     model["model_configs"] = [{"id": "demo", "metadata": {"pricing": {"input_tokens": 1, "output_tokens": 2}}}]
-    servers: list[dict[str, Any]] = [{"name": "remote", "url": tool_server},
+    servers: list[dict[str, Any]] = [{"name": "remote", "url": tool_server, "forward_headers": ["x-team"]},
                                      {"name": "limited", "url": tool_server, "timeout": "1s"}]
     if stdio:
         servers.append({"name": "local", "command": sys.executable, "args": [TOOL_SERVER, "stdio"]})
@@ -52,9 +55,16 @@ def fed_back(gw: Any) -> list[str]:
 
 
 async def ledger(gw: Any, request_id: str) -> list[Any]:
+    """The request's records, once the call's own is in (it is written as the call ends, which may be just
+    after its client has the answer)."""
     runtime = gw.app.runtime
-    await runtime.ledger.flush()
-    return await runtime.ledger.for_request(request_id)
+    with trio.fail_after(5):
+        while True:
+            await runtime.ledger.flush()
+            rows = await runtime.ledger.for_request(request_id)
+            if any(r.purpose == "client" for r in rows):
+                return rows
+            await trio.sleep(0.01)
 
 
 async def test_a_responses_mcp_tool_is_run_and_its_result_reaches_the_model(start_gateway, tool_server):
@@ -168,3 +178,94 @@ async def test_a_tool_that_crashes_its_server_is_fed_back_as_failed_and_the_call
     assert completion.choices[0].message.content == ANSWER
     [fed] = fed_back(gw)
     assert fed.startswith("The tool call failed: local__crash failed:"), fed
+
+
+async def test_a_server_that_sends_what_is_not_json_rpc_mid_call_is_fed_back_as_failed(start_gateway, tool_server):
+    gw = await start_gateway(config(tool_server, stdio=True, tool_arguments="{}"))
+    with client(gw) as sdk:
+        completion = await in_thread(lambda: sdk.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": "garble"}],
+            tools=[{"type": "mcp", "server_label": "local", "allowed_tools": ["garble"]}]))   # type: ignore[list-item]
+    assert completion.choices[0].message.content == ANSWER
+    [fed] = fed_back(gw)   # not the server's 30 s timeout: the session ends on the line that is not JSON-RPC
+    assert fed.startswith("The tool call failed: local__garble failed: the MCP server local closed the session "
+                          "during the call: the server sent what is not JSON-RPC"), fed
+
+
+async def test_the_calls_forward_headers_reach_the_server_and_its_key_never_does(start_gateway, tool_server):
+    gw = await start_gateway(config(tool_server, tool_arguments="{}"))
+    sdk = openai.OpenAI(base_url=gw.v1, api_key=KEYS["full"], max_retries=0, timeout=15,
+                        default_headers={"x-team": "blue", "x-other": "kept-here"})
+    with sdk:
+        await in_thread(lambda: sdk.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": "headers"}],
+            tools=[{"type": "mcp", "server_label": "remote", "allowed_tools": ["headers"]}]))   # type: ignore[list-item]
+    [fed] = fed_back(gw)
+    seen = json.loads(fed)
+    assert seen["x-team"] == "blue" and "x-other" not in seen
+    assert KEYS["full"] not in fed and "authorization" not in seen
+
+
+async def test_a_tool_call_of_the_loop_is_an_execute_tool_span_in_the_calls_trace(start_gateway, tool_server):
+    async with collector() as c:
+        gw = await start_gateway({**config(tool_server, tool_arguments='{"text": "x"}'), "tracing": otlp(c.url)})
+        with client(gw) as sdk:
+            raw = await in_thread(lambda: sdk.chat.completions.with_raw_response.create(
+                model="demo", messages=[{"role": "user", "content": "echo"}],
+                tools=[{"type": "mcp", "server_label": "remote", "allowed_tools": ["echo"]}],   # type: ignore[list-item]
+                extra_headers={"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"}))
+        spans = await c.wait_for(4)   # the call, its two rounds, the tool call
+    [tool] = [s for s in spans if s.name == "execute_tool echo"]
+    [root] = [s for s in spans if s.name == "router.request"]
+    assert tool.trace_id.hex() == root.trace_id.hex() == CLIENT_TRACE
+    assert tool.parent_span_id == root.span_id   # inside the call, beside its model rounds
+    assert attributes(tool) == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo",
+                                "router.mcp_server": "remote", "router.outcome": "ok",
+                                "router.request_id": raw.headers["x-continuum-request-id"]}
+    assert root.start_time_unix_nano <= tool.start_time_unix_nano <= tool.end_time_unix_nano \
+        <= root.end_time_unix_nano
+
+
+async def chat_only_model(receive: Any, send: Any, scope: dict[str, Any], seen: list[Any]) -> None:
+    """A backend that speaks only Chat Completions: a call to ``remote__echo`` while the model has no tool
+    result, then an answer."""
+    body = json.loads(await request_body(receive))
+    seen.append(body)
+    tool_results = [m for m in body["messages"] if m.get("role") == "tool"]
+    message: dict[str, Any] = {"role": "assistant", "content": ANSWER}
+    if not tool_results:
+        message = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "remote__echo", "arguments": '{"text": "over chat"}'}}]}
+    answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body["model"],
+              "choices": [{"index": 0, "message": message,
+                           "finish_reason": "stop" if tool_results else "tool_calls"}],
+              "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+
+async def test_a_responses_mcp_call_on_a_backend_that_speaks_only_chat_runs_through_the_bridge(start_gateway,
+                                                                                                tool_server):
+    seen: list[Any] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+        else:
+            await chat_only_model(receive, send, scope, seen)
+
+    async with serving(app) as url:
+        model = {"name": "v", "type": "vllm", "url": url, "models": ["demo"]}
+        gw = await start_gateway({**config(tool_server, model=model), "health_checks": {"enabled": False}})
+        with client(gw) as sdk:
+            response = await in_thread(lambda: sdk.responses.create(
+                model="demo", input="echo", tools=[{"type": "mcp", "server_label": "remote",
+                                                    "allowed_tools": ["echo"]}]))
+    listing, call, message = response.output
+    assert (listing.type, [t.name for t in listing.tools]) == ("mcp_list_tools", ["echo"])
+    assert (call.type, call.name, call.output, call.error) == ("mcp_call", "echo", "over chat", None)
+    assert response.output_text == ANSWER
+    first, second = seen
+    assert [t["function"]["name"] for t in first["tools"]] == ["remote__echo"]
+    assert [m.get("content") for m in second["messages"] if m.get("role") == "tool"] == ["over chat"]

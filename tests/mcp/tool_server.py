@@ -5,7 +5,9 @@ gateway starts it); ``python -m tests.mcp.tool_server http`` serves it over
 Streamable HTTP with hypercorn on a free port of 127.0.0.1, under Trio, and
 prints its URL as the first line of stdout. Its tools: ``echo``, ``add``,
 ``sleep`` (a hang), ``big`` (a result of any size), ``crash`` (the process
-exits at once) and ``headers`` (the request headers it was sent).
+exits at once), ``headers`` (the request headers it was sent), ``pid`` (the
+process's id) and ``garble`` (a line that is not JSON-RPC on stdout, then a
+hang).
 """
 
 from __future__ import annotations
@@ -55,6 +57,26 @@ def headers(ctx: Context) -> dict[str, str]:
     """The HTTP request headers this call came with (none over stdio)."""
     seen = ctx.headers or {}
     return {k.lower(): v for k, v in seen.items()}
+
+
+@server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+async def garble() -> str:
+    """Write a line that is not JSON-RPC where the answers go (stdio), then never answer."""
+    import anyio
+    from mcp.server import stdio
+
+    # the SDK serves the wire from a private duplicate of fd 1 (fd 1 itself goes to stderr while it serves)
+    claim = stdio._claims.get(1)
+    os.write(claim.private_fd if claim is not None and claim.private_fd is not None else 1,
+             b"this line is not JSON-RPC\n")
+    await anyio.sleep_forever()
+    return "never"
 
 
 async def serve_http() -> None:

@@ -63,3 +63,22 @@ def test_changes_are_audited_as_the_clis_user(config, tmp_path, capsys):
     finally:
         store.close()
     assert [(e.action, e.actor) for e in entries] == [("organization.create", f"cli:{getpass.getuser()}")]
+
+
+def test_the_mcp_allowlists_are_set_replaced_and_cleared(config, capsys):
+    rc, out, err = orgs(capsys, config, "create", "acme", "--allowed-mcp-server", "github",
+                        "--allowed-mcp-server", "files*", "--allowed-mcp-tool", "github__search_*", "--json")
+    assert rc == 0, err
+    shown = json.loads(out)
+    assert (shown["allowed_mcp_servers"], shown["allowed_mcp_tools"]) == (["github", "files*"], ["github__search_*"])
+    rc, out, err = orgs(capsys, config, "update", "acme", "--allowed-mcp-tool", "files*__read",
+                        "--clear", "allowed-mcp-server", "--json")
+    assert rc == 0, err
+    shown = json.loads(out)
+    assert (shown["allowed_mcp_servers"], shown["allowed_mcp_tools"]) == (None, ["files*__read"])
+
+
+def test_a_bad_mcp_glob_names_its_option(config, capsys):
+    rc, _, err = orgs(capsys, config, "create", "acme", "--allowed-mcp-server", "github", "--allowed-mcp-server", "")
+    assert rc == 1 and "--allowed-mcp-server: item [1] must not be empty" in err, err
+    assert orgs(capsys, config, "show", "acme")[0] == 1

@@ -2,6 +2,7 @@
 with its field path."""
 
 from switchyard.config.load import load_text
+from switchyard.protocol.serving.cli import main
 from tests.unit.test_config import MINIMAL, errors_of
 
 
@@ -58,3 +59,22 @@ api_keys:
   - {id: a, key: "0123456789abcdef0123", allowed_mcp_servers: []}
 """, env={}))
     assert "api_keys[0].allowed_mcp_servers: must not be empty" in errors
+
+
+def test_config_validate_warns_of_an_allowed_mcp_server_that_is_not_configured(tmp_path, capsys):
+    path = tmp_path / "switchyard.yaml"
+    path.write_text(MINIMAL + """
+mcp_servers:
+  - {name: github, url: "https://mcp.example.com/mcp"}
+api_keys:
+  - {id: a, key: "0123456789abcdef0123", allowed_mcp_servers: [github, gitlab, "files*"]}
+organizations:
+  - {id: o, allowed_mcp_servers: ["git[hl]*", githib]}
+""")
+    assert main(["config", "validate", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: api_keys[0].allowed_mcp_servers[1]: key 'a': no server of mcp_servers is named 'gitlab', so this "
+        "entry allows nothing",
+        "warning: organizations[0].allowed_mcp_servers[1]: organization 'o': no server of mcp_servers is named "
+        "'githib', so this entry allows nothing"]

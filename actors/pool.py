@@ -16,12 +16,16 @@ import trio
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 from switchyard.actors.health import HealthView
 from switchyard.actors.messages import Call
+from switchyard.actors.routing.affinity import AffinityKey, CacheAffinity, Placement, affinity_key
 from switchyard.actors.routing.candidates import serving
 from switchyard.actors.routing.strategies import PickContext, make_picker, prompt_prefix
 from switchyard.actors.signals import NO_SIGNALS, Signals, SignalTerms
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import BackendConfig, Snapshot, Strategy
 
 LATENCY_SMOOTHING = 0.3  # weight of the newest sample in the moving average
+# The calls whose body may carry a prompt_cache_key or a conversation (routing.cache_affinity).
+AFFINITY_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.COMPACT})
 
 
 class BackendPool:
@@ -41,6 +45,9 @@ class BackendPool:
         self.engine_load_decisions = self.signals.engine_load_decisions
         self.usage_weight_decisions = self.signals.usage_weight_decisions
         self.quota_decisions = self.signals.quota_decisions
+        self.affinity = CacheAffinity(snapshot.prefix_routing.virtual_nodes)
+        # (backend, key kind, outcome) -> picks, for routing_cache_affinity_decisions_total
+        self.affinity_decisions: defaultdict[tuple[str, str, str], int] = defaultdict(int)
 
     def reconfigure(self, snapshot: Snapshot) -> None:
         """A new revision: in-flight counts and latency averages stay; the strategy is
@@ -54,6 +61,8 @@ class BackendPool:
         if old.fallback.fallback_policy.max_concurrent_dials_per_backend != \
                 snapshot.fallback.fallback_policy.max_concurrent_dials_per_backend:
             self._dials = {}  # dials holding old permits finish on the old semaphores
+        if old.prefix_routing.virtual_nodes != snapshot.prefix_routing.virtual_nodes:
+            self.affinity = CacheAffinity(snapshot.prefix_routing.virtual_nodes)
         self._serving_source = None
         self.signals.reconfigure(snapshot)
 
@@ -75,13 +84,16 @@ class BackendPool:
     def choose(self, call: Call, model: str, health: HealthView, discovered: Mapping[str, frozenset[str]],
                now: float, exclude: frozenset[str] = frozenset(),
                prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None,
-               allowed: frozenset[str] | None = None, signals: Signals = NO_SIGNALS) -> BackendConfig:
+               allowed: frozenset[str] | None = None, signals: Signals = NO_SIGNALS,
+               placed: Callable[[Placement], None] | None = None) -> BackendConfig:
         """A backend for ``model``: visible, serving it, allowed, healthy, circuit closed, not excluded.
 
         ``allowed`` (the API key's and the client's reach; None: everything) narrows first.
         ``prefer`` (a variant's or the client's ranking) may narrow the admitted set before the
         strategy picks; it runs after health, so it never brings back a backend health ruled out.
-        The live-signal terms (``actors/signals.py``) come last, over what is left."""
+        The live-signal terms (``actors/signals.py``) come next, over what is left; then cache
+        affinity, for a call with a key, among the candidates still equal (``placed`` hears where
+        it put the call); the strategy picks the rest."""
         candidates = self.serving(model, discovered, call.snapshot)
         if allowed is not None:
             candidates = [b for b in candidates if b.name in allowed]
@@ -97,6 +109,14 @@ class BackendPool:
         healthy, decided = self.signals.rank(call.snapshot, healthy, signals, now, self.in_flight)
         if decided is not None:
             return decided
+        key = self._affinity_key(call) if len(healthy) > 1 else None
+        if key is not None:
+            placement = self.affinity.place(healthy, key, self.in_flight,
+                                            call.snapshot.prefix_routing.load_factor_epsilon)
+            self.affinity_decisions[(placement.backend, placement.kind, placement.outcome)] += 1
+            if placed is not None:
+                placed(placement)
+            return next(b for b in healthy if b.name == placement.backend)
         prefix = None
         cfg = self.snapshot.prefix_routing
         if self.snapshot.selection_strategy is Strategy.PREFIX_AWARE_HASH and cfg.enabled:
@@ -104,6 +124,15 @@ class BackendPool:
         ctx = PickContext(random=self.rng.random(), hash_key=call.hash_key, prefix_key=prefix,
                           in_flight=self.in_flight, latency=self.latency)
         return self.picker.pick(healthy, ctx)
+
+    def _affinity_key(self, call: Call) -> AffinityKey | None:
+        """The call's ``routing.cache_affinity`` key (its own revision's settings), or None."""
+        snap = call.snapshot
+        cfg = snap.routing.cache_affinity
+        if not cfg.enabled or call.endpoint not in AFFINITY_ENDPOINTS:
+            return None
+        prefix = snap.prefix_routing
+        return affinity_key(call.payload, cfg.key, prefix.max_prefix_length if prefix.enabled else None)
 
     def dial_bound(self, backend: str) -> trio.Semaphore | None:
         """The permit pool limiting concurrent fallback dials to ``backend`` (None: unlimited)."""

@@ -196,6 +196,10 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     if strategy is Strategy.PREFIX_AWARE_HASH and not prefix.enabled:
         problems.warn("prefix_routing.enabled",
                       "false while selection_strategy is PrefixAwareHash: requests go to the least-loaded backend")
+    if routing.cache_affinity.enabled and routing.cache_affinity.key == "prefix" and not prefix.enabled:
+        problems.warn("routing.cache_affinity.key",
+                      "prefix while prefix_routing.enabled is false: no prefix is taken, so no call has an "
+                      "affinity key")
     for b in backends:
         # an always-simulated kind is a test double: serving nothing is no deployment's mistake there
         if kind_of(b).in_process is not InProcess.ALWAYS and not b.models and not b.discovery:

@@ -4,7 +4,8 @@
 read; ``routing`` holds the three terms built on them and on what the
 router sees itself: ``engine_load`` (queue depth and KV pressure, with an
 admission gate), ``usage_weight`` (the share of a declared provider quota
-not yet spent) and ``quota_aware`` (the provider's own rate-limit headers).
+not yet spent) and ``quota_aware`` (the provider's own rate-limit headers),
+and ``cache_affinity``, the tie-break that keeps provider prompt caches warm.
 Every term is off by default: without them selection is unchanged.
 
 ``OtlpExport`` is ``tracing.otlp``: where the gateway's own spans go (an
@@ -64,11 +65,26 @@ class QuotaAware:
     ttl: float = field(45.0, rules.duration(minimum=1, maximum=HOUR))
 
 
+AFFINITY_KEYS = ("both", "prompt_cache_key", "prefix")
+
+
+@frozen
+class CacheAffinity:
+    """``routing.cache_affinity``: calls sharing a ``prompt_cache_key`` or a prompt prefix go to the same
+    backend among the otherwise equal candidates, so a provider's prompt cache stays warm there. The
+    prefix, the ring and the load bound are ``prefix_routing``'s (max_prefix_length, virtual_nodes,
+    load_factor_epsilon)."""
+
+    enabled: bool = field(False, rules.boolean)
+    key: str = field("both", values.words(*AFFINITY_KEYS))   # both: prompt_cache_key when sent, else the prefix
+
+
 @frozen
 class RoutingConfig:
     engine_load: EngineLoad = section(EngineLoad)
     usage_weight: UsageWeight = section(UsageWeight)
     quota_aware: QuotaAware = section(QuotaAware)
+    cache_affinity: CacheAffinity = section(CacheAffinity)
 
 
 # --- tracing.otlp ---------------------------------------------------------------

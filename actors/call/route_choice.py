@@ -34,6 +34,7 @@ from switchyard.actors.errors import (
 )
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
+from switchyard.actors.routing.affinity import Placement
 from switchyard.actors.routing.aliases import alias_owner, dispatch_target, serves_literally
 from switchyard.actors.routing.candidates import Discovered, public_backends
 from switchyard.actors.routing.capabilities import Needs, missing, needs_of
@@ -253,11 +254,18 @@ class RouteChoice:
         try:
             return rt.pool.choose(call, model, rt.health.view, rt.discovery.view, trio.current_time(),
                                   exclude=frozenset(exclude), prefer=self._ranking(call, model),
-                                  allowed=self.reach.of(model), signals=Signals(rt.engine_stats.view, rt.quota.view))
+                                  allowed=self.reach.of(model), signals=Signals(rt.engine_stats.view, rt.quota.view),
+                                  placed=lambda p: self._placed(p, model))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != call.model and model == self.routed:
                 raise _naming(err, model, call.model) from None  # the client's name, not ours
             raise
+
+    def _placed(self, placement: Placement, model: str) -> None:
+        """``routing.cache_affinity`` chose the backend: which key kind, its home, whether the load bound moved it
+        (never the key itself: a prompt or a client's identifier)."""
+        self.trace.add("cache_affinity", backend=placement.backend, model=model, key=placement.kind,
+                       home=placement.home, moved=placement.moved)
 
     def _ranking(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The client's provider ranking, then a variant's narrowing inside its best group."""

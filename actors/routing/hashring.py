@@ -56,9 +56,18 @@ class HashRing:
         busiest member never carries more than (1 + epsilon) times the mean
         and a key still lands on its home member whenever that one has room.
         """
+        return self.place_bounded(key, loads, epsilon)[1]
+
+    def place_bounded(self, key: str, loads: Mapping[str, int], epsilon: float) -> tuple[str, str]:
+        """``lookup_bounded``'s answer with the key's home member: (home, chosen)."""
         total = sum(loads.get(m, 0) for m in self.members) + 1
         capacity = math.ceil((1.0 + epsilon) * total / len(self.members))
+        home: str | None = None
         for owner in self.walk(key):
+            if home is None:
+                home = owner
             if loads.get(owner, 0) + 1 <= capacity:
-                return owner
-        return self.lookup(key)  # unreachable: capacities sum past the total
+                return home, owner
+        if home is None:
+            raise LookupError("empty ring")
+        return home, home  # unreachable: capacities sum past the total

@@ -102,7 +102,9 @@ class Random:
         return cands[min(int(ctx.random * len(cands)), len(cands) - 1)]
 
 
-class _Rings:
+class Rings:
+    """Hash rings per candidate set (a bounded LRU): built once, reused while the set stays the same."""
+
     def __init__(self, virtual_nodes: int) -> None:
         self.virtual_nodes = virtual_nodes
         self._rings: OrderedDict[tuple[str, ...], HashRing] = OrderedDict()
@@ -128,7 +130,7 @@ class ConsistentHash:
     """
 
     def __init__(self, cfg: ConsistentHashConfig) -> None:
-        self._rings = _Rings(cfg.virtual_nodes)
+        self._rings = Rings(cfg.virtual_nodes)
         self._fallback = RoundRobin()
 
     def pick(self, cands: Sequence[C], ctx: PickContext) -> C:
@@ -143,7 +145,7 @@ class PrefixAwareHash:
     the mean in-flight load; then the next one clockwise takes it."""
 
     def __init__(self, cfg: PrefixRouting) -> None:
-        self._rings = _Rings(cfg.virtual_nodes)
+        self._rings = Rings(cfg.virtual_nodes)
         self.epsilon = cfg.load_factor_epsilon
 
     def pick(self, cands: Sequence[C], ctx: PickContext) -> C:

@@ -135,6 +135,13 @@ class RuntimeCollector(Collector):
             for (backend, reason), count in sorted(counts.items()):
                 family.add_metric([backend, reason], count)
             yield family
+        affinity = CounterMetricFamily(
+            "routing_cache_affinity_decisions", "routing.cache_affinity placements, by backend, key kind "
+            "(prompt_cache_key, prefix) and outcome (home; moved: the home was past the load bound)",
+            labels=["backend", "key", "outcome"])
+        for (backend, kind, outcome), count in sorted(pool.affinity_decisions.items()):
+            affinity.add_metric([backend, kind, outcome], count)
+        yield affinity
 
 
 def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],

@@ -26,7 +26,6 @@ class Unsupported:
 
 UNSUPPORTED: dict[str, Unsupported] = {u.path: u for u in (
     Unsupported("prefix_routing.salt_echo"),
-    Unsupported("prefix_routing.anthropic_cache_control_injection"),
     Unsupported("kv_cache_index"),
     Unsupported("server.socket_mode"),
     Unsupported("control_plane"),

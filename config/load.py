@@ -18,6 +18,7 @@ import yaml
 
 from switchyard.config import (
     builtin_metadata,
+    cache_injection,
     check_smart_routing,
     load_access,
     load_backends,
@@ -36,7 +37,7 @@ from switchyard.config.alerts import alerts as load_alerts
 from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.kinds import kind_of
-from switchyard.config.kinds.base import InProcess
+from switchyard.config.kinds.base import Api, InProcess
 from switchyard.config.mcp_servers import McpTools
 from switchyard.config.mcp_servers import mcp_servers as load_mcp_servers
 from switchyard.config.operations import Admin, Logging, Tracing
@@ -155,7 +156,9 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     strategy = read(top, Snapshot, "selection_strategy")
     health = _health(top.section("health_checks"))
     chash = load_section(ConsistentHashConfig, top.section("consistent_hash"))
-    prefix = load_section(PrefixRouting, top.section("prefix_routing"))
+    prefix_reader = top.section("prefix_routing")
+    prefix = load_section(PrefixRouting, prefix_reader,
+                          anthropic_cache_control_injection=cache_injection.read(prefix_reader))
     timeouts = load_resilience.timeouts(top.section("timeouts"))
     retry = load_resilience.retry_policy(top.section("retry"))
     fallback = load_resilience.fallback(top.section("fallback"))
@@ -214,6 +217,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_access.check_catch_all(backends, models.aliases, problems)
         load_prompts.check_backends(global_prompts, {b.name for b in backends}, problems)
         load_params.check_narrowed(request_params, backends, problems)
+        cache_injection.check(prefix.anthropic_cache_control_injection, backends, problems,
+                              lambda b: kind_of(b).api in (Api.MESSAGES, Api.CONVERSE))
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)
         load_limits.check_per_model(rate_limiting, backends, load_access.dispatch_aliases(backends, models.aliases),
                                     problems)

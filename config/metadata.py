@@ -61,6 +61,10 @@ class Pricing:
     input_tokens: float | None = None
     output_tokens: float | None = None
     cached_input_discount: float | None = None
+    # Explicit prompt-cache rates (Anthropic's and Bedrock's price sheets): reads, in place of the discount;
+    # writes (Anthropic's 5-minute cache), in place of input_tokens. Absent: the discount, the input rate.
+    cache_read_input_tokens: float | None = None
+    cache_write_input_tokens: float | None = None
     image_input_tokens: float | None = None
     cached_image_input_tokens: float | None = None
     # {size: price}, {tier: price} or {size: {quality: price}}

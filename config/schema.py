@@ -17,6 +17,7 @@ from attrs import frozen
 from switchyard.config import rules, values
 from switchyard.config.access import Access
 from switchyard.config.alerts import AlertsConfig
+from switchyard.config.cache_injection import CacheControlInjection
 from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
 from switchyard.config.limits import Organization, RateLimiting, State
@@ -210,6 +211,8 @@ class PrefixRouting:
     max_prefix_length: int = field(256, rules.integer(1, 1_000_000))
     load_factor_epsilon: float = field(0.25, rules.number(0.0, 100.0))
     virtual_nodes: int = field(160, rules.integer(1, 10_000))
+    # prompt-caching breakpoints added to anthropic and bedrock calls (config/cache_injection.py); read by hand
+    anthropic_cache_control_injection: CacheControlInjection = attrs.field(factory=CacheControlInjection)
 
 
 @frozen

@@ -16,6 +16,7 @@ class TokenCounts:
     input: int = 0
     output: int = 0
     cached: int = 0              # of input: read from the provider's cache
+    cache_write: int = 0         # of input: written to the provider's cache (Anthropic's, Bedrock's)
     reasoning: int = 0           # of output
     image_input: int = 0         # of input: image tokens
     cached_image_input: int = 0  # of image_input: cached
@@ -23,8 +24,9 @@ class TokenCounts:
 
     def __add__(self, other: "TokenCounts") -> "TokenCounts":
         return TokenCounts(self.input + other.input, self.output + other.output, self.cached + other.cached,
-                           self.reasoning + other.reasoning, self.image_input + other.image_input,
-                           self.cached_image_input + other.cached_image_input, self.images + other.images)
+                           self.cache_write + other.cache_write, self.reasoning + other.reasoning,
+                           self.image_input + other.image_input, self.cached_image_input + other.cached_image_input,
+                           self.images + other.images)
 
 
 def _whole(value: Any) -> int:
@@ -41,13 +43,15 @@ def counts_of(usage: Any) -> TokenCounts | None:
     """An answer's ``usage`` object as TokenCounts (None when there is none), in any of the shapes
     backends report: Chat Completions (``prompt_tokens``, ``*_tokens_details``), Responses
     (``input_tokens``, ``input_tokens_details``) or Anthropic (``input_tokens`` without the cache's
-    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``, which are added)."""
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``, which are added). Cache writes are
+    ``cache_write_tokens`` in the details (the Responses usage's name, which the wires give chat usage too)."""
     if not isinstance(usage, dict):
         return None
     details_in = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
     details_out = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
     details_in = details_in if isinstance(details_in, dict) else {}
     details_out = details_out if isinstance(details_out, dict) else {}
+    written = _whole(details_in.get("cache_write_tokens"))
     if "prompt_tokens" in usage:
         prompt = _whole(usage.get("prompt_tokens"))
         cached = _whole(details_in.get("cached_tokens"))
@@ -55,8 +59,10 @@ def counts_of(usage: Any) -> TokenCounts | None:
         read, created = _whole(usage.get("cache_read_input_tokens")), _whole(usage.get("cache_creation_input_tokens"))
         prompt = _whole(usage.get("input_tokens")) + read + created
         cached = _whole(details_in.get("cached_tokens")) or read
+        written = written or created
     output = _whole(usage["completion_tokens"] if "completion_tokens" in usage else usage.get("output_tokens"))
-    return TokenCounts(input=prompt, output=output, cached=min(cached, prompt),
+    cached = min(cached, prompt)
+    return TokenCounts(input=prompt, output=output, cached=cached, cache_write=min(written, prompt - cached),
                        reasoning=_whole(details_out.get("reasoning_tokens")),
                        image_input=_whole(details_in.get("image_tokens")),
                        cached_image_input=_whole(details_in.get("cached_image_tokens")))

@@ -73,7 +73,8 @@ def call_record(trace: Any, *, key: Any, model: str | None, stream: bool, counts
         model=model, served_model=served_model if trace.attempt else None,
         backend=backend if trace.attempt else None, attempts=trace.attempt, status=status, error_code=code,
         input_tokens=counts.input, output_tokens=counts.output, cached_tokens=counts.cached,
-        reasoning_tokens=counts.reasoning, cost=None if cost is None else float(cost), estimated=estimated,
+        cache_write_tokens=counts.cache_write, reasoning_tokens=counts.reasoning,
+        cost=None if cost is None else float(cost), estimated=estimated,
         latency_ms=_ms(trace.ended if trace.ended is not None else 0.0) or 0.0, ttfb_ms=_ms(trace.first_byte),
         stream=stream, purpose=purpose, trace_id=trace.trace_id, route_events=route_events_of(trace),
         guardrails=trace.guardrails.ledger_field() if getattr(trace, "guardrails", None) is not None else None)

@@ -2,7 +2,9 @@
 
 The rules (the model metadata section of the spec): rates are USD per 1M
 tokens; ``cached_input_discount`` takes that fraction off the input rate for
-cached input tokens; image input tokens are priced at ``image_input_tokens``
+cached input tokens, unless ``cache_read_input_tokens`` names their rate;
+tokens written to the provider's prompt cache (Anthropic, Bedrock) are priced
+at ``cache_write_input_tokens`` when it is set (else as input); image input tokens are priced at ``image_input_tokens``
 (cached ones at ``cached_image_input_tokens``, an explicit rate, not a
 discount) on top of the text tokens at the text rates; ``per_image`` is USD
 per generated image; when the prompt exceeds ``long_context.threshold_tokens``
@@ -31,7 +33,8 @@ def priced(pricing: Pricing | None) -> bool:
     """Whether a model's pricing says anything a cost can be made of."""
     return pricing is not None and any(v is not None for v in (
         pricing.input_tokens, pricing.output_tokens, pricing.image_input_tokens,
-        pricing.cached_image_input_tokens, pricing.per_image))
+        pricing.cached_image_input_tokens, pricing.per_image, pricing.cache_read_input_tokens,
+        pricing.cache_write_input_tokens))
 
 
 def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
@@ -49,8 +52,11 @@ def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
     cached_image = min(counts.cached_image_input, image)
     text_tokens = max(counts.input - image, 0)
     cached_text = min(max(counts.cached - cached_image, 0), text_tokens)
-    discount = _rate(pricing.cached_input_discount)
-    total = (text_tokens - cached_text) * text_in + cached_text * text_in * (1 - discount)
+    written = min(counts.cache_write, text_tokens - cached_text)
+    read_rate = _rate(pricing.cache_read_input_tokens) if pricing.cache_read_input_tokens is not None \
+        else text_in * (1 - _rate(pricing.cached_input_discount))
+    write_rate = _rate(pricing.cache_write_input_tokens) if pricing.cache_write_input_tokens is not None else text_in
+    total = (text_tokens - cached_text - written) * text_in + cached_text * read_rate + written * write_rate
     if image:
         image_rate = _rate(pricing.image_input_tokens)
         cached_rate = _rate(pricing.cached_image_input_tokens) if pricing.cached_image_input_tokens is not None \

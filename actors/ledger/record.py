@@ -69,7 +69,8 @@ class LedgerRecord:
     error_code: str | None = field(converter=_id)        # the error envelope's code, when the call failed
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0            # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0       # of input_tokens: written to the provider's prompt cache
     reasoning_tokens: int = 0
     cost: float | None = None         # USD; None when a priced model was not involved
     estimated: bool = False           # tokens (and so cost) estimated: no usage came back

@@ -44,7 +44,8 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 # --- the answer, translated ----------------------------------------------------------
 
 def usage_of(usage: Any) -> dict[str, Any]:
-    """Chat usage as Messages usage; cached prompt tokens are Anthropic's cache reads, not input."""
+    """Chat usage as Messages usage; cached prompt tokens are Anthropic's cache reads and written ones its
+    cache writes (``cache_creation_input_tokens``), neither counted in ``input_tokens``."""
     if not isinstance(usage, dict):
         return {"input_tokens": 0, "output_tokens": 0}
     prompt = usage.get("prompt_tokens")
@@ -53,10 +54,12 @@ def usage_of(usage: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"input_tokens": prompt,
                            "output_tokens": output if isinstance(output, int) and output >= 0 else 0}
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= prompt:
-        out["input_tokens"] = prompt - cached
-        out["cache_read_input_tokens"] = cached
+    for name, messages_name in (("cached_tokens", "cache_read_input_tokens"),
+                                ("cache_write_tokens", "cache_creation_input_tokens")):
+        count = details.get(name) if isinstance(details, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= out["input_tokens"]:
+            out["input_tokens"] -= count
+            out[messages_name] = count
     cost = usage.get("cost")   # the gateway's price of the call (USD), carried as the Chat door shows it
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         out["cost"] = cost

@@ -22,7 +22,8 @@ Answers: a ``message`` object, or the SSE sequence ``message_start``,
 field Anthropic's schema requires (``container``, ``stop_details``, the
 usage's cache, tier and region fields, a text block's ``citations``, a tool
 call's ``caller``; ``context_management`` with no edit applied when the
-request asked for edits). The request
+request asked for edits). A request's ``cache_control`` marks read and write
+a simulated prompt cache, reported in the usage (``anthropic_cache.py``). The request
 steers it too: ``thinking`` enabled adds a thinking block, a stop sequence
 found in the reply cuts it (``stop_sequence``), ``max_tokens`` below the
 number of pieces cuts it (``max_tokens``). Failure modes map as follows:
@@ -46,6 +47,8 @@ import trio
 from switchyard.config.schema import SimulatedFailure
 from switchyard.config.simulation import Simulation
 from switchyard.protocol.http.client_json import utf8
+from switchyard.protocol.simulated.anthropic_cache import PromptCache
+from switchyard.protocol.simulated.anthropic_cache import problem as cache_problem
 from switchyard.protocol.simulated.anthropic_checks import betas_of, problem_in
 from switchyard.protocol.simulated.openai import SimulatedTransport
 from switchyard.protocol.simulated.parts import TOOL_ARGUMENTS, TOOL_NAME, SimulatedStream, split_words
@@ -73,6 +76,7 @@ class SimulatedAnthropicTransport(SimulatedTransport):
                  api_key: str | None = None, history: int | None = None) -> None:
         super().__init__(name, simulation, models, history)
         self.api_key = api_key
+        self.prompt_cache = PromptCache()   # what cache_control marks read and write (anthropic_cache.py)
         self._gets: deque[httpx.Request] = deque(maxlen=self.keep)
 
     @property
@@ -117,7 +121,7 @@ class SimulatedAnthropicTransport(SimulatedTransport):
         if failed is not None:
             return failed
         problem = problem_in(body, request.headers["anthropic-version"],
-                             betas_of(request.headers.get("anthropic-beta")))
+                             betas_of(request.headers.get("anthropic-beta"))) or cache_problem(body)
         if problem is not None:
             self.record("invalid")
             return self._error(400, problem)
@@ -150,6 +154,10 @@ class _Reply:
             self.pieces, self.stop_reason, self.stop_sequence = self.pieces[:body["max_tokens"]], "max_tokens", None
         self.thinking = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
         self.input_tokens = max(1, len(json.dumps(body["messages"])) // 4)
+        self.cache_read = self.cache_write = 0
+        cached = owner.prompt_cache.account(body)
+        if cached is not None:
+            self.input_tokens, self.cache_read, self.cache_write = cached
 
     def _cut_at_stop_sequence(self) -> None:
         text = "".join(self.pieces)
@@ -163,8 +171,8 @@ class _Reply:
         """The usage after ``produced`` answer tokens (the thinking text's words count as output too)."""
         thinking = len(THINKING_TEXT.split()) if self.thinking else 0
         return {"input_tokens": self.input_tokens, "output_tokens": produced + thinking,
-                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                "cache_creation_input_tokens": self.cache_write, "cache_read_input_tokens": self.cache_read,
+                "cache_creation": {"ephemeral_5m_input_tokens": self.cache_write, "ephemeral_1h_input_tokens": 0},
                 "output_tokens_details": {"thinking_tokens": thinking},
                 "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
                 "service_tier": "standard", "inference_geo": self.body.get("inference_geo") or "global"}

@@ -38,6 +38,10 @@ its writes bump the same ``control_revision``.
 Migration 9 adds ``alerts``: one row per alert (``actors/alerts/``), its
 UNIQUE (event, owner, owner_id, bucket, threshold) the claim that makes one
 worker of the fleet its sender; the row keeps the delivery's status.
+
+Migration 10 adds ``cache_write_tokens``: the input tokens a call wrote to the
+provider's prompt cache (Anthropic's ``cache_creation_input_tokens``,
+Bedrock's ``cacheWriteInputTokens``), priced at their own rate.
 """
 
 from __future__ import annotations
@@ -172,6 +176,7 @@ SQLITE: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
+    ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -299,4 +304,5 @@ POSTGRESQL: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
+    ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens integer NOT NULL DEFAULT 0",),
 )

@@ -52,6 +52,7 @@ from switchyard.protocol.wires.anthropic_betas import forwarded_betas
 from switchyard.protocol.wires.anthropic_messages import NOT_CARRIED, translate_messages
 from switchyard.protocol.wires.anthropic_messages import invalid as _invalid
 from switchyard.protocol.wires.anthropic_messages import unsupported as _unsupported
+from switchyard.protocol.wires.cache_breakpoints import messages_breakpoints
 
 DEFAULT_MAX_TOKENS = 4096            # Messages requires max_tokens; chat does not
 SAMPLING = ("temperature", "top_p", "top_k")
@@ -98,7 +99,7 @@ def body(raw: bytes, backend: BackendConfig, call: Call) -> bytes:
     payload = json.loads(raw)
     original = call.ingress.get("messages_body")
     if original is not None and passthrough_fits(payload, backend, call):
-        return json.dumps(passthrough(original, payload, backend, call)).encode()
+        return json.dumps(_cached(passthrough(original, payload, backend, call), backend, call)).encode()
     uncarried = call.ingress.get("uncarried")
     if uncarried:
         path, what = uncarried[0]
@@ -106,7 +107,18 @@ def body(raw: bytes, backend: BackendConfig, call: Call) -> bytes:
                                           f"attempt on backend '{backend.name}' is translated (the gateway changed "
                                           f"the call: a global prompt, a variant, a fallback hop's trimmed "
                                           f"parameters or a resumed stream)", param=path)
-    return json.dumps(messages_request(payload, backend, call)).encode()
+    return json.dumps(_cached(messages_request(payload, backend, call), backend, call)).encode()
+
+
+def _cached(out: dict[str, Any], backend: BackendConfig, call: Call) -> dict[str, Any]:
+    """``out`` with prompt-caching breakpoints when the call's snapshot turns them on for this backend and
+    model (``prefix_routing.anthropic_cache_control_injection``; ``cache_breakpoints.py``)."""
+    injection = call.snapshot.prefix_routing.anthropic_cache_control_injection
+    if not injection.enabled:
+        return out
+    wire = str(out.get("model"))
+    names = [m for m, w in backend.upstream_ids.items() if w == wire] + [wire]
+    return messages_breakpoints(out) if injection.applies(backend.name, names) else out
 
 
 # What the chat side may change without the passthrough losing it: the wire id, the policy's fields

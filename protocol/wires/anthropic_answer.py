@@ -47,14 +47,17 @@ def _count(value: Any) -> int:
 
 
 def chat_usage(usage: dict[str, Any]) -> dict[str, Any]:
-    """Messages usage as chat usage: every input token (cache writes and reads too) is a prompt token."""
-    cached = _count(usage.get("cache_read_input_tokens"))
-    prompt = _count(usage.get("input_tokens")) + _count(usage.get("cache_creation_input_tokens")) + cached
+    """Messages usage as chat usage: every input token (cache writes and reads too) is a prompt token; the
+    reads are ``prompt_tokens_details.cached_tokens``, the writes ``cache_write_tokens`` (the Responses
+    usage's name), so the ledger prices each at its rate."""
+    cached, written = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
+    prompt = _count(usage.get("input_tokens")) + written + cached
     completion = _count(usage.get("output_tokens"))
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
                            "total_tokens": prompt + completion}
-    if cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    details = {k: v for k, v in (("cached_tokens", cached), ("cache_write_tokens", written)) if v}
+    if details:
+        out["prompt_tokens_details"] = details
     return out
 
 

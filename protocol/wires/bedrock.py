@@ -40,6 +40,7 @@ from switchyard.protocol.wires import aws_sigv4
 from switchyard.protocol.wires.aws_credentials import CredentialProvider
 from switchyard.protocol.wires.bedrock_answer import BufferedTranslator, StreamTranslator
 from switchyard.protocol.wires.bedrock_converse import converse_request
+from switchyard.protocol.wires.cache_breakpoints import Caching, converse_breakpoints, converse_caching
 from switchyard.protocol.wires.translated import Translator, WholeBody, translated
 
 SERVICE = "bedrock"
@@ -94,6 +95,7 @@ class BedrockAttempt:
     """One attempt's wire: the model's path, and whether the attempt's body asked for usage."""
 
     def __init__(self, backend: BackendConfig, model: str, stream: bool) -> None:
+        self.model = model
         self.model_id = backend.upstream_ids.get(model) or model
         self.stream = stream
         self.include_usage = False
@@ -106,7 +108,17 @@ class BedrockAttempt:
         payload = json.loads(raw)
         options = payload.get("stream_options")
         self.include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        return utf8(converse_request(payload))
+        return utf8(self._cached(converse_request(payload), backend, call))
+
+    def _cached(self, out: dict[str, Any], backend: BackendConfig, call: Call) -> dict[str, Any]:
+        """``out`` with cache points when the call's snapshot turns them on for this backend and model and
+        the model takes them (``cache_breakpoints.converse_caching``, or the operator names it in ``models``)."""
+        injection = call.snapshot.prefix_routing.anthropic_cache_control_injection
+        names = (self.model, self.model_id)
+        if not injection.applies(backend.name, names):
+            return out
+        caching = converse_caching(self.model_id) or (Caching.FULL if injection.names(names) else None)
+        return converse_breakpoints(out, caching) if caching is not None else out
 
     def answer(self, response: httpx.Response, call: Call) -> httpx.Response:
         kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() in _KEPT]

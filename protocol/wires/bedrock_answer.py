@@ -46,15 +46,17 @@ def _count(value: Any) -> int:
 
 
 def chat_usage(usage: Any) -> dict[str, Any]:
-    """Converse usage as chat usage: cache reads and writes are prompt tokens too."""
+    """Converse usage as chat usage: cache reads and writes are prompt tokens too (the reads
+    ``prompt_tokens_details.cached_tokens``, the writes ``cache_write_tokens``)."""
     usage = usage if isinstance(usage, dict) else {}
-    cached = _count(usage.get("cacheReadInputTokens"))
-    prompt = _count(usage.get("inputTokens")) + _count(usage.get("cacheWriteInputTokens")) + cached
+    cached, written = _count(usage.get("cacheReadInputTokens")), _count(usage.get("cacheWriteInputTokens"))
+    prompt = _count(usage.get("inputTokens")) + written + cached
     completion = _count(usage.get("outputTokens"))
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
                            "total_tokens": prompt + completion}
-    if cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    details = {k: v for k, v in (("cached_tokens", cached), ("cache_write_tokens", written)) if v}
+    if details:
+        out["prompt_tokens_details"] = details
     return out
 
 

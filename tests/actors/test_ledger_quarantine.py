@@ -148,7 +148,10 @@ async def test_a_store_that_is_down_spills_a_refused_record_and_quarantines_it_o
 async def test_the_spill_file_past_its_bound_drops_and_counts_and_warns_before(nursery, tmp_path, caplog):
     store = SqliteStore(tmp_path / "usage.db", busy_timeout=0.01)
     spill = tmp_path / "spill.jsonl"
-    line = len(json.dumps(rec(0).to_dict(), separators=(",", ":"))) + 1
+    def even(n: int) -> LedgerRecord:   # fixed-width ids: every spill line as long as the first, as counted
+        return rec(n, request_id=f"req-{n:05d}", record_id=f"rec-{n:05d}")
+
+    line = len(json.dumps(even(0).to_dict(), separators=(",", ":"))) + 1
     actor = LedgerActor(store, usage(spill_max_bytes=64 * 1024), spill)
     await nursery.start(actor.run)
     lock = WriteLock(store.path)   # held for the whole test: the store stays down
@@ -156,11 +159,11 @@ async def test_the_spill_file_past_its_bound_drops_and_counts_and_warns_before(n
     fits = 64 * 1024 // line
     warn_at = -(-int(0.8 * 64 * 1024) // line)
     for n in range(warn_at - 1):
-        actor.record(rec(n))
+        actor.record(even(n))
     await until(lambda: actor.spilled == warn_at - 1)
     assert not [r for r in caplog.records if "% of usage.spill_max_bytes" in r.getMessage()]
     for n in range(warn_at - 1, fits + 10):
-        actor.record(rec(n))
+        actor.record(even(n))
     await until(lambda: actor.spilled + actor.dropped == fits + 10)
     assert (actor.spilled, actor.dropped) == (fits, 10)
     assert actor.spill_bytes == spill.stat().st_size <= 64 * 1024

@@ -98,12 +98,16 @@ def test_a_ledger_of_an_older_schema_gains_the_column_and_keeps_its_records(tmp_
         for statement in statements:
             conn.execute(statement)
         conn.execute("INSERT INTO schema_version VALUES (?, 0)", (version,))
-    later = ("route_events", "cache_hit", "guardrails")   # columns of migrations 3 and 4
-    old_columns = [c for c in LedgerRecord.__attrs_attrs__ if c.name not in later]
-    names = ", ".join(c.name for c in old_columns)
-    conn.execute(f"INSERT INTO usage_records ({names}) VALUES ({', '.join('?' * len(old_columns))})",
-                 ("req_old", 1.0, None, None, "chat", "demo", "demo", "a", 1, 200, None, 1, 1, 0, 0, None, 0,
-                  5.0, 4.0, 0, "client", None, "r-old"))
+    # the record as that schema holds it: its own columns only (later migrations add route_events and more)
+    table = {row[1] for row in conn.execute("PRAGMA table_info(usage_records)")}
+    assert "route_events" not in table and "cache_hit" not in table
+    given = {"request_id": "req_old", "time": 1.0, "endpoint": "chat", "model": "demo", "served_model": "demo",
+             "backend": "a", "attempts": 1, "status": 200, "input_tokens": 1, "output_tokens": 1, "cached_tokens": 0,
+             "reasoning_tokens": 0, "estimated": 0,
+             "latency_ms": 5.0, "ttfb_ms": 4.0, "stream": 0, "purpose": "client", "record_id": "r-old"}
+    assert set(given) <= table
+    conn.execute(f"INSERT INTO usage_records ({', '.join(given)}) VALUES ({', '.join('?' * len(given))})",
+                 tuple(given.values()))
     conn.commit()
     conn.close()
     store = SqliteStore(path)

@@ -296,7 +296,7 @@ def test_a_message_becomes_a_chat_completion():
         "tool_calls": [{"id": "toolu_1", "type": "function",
                         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}}]
     assert out["usage"] == {"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20,
-                            "prompt_tokens_details": {"cached_tokens": 3}}
+                            "prompt_tokens_details": {"cached_tokens": 3, "cache_write_tokens": 2}}
 
 
 def test_a_tool_only_message_has_null_content():

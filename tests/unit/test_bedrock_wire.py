@@ -127,7 +127,7 @@ def test_stop_reasons_map_to_finish_reasons(stop, finish):
 def test_cache_reads_and_writes_are_prompt_tokens():
     assert chat_usage({"inputTokens": 3, "outputTokens": 2, "cacheReadInputTokens": 10, "cacheWriteInputTokens": 5}) \
         == {"prompt_tokens": 18, "completion_tokens": 2, "total_tokens": 20,
-            "prompt_tokens_details": {"cached_tokens": 10}}
+            "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 5}}
 
 
 def test_reasoning_deltas_become_reasoning_content():

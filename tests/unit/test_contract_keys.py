@@ -29,8 +29,6 @@ def test_a_top_level_contract_key_is_refused_by_name_with_the_doc(key):
 
 @pytest.mark.parametrize("text, path", [
     ("prefix_routing: {salt_echo: true}\n", "prefix_routing.salt_echo"),
-    ("prefix_routing: {anthropic_cache_control_injection: true}\n",
-     "prefix_routing.anthropic_cache_control_injection"),
     ("server: {socket_mode: '0660'}\n", "server.socket_mode"),
 ])
 def test_a_nested_contract_key_is_refused_at_its_dotted_path(text, path):

@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 from switchyard.actors.control.records import AdminRecord, KeyRecord, PreviousSecret
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable
+from switchyard.actors.ledger.record import FIELDS, LedgerRecord, StoreUnavailable
 from switchyard.actors.ports import ControlConflict
 from switchyard.config.access import ApiKey
 from switchyard.config.limits import Budget, Period, RateLimit
@@ -278,15 +278,30 @@ def control_migration(dialect: Any) -> int:
     return next(i for i, m in enumerate(dialect.migrations) if "CREATE TABLE control_keys" in m[0])
 
 
+def write_with_columns_of_the_day(ledger: Any, module: Any, rec: LedgerRecord) -> None:
+    """``rec`` written as the code of the older schema wrote it: only the columns its table has."""
+    if isinstance(ledger, SqliteStore):
+        listed = "SELECT name FROM pragma_table_info('usage_records')"
+    else:
+        listed = ("SELECT column_name FROM information_schema.columns WHERE table_name = 'usage_records' "
+                  "AND table_schema = current_schema()")
+    columns = [row[0] for row in ledger.transact(lambda cur: cur.execute(listed).fetchall()) if row[0] != "seq"]
+    assert columns and set(columns) < set(FIELDS)   # an older schema: some of today's columns are missing
+    insert = (f"INSERT INTO usage_records ({', '.join(columns)}) "
+              f"VALUES ({module.DIALECT.params(len(columns))})")
+    ledger.transact(lambda cur: cur.execute(insert, [getattr(rec, c) for c in columns]))
+
+
 def test_a_ledger_made_before_the_control_tables_gains_them_and_keeps_its_records(db, monkeypatch):
     ledger = db()
     module: Any = sqlite if isinstance(ledger, SqliteStore) else postgresql
     old = attrs.evolve(module.DIALECT, migrations=module.DIALECT.migrations[:control_migration(module.DIALECT)])
     monkeypatch.setattr(module, "DIALECT", old)   # what open() migrates to: the schema before this one
     ledger.open()
-    ledger.write([LedgerRecord(request_id="req_old", time=T0, key_id=None, organization_id=None, endpoint="chat",
-                               model="demo", served_model="demo", backend="a", attempts=1, status=200,
-                               error_code=None)])
+    old_record = LedgerRecord(request_id="req_old", time=T0, key_id=None, organization_id=None, endpoint="chat",
+                              model="demo", served_model="demo", backend="a", attempts=1, status=200,
+                              error_code=None)
+    write_with_columns_of_the_day(ledger, module, old_record)
     ledger.close()
     monkeypatch.undo()
     store = SqlControlStore(db())
@@ -295,7 +310,7 @@ def test_a_ledger_made_before_the_control_tables_gains_them_and_keeps_its_record
         assert store.load() == (0, [])
         store.insert(record(1))
         assert store.find(record(1).digest) == record(1)
-        assert [r.request_id for r in store.db.for_request("req_old")] == ["req_old"]
+        assert store.db.for_request("req_old") == [old_record]   # the columns added since read as their defaults
         versions = [row[0] for row in execute(store, "SELECT version FROM schema_version ORDER BY version")]
         assert versions == list(range(1, len(module.DIALECT.migrations) + 1))
     finally:

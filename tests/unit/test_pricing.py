@@ -93,9 +93,26 @@ def test_responses_usage_reads_input_and_output_details():
 def test_anthropic_usage_adds_cache_reads_and_writes_to_input():
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
              "cache_creation_input_tokens": 20}
-    assert counts_of(usage) == TokenCounts(input=130, output=5, cached=100)
+    assert counts_of(usage) == TokenCounts(input=130, output=5, cached=100, cache_write=20)
 
 
 def test_no_usage_object_is_no_counts():
     assert counts_of(None) is None
     assert counts_of({"prompt_tokens": -3, "completion_tokens": True}) == TokenCounts()
+
+
+def test_cache_writes_and_reads_are_priced_at_their_own_rates():
+    claude = Pricing(input_tokens=3.0, output_tokens=15.0, cache_write_input_tokens=3.75, cache_read_input_tokens=0.3)
+    counts = TokenCounts(input=1_000_000 + 2_000_000 + 4_000_000, output=0, cached=2_000_000, cache_write=4_000_000)
+    assert cost_of(claude, counts) == Decimal("3") + Decimal("0.6") + Decimal("15")
+
+
+def test_without_cache_rates_writes_cost_the_input_rate_and_reads_the_discount():
+    plain = Pricing(input_tokens=2.0, output_tokens=0.0, cached_input_discount=0.5)
+    assert cost_of(plain, TokenCounts(input=3_000_000, cached=1_000_000, cache_write=1_000_000)) == Decimal("5")
+
+
+def test_chat_usage_carries_cache_writes_in_its_details():
+    usage = {"prompt_tokens": 30, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 10,
+                                                                                    "cache_write_tokens": 15}}
+    assert counts_of(usage) == TokenCounts(input=30, output=1, cached=10, cache_write=15)

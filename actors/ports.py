@@ -125,9 +125,37 @@ class CacheStore(Protocol):
     @property
     def entries(self) -> int | None: ...
 
+    @property
+    def vectors(self) -> "VectorFeed | None":
+        """The semantic cache's vectors shared with the fleet (Redis: every worker's index reads them); None:
+        this worker's own alone (memory)."""
+        ...
+
     async def get(self, key: bytes) -> bytes | None: ...
     async def put(self, key: bytes, value: bytes, ttl: float) -> None: ...
+    async def delete(self, key: bytes) -> None: ...   # a poisoned entry (its answer failed a guardrail)
     async def aclose(self) -> None: ...   # let go of connections (the Runtime's end)
+
+
+@frozen
+class SharedVector:
+    """One semantic cache entry as the fleet shares it: its index row, and how long it has left to live."""
+
+    namespace: bytes
+    answer_key: bytes
+    vector: list[float]
+    ttl: float   # seconds left (the publisher's wall-clock expiry, read against this host's clock)
+
+
+class VectorFeed(Protocol):
+    """An append-only log of semantic cache entries, bounded by its writers; a failure raises ``StoreFailed``."""
+
+    async def publish(self, entry: SharedVector, max_entries: int) -> None: ...
+
+    async def read(self, after: str, wait: float) -> tuple[str, list[SharedVector]]:
+        """The entries after position ``after`` ("0": from the oldest kept), waiting up to ``wait`` seconds for
+        one; the position to read from next."""
+        ...
 
 
 @frozen

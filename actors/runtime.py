@@ -22,6 +22,7 @@ import trio
 
 from switchyard.actors.alerts.actor import AlertActor
 from switchyard.actors.alerts.actor import Owners as AlertOwners
+from switchyard.actors.cache.shared import SharedVectors
 from switchyard.actors.cache.stage import ResponseCache
 from switchyard.actors.cache.store import MemoryCacheStore
 from switchyard.actors.config_watcher import ConfigWatcher
@@ -116,6 +117,10 @@ class Runtime:
         self.cache = ResponseCache(lambda: self.snapshot.response_cache, ports.cache_store_for(current)
                                    if ports.cache_store_for is not None
                                    else MemoryCacheStore(cached.max_entries, cached.max_bytes))
+        # ... and with Redis, the fleet's semantic cache entries read into this worker's index
+        vectors = self.cache.store.vectors
+        self.shared_vectors = SharedVectors(vectors, self.cache.semantic, lambda: self.snapshot.response_cache) \
+            if vectors is not None else None
         self.nursery: trio.Nursery | None = None   # hosts calls shared by deduplicated clients
         self.traces = TraceLog()
         # Each feature's counters, bumped by the part that counts, read by the metrics exposition.
@@ -176,6 +181,8 @@ class Runtime:
                 await self.supervisor.start(self.engine_stats)
                 await self.supervisor.start(self.quota)
                 await self.supervisor.start(self.prompts)
+                if self.shared_vectors is not None:
+                    await self.supervisor.start(self.shared_vectors)
                 if self.watcher is not None:
                     await self.supervisor.start(self.watcher)
                 if isinstance(self.tool_servers, Actor):   # the MCP servers' sessions (stdio ones: subprocesses)

@@ -57,6 +57,8 @@ class ApiKey:
     # globs on MCP server names, and on public tool names (<server>__<tool>); None: every one (docs/mcp.md)
     allowed_mcp_servers: tuple[str, ...] | None = allowlist()
     allowed_mcp_tools: tuple[str, ...] | None = allowlist()
+    # false: this key's calls never read nor write the response cache (exact or semantic); None: as configured
+    cache: bool | None = field(None, rules.boolean)
 
     def allows_model(self, model: str) -> bool:
         if self.allowed_models is None:

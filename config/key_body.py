@@ -30,7 +30,7 @@ from switchyard.config.rules import Invalid, Problems, Reader, child
 
 ROOT = "body"
 KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
-              "allowed_mcp_servers", "allowed_mcp_tools")
+              "allowed_mcp_servers", "allowed_mcp_tools", "cache")
 RECORD_FIELDS = ("expires_at", "metadata")   # kept on the record (actors/control/records.py), not on ApiKey
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 512
@@ -191,6 +191,7 @@ class CreateBody:
     budget: Budget | None = None
     allowed_mcp_servers: tuple[str, ...] | None = None
     allowed_mcp_tools: tuple[str, ...] | None = None
+    cache: bool | None = None
     expires_at: float | None = None             # Unix seconds
     metadata: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -236,6 +237,7 @@ class PatchBody:
     budget: Budget | None = None
     allowed_mcp_servers: tuple[str, ...] | None = None
     allowed_mcp_tools: tuple[str, ...] | None = None
+    cache: bool | None = None
     expires_at: float | None = None
     metadata: Mapping[str, str] = attrs.field(factory=dict)
 

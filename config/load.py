@@ -185,6 +185,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     state = load_limits.state(top.section("state"), server)
     response_cache = load_section(load_cache.ResponseCacheConfig, top.section("response_cache"),
                                   lambda c, r: load_cache.check(c, state, r))
+    load_cache.check_targets(response_cache, tuple(backends), global_prompts, problems)
     guardrails = load_guardrails(top)
     alerts = load_alerts(top.section("alerts"))
     web_search = load_web_search(top)

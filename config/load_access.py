@@ -55,6 +55,7 @@ def api_keys(top: Reader) -> Access:
             budget=read(r, ApiKey, "budget"),
             allowed_mcp_servers=read(r, ApiKey, "allowed_mcp_servers"),
             allowed_mcp_tools=read(r, ApiKey, "allowed_mcp_tools"),
+            cache=read(r, ApiKey, "cache"),
         )
         r.finish()
         if key_id in ids:

@@ -127,5 +127,10 @@ class Simulation:
     supports_stream_options: bool = field(True, rules.boolean)
     # an engine Prometheus page on GET .../metrics
     engine: SimulatedEngine | None = section(SimulatedEngine, optional=True, check=_check_engine)
+    # embeddings: `hash` (a vector per exact input) or `words` (counts of the lower-cased words, each word
+    # hashed to one dimension: texts sharing words have a known cosine; the tests' controllable embedding)
+    embedding: str = field("hash", values.words("hash", "words"))
+    # embeddings: answer vectors of this length whatever the request asks (a backend of the wrong size)
+    embedding_size: int | None = field(None, rules.integer(1, 65_536))
     # added to every chat answer (rate limits)
     response_headers: Mapping[str, str] = field(attrs.Factory(dict), _header_map)

@@ -43,10 +43,12 @@ _UNKEYED = ("stream", "stream_options", "model")
 Actor = Any
 
 
-def cache_key(call: Call, scope: str | None, model: str, backend: BackendConfig) -> bytes:
-    """The digest of everything that makes the answer (see the module's docstring)."""
+def cache_key(call: Call, scope: str | None, model: str, backend: BackendConfig, target_id: str | None = None) -> bytes:
+    """The digest of everything that makes the answer (see the module's docstring). ``target_id``: the
+    destination the backend is part of (``response_cache.destinations``), which replaces its name and URL."""
     h = hashlib.blake2b(digest_size=32, person=b"switchyard-cache")
-    parts = (backend.name, backend.type.value, backend.url, backend.upstream_ids.get(model, model), call.endpoint,
+    name, url = (backend.name, backend.url) if target_id is None else (f"destination:{target_id}", "")
+    parts = (name, backend.type.value, url, backend.upstream_ids.get(model, model), call.endpoint,
              scope, model, "\x00".join(call.param_tokens))
     for part in parts:
         hash_field(h, None if part is None else part.encode())
@@ -74,6 +76,8 @@ def opted_out(settings: "ResponseCacheConfig", call: Call, model: str) -> str | 
         return "model"
     if settings.keys is not None and (call.key is None or call.key.id not in settings.keys):
         return "key"
+    if call.key is not None and call.key.cache is False:
+        return "key_opt_out"   # the operator's per-key switch (config or database key: `cache: false`)
     if not settings.cache_temperature_above_zero:
         temperature = call.payload.get("temperature")   # absent: not sent (a Messages client may not send it)
         if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0:
@@ -101,5 +105,15 @@ def settled(actor: Actor) -> BackendConfig | str:
     if not eligible:
         return "no_backend"
     if len(eligible) > 1:
-        return "several_backends"
+        # the operator's replicas (response_cache.destinations): one cache target when every candidate is in one
+        d = snap.response_cache.destination_of(eligible[0].name)
+        if d is None or any(b.name not in d.backends for b in eligible):
+            return "several_backends"
+        return min(eligible, key=lambda b: d.backends.index(b.name))
     return eligible[0]
+
+
+def target_of(settings: "ResponseCacheConfig", backend: BackendConfig) -> tuple[str | None, frozenset[str]]:
+    """The destination's name (None: the backend alone) and the backends whose answer may be stored."""
+    d = settings.destination_of(backend.name)
+    return (None, frozenset((backend.name,))) if d is None else (d.name, frozenset(d.backends))

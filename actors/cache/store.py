@@ -30,6 +30,7 @@ class MemoryCacheStore:
         self._bytes = 0
         self.evictions = 0
         self.expirations = 0
+        self.vectors = None   # the semantic index stays this worker's own
 
     @property
     def stored_bytes(self) -> int:
@@ -61,6 +62,10 @@ class MemoryCacheStore:
         self._entries[key] = (now + ttl, value)
         self._bytes += size
         self._make_room(now)
+
+    async def delete(self, key: bytes) -> None:
+        if key in self._entries:
+            self._drop(key)
 
     async def aclose(self) -> None:
         """Nothing to let go of: the entries go with the worker."""

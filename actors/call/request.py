@@ -111,6 +111,8 @@ class RequestActor:
         self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
         self.search_cost = 0.0              # USD of the tool loop's searches (each its own ledger record)
+        self.purpose = "client"             # the ledger's purpose: "cache" for the semantic cache's embeddings
+        self.billed_key: Any = None         # the key the ledger names when the call itself carries none
         self.quality: QualityGate | None = None   # fallback.quality_check's, for a buffered call it judges
 
     def admit(self) -> None:
@@ -218,8 +220,8 @@ class RequestActor:
             self.runtime.limiter.settle(self.ticket, used.input + used.output, spent)
             self.ticket = None
         self.runtime.ledger.record(call_record(
-            self.trace, key=call.key, model=call.model, stream=call.stream, counts=meter.counts, cost=meter.cost,
-            estimated=meter.estimated, served=self._last_route))
+            self.trace, key=call.key or self.billed_key, model=call.model, stream=call.stream, counts=meter.counts,
+            cost=meter.cost, estimated=meter.estimated, served=self._last_route, purpose=self.purpose))
 
     def shut_down(self) -> None:
         """End this call now with a clean error (its upstream attempts are cancelled)."""

@@ -28,7 +28,7 @@ from switchyard.config.access import ApiKey
 
 # The ApiKey fields an administrator sets (the rest of a record is the record's own life).
 KEY_FIELDS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget",
-              "allowed_mcp_servers", "allowed_mcp_tools")
+              "allowed_mcp_servers", "allowed_mcp_tools", "cache")
 RECORD_FIELDS = ("expires_at", "metadata")
 
 

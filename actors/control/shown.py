@@ -35,7 +35,7 @@ def settings(key: ApiKey) -> dict[str, Any]:
     """What the key may reach and spend, as written (the limiter's view says what is left)."""
     return {"tier": key.tier, "allowed_models": _listed(key.allowed_models),
             "allowed_backends": _listed(key.allowed_backends), **limits_json(key.rate_limit, key.budget),
-            **mcp_json(key)}
+            **mcp_json(key), "cache": key.cache}
 
 
 def limits_json(rate_limit: RateLimit | None, budget: Budget | None) -> dict[str, Any]:

@@ -53,6 +53,7 @@ class GuardedSink(_Wrapping):
         self._held: tuple[int, list[tuple[bytes, bytes]]] | None = None
         self._body: list[bytes] = []
         self._started = False
+        self.blocked = False   # an answer refused by a guardrail: the response cache never keeps nor serves it
 
     @property
     def started(self) -> bool:
@@ -86,6 +87,7 @@ class GuardedSink(_Wrapping):
         try:
             body = await self._judged(body)
         except GatewayError as err:
+            self.blocked = True
             await self.inner.fail(err)
             return
         headers = [(k, str(len(body)).encode() if k.lower() == b"content-length" else v) for k, v in headers]

@@ -77,7 +77,7 @@ class LedgerRecord:
     latency_ms: float = 0.0           # arrival to end
     ttfb_ms: float | None = None      # arrival to the answer's first byte to the client
     stream: bool = False
-    purpose: str = field(default="client", converter=_id)   # client | classifier | web_search | mcp
+    purpose: str = field(default="client", converter=_id)   # client | classifier | web_search | mcp | cache
     trace_id: str | None = field(default=None, converter=_id)
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
     # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.
@@ -88,6 +88,8 @@ class LedgerRecord:
     guardrails: str | None = field(default=None, converter=_json)
     # the store's key: a replay never counts twice
     record_id: str = field(factory=new_record_id, converter=_id)
+    # a cache hit: USD the original call cost, which this one did not (None: not a hit, or unpriced)
+    saved_cost: float | None = None
 
     @property
     def failed(self) -> bool:

@@ -17,7 +17,7 @@ from switchyard.actors.ledger.record import FIELDS, GROUP_FIELDS, LedgerRecord
 
 # the store's key stays inside; route events are JSON of their own (in a record's view, not in CSV)
 RECORD_COLUMNS = tuple(name for name in FIELDS if name not in ("record_id", "route_events"))
-TOTALS = ("requests", "errors", "input_tokens", "output_tokens", "cost")
+TOTALS = ("requests", "errors", "input_tokens", "output_tokens", "cost", "cache_hits", "saved_cost")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CHUNK_ROWS = 2000        # CSV rows per piece of a streamed answer
 

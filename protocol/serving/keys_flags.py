@@ -27,7 +27,7 @@ FLAGS = {"id": "--id", "organization_id": "--organization-id", "tier": "--tier",
          "allowed_models": "--allowed-model", "allowed_backends": "--allowed-backend",
          "rate_limit": "--rate-limit", "budget": "--budget", "expires_at": "--expires-at",
          "allowed_mcp_servers": "--allowed-mcp-server", "allowed_mcp_tools": "--allowed-mcp-tool",
-         "metadata": "--label", "grace_seconds": "--grace"}
+         "metadata": "--label", "grace_seconds": "--grace", "cache": "--cache"}
 FIELDS = (*KEY_FIELDS, *RECORD_FIELDS)
 # what ``--clear`` takes: an option's name, or the API's field name
 CLEARABLE = {**{FLAGS[f].removeprefix("--"): f for f in FIELDS}, **{f: f for f in FIELDS}}
@@ -63,6 +63,9 @@ def add_field_options(parser: argparse.ArgumentParser, *, update: bool = False) 
     parser.add_argument("--expires-at", metavar="TIME",
                         help="refused from then on: RFC 3339 with a timezone (2027-01-31T00:00:00Z) or Unix "
                              "seconds")
+    parser.add_argument("--cache", choices=("true", "false"),
+                        help="false: the key's calls never read nor write the response cache"
+                             + ("" if update else " (none: as response_cache says)"))
     parser.add_argument("--label", action="append", metavar="NAME=VALUE",
                         help="a free-form label (the API's metadata); repeat for more"
                              + (" (the labels given replace the key's)" if update else ""))
@@ -130,7 +133,8 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
                          ("allowed_models", args.allowed_model), ("allowed_backends", args.allowed_backend),
                          ("allowed_mcp_servers", args.allowed_mcp_server),
                          ("allowed_mcp_tools", args.allowed_mcp_tool),
-                         ("expires_at", None if args.expires_at is None else scalar(args.expires_at))):
+                         ("expires_at", None if args.expires_at is None else scalar(args.expires_at)),
+                         ("cache", None if args.cache is None else args.cache == "true")):
         if value is not None:
             body[field] = value
     for field, texts, as_text in (("rate_limit", args.rate_limit, False), ("budget", args.budget, False),

@@ -20,6 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from switchyard.actors import safe_text
+from switchyard.actors.cache.embed import FAULTS
+from switchyard.actors.cache.similarity import REASONS as SKIP_REASONS
 from switchyard.actors.cache.stage import BYPASS_REASONS, NOT_STORED_REASONS
 from switchyard.actors.dedup import Role
 from switchyard.actors.mailbox import Mailbox
@@ -245,3 +247,28 @@ def _response_cache(rt: "Runtime") -> Iterator[Metric]:
         yield GaugeMetricFamily("response_cache_stored_bytes", "Bytes the memory store holds (keys and entries)",
                                 value=store.stored_bytes)
         yield GaugeMetricFamily("response_cache_entries", "Entries the memory store holds", value=store.entries)
+    yield CounterMetricFamily("response_cache_poisoned_deletions", "Entries deleted because their answer failed "
+                              "an output guardrail when served", value=cache.poisoned)
+    yield from _semantic_cache(rt)
+
+
+def _semantic_cache(rt: "Runtime") -> Iterator[Metric]:
+    """The semantic cache's lookups by outcome (and reason), its index, and the entries shared with the fleet."""
+    sem = rt.cache.semantic
+    lookups = CounterMetricFamily("response_cache_semantic_lookups", "Exact misses the semantic cache looked at, "
+                                  "by outcome (hit, miss, skipped, fault) and reason", labels=["outcome", "reason"])
+    lookups.add_metric(["hit", ""], sem.hits)
+    lookups.add_metric(["miss", ""], sem.misses)
+    for outcome, counts, every in (("skipped", sem.skipped, SKIP_REASONS), ("fault", sem.faults, FAULTS)):
+        for reason in [*every, *sorted(k for k in counts if k not in every)]:
+            lookups.add_metric([outcome, reason], counts.get(reason, 0))
+    yield lookups
+    yield GaugeMetricFamily("response_cache_semantic_entries", "Vectors this worker's semantic index holds",
+                            value=sem.index.entries)
+    shared = rt.shared_vectors
+    if shared is not None:   # response_cache.store: redis
+        yield CounterMetricFamily("response_cache_semantic_adopted", "Semantic entries read from the fleet's "
+                                  "feed (Redis) into this worker's index", value=shared.adopted)
+        yield CounterMetricFamily("response_cache_semantic_share_failures", "Semantic entries this worker could "
+                                  "not publish to the fleet, and feed reads that failed",
+                                  value=sem.share_failures + shared.failures)

@@ -21,6 +21,8 @@ from switchyard.protocol.admin.usage_query import QueryError, parse_query
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.sqlite import SqliteStore
 
+AMOUNTS = ("cost", "saved_cost")   # USD totals: None when nothing was priced
+
 FORMATS = ("table", "json", "csv")
 # query parameter -> the option that gives it
 OPTIONS = {"key": "--key", "org": "--org", "model": "--model", "backend": "--backend", "purpose": "--purpose",
@@ -102,9 +104,10 @@ def table(columns: Sequence[str], groups: list[dict[str, Any]]) -> str:
     rows = [["(none)" if g.get(c) is None and c not in TOTALS else _shown(g.get(c)) for c in columns]
             for g in groups]
     if len(groups) > 1:
-        total: dict[str, Any] = {c: sum(g[c] for g in groups) for c in TOTALS if c != "cost"}
-        costs = [g["cost"] for g in groups if g["cost"] is not None]
-        total["cost"] = sum(costs) if costs else None
+        total: dict[str, Any] = {c: sum(g[c] for g in groups) for c in TOTALS if c not in AMOUNTS}
+        for c in AMOUNTS:   # None where no group was priced
+            amounts = [g[c] for g in groups if g.get(c) is not None]
+            total[c] = sum(amounts) if amounts else None
         rows.append(["(total)" if c == columns[0] and c not in TOTALS else _shown(total.get(c)) for c in columns])
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     lines = []

@@ -58,6 +58,15 @@ def embedding_vector(model: str, item: Any, dimensions: int = DIMENSIONS) -> lis
     return [(k - 32768) / 32768 for k in struct.unpack(f"<{dimensions}H", raw)]
 
 
+def word_vector(item: Any, dimensions: int) -> list[float]:
+    """``embedding: words``: one count per lower-cased word, at the dimension its hash names. Two texts whose
+    words land on distinct dimensions have the cosine of their word-count vectors (tests compute it)."""
+    vector = [0.0] * dimensions
+    for word in str(item).lower().split():
+        vector[int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % dimensions] += 1
+    return vector
+
+
 def _tokens(item: Any) -> int:
     return len(item) if isinstance(item, list) else max(1, len(str(item)) // 4)
 
@@ -73,11 +82,12 @@ async def _embeddings(owner: "Simulator", sim: Simulation, model: str, body: dic
         yield json.dumps(IN_BAND_ERROR).encode()
         return
     items = inputs_of(body.get("input"))
-    dimensions = body.get("dimensions") or DIMENSIONS   # at most simulated_checks.MAX_DIMENSIONS
+    dimensions = sim.embedding_size or body.get("dimensions") or DIMENSIONS   # at most checks.MAX_DIMENSIONS
     # One piece per vector, with a checkpoint between: a large answer never holds the event loop.
     yield b'{"object": "list", "data": ['
     for i, item in enumerate(items):
-        vector: Any = embedding_vector(model, item, dimensions)
+        vector: Any = word_vector(item, dimensions) if sim.embedding == "words" else \
+            embedding_vector(model, item, dimensions)
         if body.get("encoding_format") == "base64":
             vector = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode("ascii")
         yield (b", " if i else b"") + json.dumps({"object": "embedding", "index": i, "embedding": vector}).encode()

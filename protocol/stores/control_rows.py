@@ -25,7 +25,7 @@ COLUMNS = ("id", "digest", "prefix", "previous_digest", "previous_prefix", "prev
            "updated_at", "expires_at", "revoked_at", "last_used_at", "created_by", "settings")
 # the settings JSON's members: every ApiKey field but its id (a column) and its secret (never kept)
 SETTINGS = ("organization_id", "tier", "allowed_models", "allowed_backends", "rate_limit", "budget", "metadata",
-            "allowed_mcp_servers", "allowed_mcp_tools")
+            "allowed_mcp_servers", "allowed_mcp_tools", "cache")
 
 
 def row_of(record: KeyRecord) -> tuple[Any, ...]:
@@ -61,6 +61,7 @@ def settings_of(record: KeyRecord) -> str:
         "metadata": dict(record.metadata),
         "allowed_mcp_servers": _listed(key.allowed_mcp_servers),
         "allowed_mcp_tools": _listed(key.allowed_mcp_tools),
+        "cache": key.cache,
     }
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
@@ -76,7 +77,7 @@ def key_of(key_id: str, settings: str) -> tuple[ApiKey, dict[str, str]]:
                      allowed_backends=None if backends is None else tuple(backends),
                      rate_limit=None if rate is None else RateLimit(**rate),
                      budget=_budget_of(budget), allowed_mcp_servers=_tuple(data.get("allowed_mcp_servers")),
-                     allowed_mcp_tools=_tuple(data.get("allowed_mcp_tools")))
+                     allowed_mcp_tools=_tuple(data.get("allowed_mcp_tools")), cache=data.get("cache"))
         return key, dict(data.get("metadata") or {})
     except (ValueError, TypeError, KeyError) as exc:   # json's errors are ValueErrors
         raise ValueError(f"the settings of key {key_id!r} cannot be read: {exc}") from exc

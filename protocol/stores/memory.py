@@ -16,6 +16,11 @@ from switchyard.actors.ledger.record import GROUP_FIELDS, LedgerRecord, UsageQue
 KEEP = 1_000_000   # records kept; the oldest go first (a gateway that needs them all uses a real store)
 
 
+# a group's totals before its first record (sql.TOTAL_NAMES)
+EMPTY = {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0, "cost": None, "cache_hits": 0,
+         "saved_cost": None}
+
+
 class MemoryStore:
     name = "memory"
 
@@ -54,7 +59,7 @@ class MemoryStore:
             value = group_value(r, query.group_by)
             g = groups.get(value)
             if g is None:
-                g = groups[value] = {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
+                g = groups[value] = dict(EMPTY)
                 if query.group_by is not None:
                     g = groups[value] = {group_field(query.group_by): value, **g}
             g["requests"] += 1
@@ -63,9 +68,11 @@ class MemoryStore:
             g["output_tokens"] += r.output_tokens
             if r.cost is not None:
                 g["cost"] = (g["cost"] or 0.0) + r.cost
+            g["cache_hits"] += 1 if r.cache_hit else 0
+            if r.saved_cost is not None:
+                g["saved_cost"] = (g["saved_cost"] or 0.0) + r.saved_cost
         if query.group_by is None:   # one total, zeros included
-            return [groups.get(None) or {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0,
-                                         "cost": None}]
+            return [groups.get(None) or dict(EMPTY)]
         return [groups[k] for k in sorted(groups, key=lambda v: (v is None, v or ""))]
 
     def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:

@@ -42,6 +42,9 @@ worker of the fleet its sender; the row keeps the delivery's status.
 Migration 10 adds ``cache_write_tokens``: the input tokens a call wrote to the
 provider's prompt cache (Anthropic's ``cache_creation_input_tokens``,
 Bedrock's ``cacheWriteInputTokens``), priced at their own rate.
+
+Migration 11 adds ``saved_cost``: what a response cache hit saved (the
+original call's cost, kept with the cached answer).
 """
 
 from __future__ import annotations
@@ -177,6 +180,7 @@ SQLITE: tuple[Migration, ...] = (
         "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
     ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",),
+    ("ALTER TABLE usage_records ADD COLUMN saved_cost REAL",),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -305,4 +309,5 @@ POSTGRESQL: tuple[Migration, ...] = (
         "CREATE INDEX alerts_created_at ON alerts (created_at)",
     ),
     ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens integer NOT NULL DEFAULT 0",),
+    ("ALTER TABLE usage_records ADD COLUMN saved_cost double precision",),
 )

@@ -7,7 +7,8 @@ Redis's to report (``INFO``), not this worker's. It speaks over the
 gateway's own Redis connections (``redis_wire.py``, the URL of
 ``state.redis_url``); each lookup or store is bounded by
 ``response_cache.timeout``, and any failure is a ``StoreFailed``: the call
-goes on uncached, never fails for the cache.
+goes on uncached, never fails for the cache. The semantic cache's vectors
+travel beside the entries (``redis_vectors.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from coredis.exceptions import RedisError
 
 from switchyard.actors.cache.store import StoreFailed
 from switchyard.config.response_cache import ResponseCacheConfig
+from switchyard.protocol.stores.redis_vectors import RedisVectorFeed
 from switchyard.protocol.stores.redis_wire import Address, RedisWire
 
 PREFIX = b"switchyard:cache:"
@@ -29,6 +31,7 @@ class RedisCacheStore:
         self.wire = RedisWire(Address(url))
         self.settings = settings
         self.evictions = 0      # Redis evicts by its own policy: not seen here
+        self.vectors = RedisVectorFeed(self.wire, settings)   # the semantic cache's, on the same connections
         self.expirations = 0
 
     @property
@@ -49,6 +52,9 @@ class RedisCacheStore:
 
     async def put(self, key: bytes, value: bytes, ttl: float) -> None:
         await self._call("SET", PREFIX + key.hex().encode(), value, "PX", max(1, round(ttl * 1000)))
+
+    async def delete(self, key: bytes) -> None:
+        await self._call("DEL", PREFIX + key.hex().encode())
 
     async def _call(self, command: str, *args: object) -> object:
         timeout = self.settings().timeout

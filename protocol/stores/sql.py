@@ -100,8 +100,10 @@ def where(d: Dialect, q: UsageQuery) -> tuple[str, list[Any]]:
 
 
 TOTALS = ("COUNT(*), COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0), "
-          "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), SUM(cost)")
-TOTAL_NAMES = ("requests", "errors", "input_tokens", "output_tokens", "cost")
+          "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), SUM(cost), "
+          "COALESCE(SUM(CASE WHEN cache_hit THEN 1 ELSE 0 END), 0), SUM(saved_cost)")
+# cache_hits: calls answered by the response cache; saved_cost: what they would have cost (None: nothing priced)
+TOTAL_NAMES = ("requests", "errors", "input_tokens", "output_tokens", "cost", "cache_hits", "saved_cost")
 
 
 def group_expression(d: Dialect, group_by: str) -> str:

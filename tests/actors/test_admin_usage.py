@@ -96,9 +96,11 @@ async def test_usage_groups_are_the_stores_rows_with_cost_a_number_or_null(autoj
         assert reply.status == 200
         assert reply.json() == {"groups": [
             {"key_id": "team-a", "requests": 2, "errors": 1, "input_tokens": 11, "output_tokens": 5,
-             "cost": pytest.approx(0.03)},
-            {"key_id": "team-b", "requests": 1, "errors": 0, "input_tokens": 7, "output_tokens": 5, "cost": None},
-            {"key_id": None, "requests": 1, "errors": 0, "input_tokens": 10, "output_tokens": 5, "cost": 0.01}]}
+             "cost": pytest.approx(0.03), "cache_hits": 0, "saved_cost": None},
+            {"key_id": "team-b", "requests": 1, "errors": 0, "input_tokens": 7, "output_tokens": 5, "cost": None,
+             "cache_hits": 0, "saved_cost": None},
+            {"key_id": None, "requests": 1, "errors": 0, "input_tokens": 10, "output_tokens": 5, "cost": 0.01,
+             "cache_hits": 0, "saved_cost": None}]}
 
 
 async def test_usage_without_group_by_is_one_total_of_client_calls(autojump_clock):
@@ -115,7 +117,7 @@ async def test_usage_purpose_all_counts_the_classifier_tries_too(autojump_clock)
         classifier = (await get(app, "/admin/usage", "purpose=classifier&group_by=model")).json()["groups"]
         assert everything[0]["requests"] == 5
         assert classifier == [{"model": "tiny", "requests": 1, "errors": 0, "input_tokens": 50,
-                               "output_tokens": 3, "cost": 0.001}]
+                               "output_tokens": 3, "cost": 0.001, "cache_hits": 0, "saved_cost": None}]
 
 
 async def test_usage_from_is_inclusive_and_to_exclusive(autojump_clock):
@@ -131,7 +133,8 @@ async def test_usage_filters_by_key_org_model_and_backend(autojump_clock):
         with_ledger(app)
         reply = await get(app, "/admin/usage", "key=team-a&org=acme&model=demo&backend=a&group_by=day")
         assert reply.json()["groups"] == [{"day": "2026-12-01", "requests": 2, "errors": 1, "input_tokens": 11,
-                                           "output_tokens": 5, "cost": pytest.approx(0.03)}]
+                                           "output_tokens": 5, "cost": pytest.approx(0.03), "cache_hits": 0,
+                                           "saved_cost": None}]
 
 
 async def test_usage_bad_group_by_is_a_400_naming_the_parameter_and_the_rule(autojump_clock):
@@ -256,9 +259,10 @@ async def test_csv_with_group_by_is_one_row_per_group(autojump_clock):
     async with gateway(CONFIG) as app:
         with_ledger(app)
         rows = csv_rows(await get(app, "/admin/usage.csv", "group_by=day"))
-        assert rows == [["day", "requests", "errors", "input_tokens", "output_tokens", "cost"],
-                        ["2026-12-01", "3", "1", "18", "10", "0.03"],
-                        ["2026-12-02", "1", "0", "10", "5", "0.01"]]
+        assert rows == [["day", "requests", "errors", "input_tokens", "output_tokens", "cost", "cache_hits",
+                         "saved_cost"],
+                        ["2026-12-01", "3", "1", "18", "10", "0.03", "0", ""],
+                        ["2026-12-02", "1", "0", "10", "5", "0.01", "0", ""]]
 
 
 async def test_csv_of_many_records_arrives_in_pieces(autojump_clock):

@@ -59,6 +59,9 @@ def console_config(data_dir: Path, spare_health: int = 200) -> dict[str, Any]:
         "usage": {"flush_interval": "100ms"},
         "retry": {"max_attempts": 1},
         "fallback": {"enabled": True, "fallback_chains": {"flaky": ["demo"]}},
+        # team-usage's repeated calls are cache hits (sim-a and sim-b: one cache destination), showing savings
+        "response_cache": {"enabled": True, "keys": ["team-usage"],
+                           "destinations": [{"name": "demo", "backends": ["sim-a", "sim-b"]}]},
         "api_keys": [{"id": key_id, "key": secret(key_id), **extra} for key_id, extra in (
             ("team-usage", {"organization_id": "acme", "budget": {"limit_usd": 5, "period": "day"},
                             "rate_limit": {"requests_per_minute": 600}}),

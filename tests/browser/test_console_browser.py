@@ -119,6 +119,9 @@ def test_usage_chart_has_the_calls_just_made(page, served):
     expect(bar).to_contain_text("3")
     expect(bar.locator("rect.bar")).to_have_count(1)
     expect(page.locator('tr[data-group="team-usage"] td').nth(1)).to_have_text("3")
+    # the second and third call were cache hits: counted, and what they saved priced from the first
+    expect(page.locator('tr[data-group="team-usage"] td').nth(6)).to_have_text("2")
+    expect(page.locator('tr[data-group="team-usage"] td').nth(7)).to_contain_text("$")
     key = page.locator('tr[data-key="team-usage"]')
     expect(key).to_contain_text("of $5.00 left")
     expect(key).to_contain_text("requests per minute")

@@ -103,6 +103,14 @@ def test_update_changes_the_fields_given_and_clear_sets_one_to_none(config, caps
     assert json.loads(out)["metadata"] == {"team": "search"}   # not given: unchanged
 
 
+def test_cache_false_turns_the_response_cache_off_for_the_key_and_clear_gives_it_back(config, capsys):
+    made(capsys, config, "--id", "svc", "--cache", "false")
+    _, out, _ = keys(capsys, config, "show", "svc", "--json")
+    assert json.loads(out)["settings"]["cache"] is False
+    rc, out, _ = keys(capsys, config, "update", "svc", "--clear", "cache", "--json")
+    assert rc == 0 and json.loads(out)["settings"]["cache"] is None
+
+
 def test_rotate_with_a_grace_keeps_the_old_secret_working_for_it(config, tmp_path, capsys):
     old = made(capsys, config, "--id", "svc")["secret"]
     before = time.time()

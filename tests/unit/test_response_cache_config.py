@@ -38,7 +38,11 @@ def test_a_redis_store_needs_state_redis_url():
     ("{models: [1]}", "response_cache.models: item [0] must be a string, got integer"),
     ("{keys: team}", "response_cache.keys: must be a list of strings, got string"),
     ("{shared_across_keys: yes please}", "response_cache.shared_across_keys: must be true or false, got string"),
-    ("{semantic: true}", "response_cache.semantic: unknown key"),
+    ("{semantic: true}", "response_cache.semantic: must be a mapping, got boolean"),
+    ("{semantic: {enabled: true}}", "response_cache.semantic.embedding_model: required when semantic.enabled is "
+                                    "true (an embeddings model this config serves)"),
+    ("{destinations: [{name: d, backends: [a]}]}", "response_cache.destinations: item [0] destination 'd': "
+                                                   "backends must name two or more distinct backends"),
 ])
 def test_a_bad_value_is_a_load_error_naming_its_path(section, error):
     assert error in errors(section)

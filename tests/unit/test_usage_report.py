@@ -48,27 +48,31 @@ def report(config: str, *options: str) -> int:
 def test_the_table_has_a_row_per_group_and_a_total(config, capsys):
     assert report(config, *SPAN, "--group-by", "key") == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["key_id", "requests", "errors", "input_tokens", "output_tokens", "cost"]
+    assert lines[0].split() == ["key_id", "requests", "errors", "input_tokens", "output_tokens", "cost",
+                                "cache_hits", "saved_cost"]
     assert [line.split() for line in lines[1:]] == [
-        ["=1+1", "1", "0", "10", "5", "0.250000"],
-        ["team-a", "1", "0", "10", "5", "0.250000"],
-        ["team-b", "1", "1", "10", "5", "-"],
-        ["(total)", "3", "1", "30", "15", "0.500000"]]
+        ["=1+1", "1", "0", "10", "5", "0.250000", "0", "-"],
+        ["team-a", "1", "0", "10", "5", "0.250000", "0", "-"],
+        ["team-b", "1", "1", "10", "5", "-", "0", "-"],
+        ["(total)", "3", "1", "30", "15", "0.500000", "0", "-"]]
 
 
 def test_json_is_what_the_admin_api_answers(config, capsys):
     assert report(config, *SPAN, "--group-by", "day", "--format", "json") == 0
     assert json.loads(capsys.readouterr().out) == {"groups": [
-        {"day": "2026-12-01", "requests": 2, "errors": 1, "input_tokens": 20, "output_tokens": 10, "cost": 0.25},
-        {"day": "2026-12-02", "requests": 1, "errors": 0, "input_tokens": 10, "output_tokens": 5, "cost": 0.25}]}
+        {"day": "2026-12-01", "requests": 2, "errors": 1, "input_tokens": 20, "output_tokens": 10, "cost": 0.25,
+         "cache_hits": 0, "saved_cost": None},
+        {"day": "2026-12-02", "requests": 1, "errors": 0, "input_tokens": 10, "output_tokens": 5, "cost": 0.25,
+         "cache_hits": 0, "saved_cost": None}]}
 
 
 def test_csv_has_a_header_and_defuses_formulas(config, capsys):
     assert report(config, *SPAN, "--group-by", "key", "--format", "csv") == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
-    assert rows[0] == ["key_id", "requests", "errors", "input_tokens", "output_tokens", "cost"]
-    assert rows[1] == ["'=1+1", "1", "0", "10", "5", "0.25"]
-    assert rows[3] == ["team-b", "1", "1", "10", "5", ""]
+    assert rows[0] == ["key_id", "requests", "errors", "input_tokens", "output_tokens", "cost", "cache_hits",
+                       "saved_cost"]
+    assert rows[1] == ["'=1+1", "1", "0", "10", "5", "0.25", "0", ""]
+    assert rows[3] == ["team-b", "1", "1", "10", "5", "", "0", ""]
 
 
 def test_the_filters_and_purpose_narrow_the_report(config, capsys):

@@ -34,7 +34,8 @@ pg_server, pg_url = postgres.pg_server, postgres.pg_url   # the fixtures this mo
 T0 = float(calendar.timegm((2026, 12, 1, 0, 0, 0)))   # 2026-12-01T00:00:00Z
 HOUR = 3600.0
 DAY = 86_400.0
-ZERO = {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
+ZERO = {"requests": 0, "errors": 0, "input_tokens": 0, "output_tokens": 0, "cost": None, "cache_hits": 0,
+        "saved_cost": None}
 
 
 def rec(n: int = 0, **fields: Any) -> LedgerRecord:
@@ -104,7 +105,16 @@ def test_summary_totals_requests_errors_tokens_and_cost(store):
                  rec(1, input_tokens=5, output_tokens=2, cost=0.25, status=502),
                  rec(2, input_tokens=1, output_tokens=0)])
     assert store.summary(UsageQuery()) == [
-        {"requests": 3, "errors": 1, "input_tokens": 16, "output_tokens": 5, "cost": 0.75}]
+        {"requests": 3, "errors": 1, "input_tokens": 16, "output_tokens": 5, "cost": 0.75, "cache_hits": 0,
+         "saved_cost": None}]
+
+
+def test_summary_totals_cache_hits_and_the_cost_they_saved_per_group(store):
+    store.write([rec(0, model="m", cost=0.5), rec(1, model="m", cost=0.0, cache_hit=True, saved_cost=0.5),
+                 rec(2, model="m", cost=0.0, cache_hit=True, saved_cost=0.25),
+                 rec(3, model="free", cost=0.0, cache_hit=True)])
+    assert [(g["model"], g["cache_hits"], g["saved_cost"]) for g in store.summary(UsageQuery(group_by="model"))] \
+        == [("free", 1, None), ("m", 2, 0.75)]
 
 
 def test_errors_count_statuses_of_400_and_above(store):

@@ -94,6 +94,8 @@
       {title: "Input tokens", numeric: true, value: (r) => count(r.input_tokens)},
       {title: "Output tokens", numeric: true, value: (r) => count(r.output_tokens)},
       {title: "Cost", numeric: true, value: (r) => usd(r.cost)},
+      {title: "Cache hits", numeric: true, value: (r) => count(r.cache_hits)},
+      {title: "Saved by the cache", numeric: true, value: (r) => usd(r.saved_cost)},
     ], byCost, (r) => ({"data-group": r.label}), "No calls in this range.")));
   }
 

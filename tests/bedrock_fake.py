@@ -84,7 +84,7 @@ class Reply:
     message: str = "error"
     retry_after: str | None = None
     delay: float = 0.0                  # before the answer's headers
-    gap: float = 0.0                    # between stream frames
+    gap: float = 0.0                    # between stream frames once the first piece of content is out
     stream_exception: str | None = None  # an exception frame right after messageStart
     cut: bool = False                   # the stream ends inside a frame
 
@@ -211,7 +211,7 @@ class FakeBedrock:
         else:
             frames += stream_frames(reply)
         for i, data in enumerate(frames):
-            if i:
+            if i > 1:   # messageStart and the first piece at once: a stream that stalls once under way
                 await trio.sleep(reply.gap)
             if reply.cut and i == len(frames) - 1:
                 data = data[:len(data) // 2]

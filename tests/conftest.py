@@ -10,15 +10,24 @@ with every call); a test that reads ``requests``, ``events`` or ``count``
 asks for it with ``@pytest.mark.simulator_history`` (or a module's
 ``pytestmark``), and every simulator built during that test keeps the last
 ``SIMULATOR_HISTORY`` of each.
+
+Bytecode is written (``__pycache__``, ignored by git) even where the
+environment says ``PYTHONDONTWRITEBYTECODE``: without it every server the
+suite starts (a few hundred processes, workers included) compiles the whole
+package again, half of its start, and every run compiles and rewrites every
+test module again.
 """
 
 import gc
+import os
+import sys
 from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from trio.testing import MockClock
 
-from switchyard.protocol.simulated.openai import SimulatedTransport
+from tests import clock
 
 settings.register_profile("switchyard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("switchyard")
@@ -51,8 +60,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:   # see the module's docstring
+        sys.dont_write_bytecode = False
     config.addinivalue_line("markers", "simulator_history: simulated backends built in this test keep a "
                                        "bounded history of requests and events")
+
+
+@pytest.fixture
+def autojump_clock() -> MockClock:
+    """pytest-trio's fixture of this name, with a clock that lets a thread's work end first (tests/clock.py)."""
+    return clock.autojump_clock()
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +85,9 @@ def simulator_history(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("simulator_history") is None:
         yield
         return
+    # here, not at the top: imported after pytest_configure, so its bytecode is written
+    from switchyard.protocol.simulated.openai import SimulatedTransport
+
     SimulatedTransport.history = SIMULATOR_HISTORY
     try:
         yield

@@ -28,7 +28,6 @@ import time
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import attrs
-import httpx
 import trio
 from attrs import frozen
 
@@ -95,9 +94,8 @@ class AlertActor:
         self.claimed = 0          # alerts this worker claimed (and so sent), since start
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        async with httpx.AsyncClient(timeout=deliver.TIMEOUT, follow_redirects=False) as client, \
-                trio.open_nursery() as nursery:
-            post = self._post or deliver.poster(client)
+        async with deliver.poster() as posting, trio.open_nursery() as nursery:
+            post = self._post or posting
             task_status.started()
             while True:
                 try:

@@ -75,8 +75,12 @@ class AsgiSink:
 
     async def fail(self, error: GatewayError) -> None:
         if not self.started or self._held is not None:
-            # Nothing went out yet (a held buffered answer included): the error gets its own status.
+            # Nothing went out yet (a held buffered answer included): the error gets its own status. Finished
+            # before its last write, as in ``finish``: the server reports the disconnect during that write,
+            # and the call's watcher must not take it for a client leaving (cancelled there, hypercorn's
+            # connection lost its keep-alive timer, and a drain waited its whole window for it).
             self._held, self._body = None, []
+            self.finished = True
             await respond(self._send, error.status, error.body(), error.headers())
             self.status = error.status
             return

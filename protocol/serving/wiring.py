@@ -26,8 +26,6 @@ from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.alerts import open_alert_store
 from switchyard.protocol.stores.control import open_control_store
 from switchyard.protocol.stores.control_secret import control_secret
-from switchyard.protocol.stores.redis_cache import RedisCacheStore
-from switchyard.protocol.stores.redis_limits import RedisLimiter
 from switchyard.protocol.stores.response_owners import open_owner_store
 from switchyard.protocol.wires import anthropic as anthropic_wire
 from switchyard.protocol.wires import responses as responses_wire
@@ -37,6 +35,8 @@ from switchyard.protocol.wires.upstream import Upstream
 
 if TYPE_CHECKING:
     from switchyard.protocol.serving.otlp import SpanExport
+    from switchyard.protocol.stores.redis_cache import RedisCacheStore
+    from switchyard.protocol.stores.redis_limits import RedisLimiter
 
 log = logging.getLogger("switchyard.tracing")
 
@@ -71,12 +71,18 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
 
 
 def shared_limiter(current: Current, ledger: Summary) -> RedisLimiter:
-    """With ``state.redis_url``: every worker and instance counts in one Redis (budgets seeded from the ledger)."""
+    """With ``state.redis_url``: every worker and instance counts in one Redis (budgets seeded from the ledger).
+    The Redis client's modules are imported here, only when Redis is used: its RESP parser's library takes
+    about a sixth of a worker's imports."""
+    from switchyard.protocol.stores.redis_limits import RedisLimiter
+
     return RedisLimiter(current().state, current, ledger=ledger)
 
 
 def shared_cache(current: Current) -> RedisCacheStore:
     """With ``response_cache.store: redis``: one cache for the fleet, in the Redis of ``state.redis_url``."""
+    from switchyard.protocol.stores.redis_cache import RedisCacheStore
+
     url = current().state.redis_url
     assert url is not None   # the config refuses store: redis without it
     return RedisCacheStore(url, lambda: current().response_cache)

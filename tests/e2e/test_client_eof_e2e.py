@@ -129,6 +129,9 @@ async def test_a_drain_with_only_idle_connections_ends_at_once(tmp_path):
                 stream = await connect(url)
                 assert await exchange(stream, "GET", "/health") == 200
                 streams.append(stream)
+        refused = await connect(url)   # idle after a call refused before it reached a backend
+        assert await exchange(refused, "POST", "/v1/chat/completions", {**CHAT, "model": "nosuch"}) == 404
+        kept.append(refused)
         await trio.sleep(0.1)
         for stream in ended:
             await stream.send_eof()

@@ -708,3 +708,14 @@ async def test_the_shared_limiters_health_is_in_prometheus_at_scrape_time(nurser
     assert down["rate_limit_fallback_admissions_total"] == 1.0 and down["rate_limit_store_failures_total"] >= 1
     assert {"rate_limit_claimed_calls_total", "rate_limit_settles_queued",
             "rate_limit_settles_dropped_total"} <= set(down)
+
+
+def test_a_gateway_without_redis_never_imports_the_redis_client():
+    """coredis (and beartype under it) is a sixth of a worker's imports: only a config with Redis pays it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, switchyard.protocol.serving.cli, switchyard.protocol.serving.wiring; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('coredis', 'beartype')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -22,6 +22,7 @@ from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.config.load import load_text
 from switchyard.protocol.wires.transport import COALESCE_MAX, PooledTransport
 from switchyard.protocol.wires.upstream import Upstream
+from tests.harness import gateway
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
 
@@ -520,6 +521,20 @@ async def test_https_backends_reuse_tls_connections(nursery, watchdog, tmp_path:
     with pytest.raises(httpx.ConnectError):   # an unknown certificate is refused
         async with httpx.AsyncClient(transport=PooledTransport(), timeout=5.0) as http:
             await http.get(server.url + "/")
+
+
+async def test_a_gateway_built_again_in_the_process_parses_no_ca_bundle(monkeypatch):
+    """The trust store is parsed once per process (about 30 ms of the event loop each time): the pools that
+    verify by default share one context, and the alerts' client is made only for a webhook."""
+    config = "backends: [{name: sim, type: simulated, models: [demo]}]"
+    async with gateway(config):
+        pass
+    parsed = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: parsed.append(k) or real(*a, **k))
+    async with gateway(config):
+        pass
+    assert parsed == []
 
 
 async def test_upstream_client_uses_the_pool_and_still_reaches_simulators(server):

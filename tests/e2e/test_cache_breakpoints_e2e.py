@@ -7,6 +7,7 @@ from __future__ import annotations
 import anthropic
 import openai
 import pytest
+import trio
 
 from switchyard.actors.ledger.record import UsageQuery
 from switchyard.protocol.wires.cache_breakpoints import CACHE_POINT
@@ -21,9 +22,16 @@ TURNS = [{"role": "system", "content": "Policy handbook. " * 40}, {"role": "user
          {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Refunds?"}]
 
 
-async def records(gw):
-    await gw.app.runtime.ledger.flush()
-    return gw.app.runtime.ledger.store.records(UsageQuery(), 100)
+async def records(gw, count: int = 1):
+    """The ledger's records once ``count`` are there: a call's record is told just after its answer reached the
+    client, so the client may read the answer first."""
+    with trio.fail_after(5):
+        while True:
+            await gw.app.runtime.ledger.flush()
+            found = gw.app.runtime.ledger.store.records(UsageQuery(), 100)
+            if len(found) >= count:
+                return found
+            await trio.sleep(0.02)
 
 
 async def test_bedrock_gets_cache_points_and_its_cache_usage_is_priced(start_gateway, fake):  # noqa: F811
@@ -58,6 +66,6 @@ async def test_the_anthropic_sdk_sees_cache_writes_then_reads_and_the_ledger_pri
         second = await in_thread(ask)
     assert first.usage.cache_creation_input_tokens > 0 and not first.usage.cache_read_input_tokens
     assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
-    one, two = sorted(await records(gw), key=lambda r: r.time)
+    one, two = sorted(await records(gw, 2), key=lambda r: r.time)
     assert (one.cache_write_tokens, two.cached_tokens) == (first.usage.cache_creation_input_tokens,) * 2
     assert two.cost < one.cost

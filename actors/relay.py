@@ -170,6 +170,7 @@ class Relay:
         self.usage: Any = None                        # this attempt's usage object, as the backend sent it
         self.output_seen: int | None = None           # this attempt's answer tokens as seen (None: no answer)
         self.images: tuple[tuple[str | None, str | None, int], ...] = ()   # an images answer's (size, quality, n)
+        self.search_units = 0                         # a rerank answer's search units (actors/scores_relay.py)
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
@@ -194,11 +195,11 @@ class Relay:
         read; unchanged when no priced model was involved."""
         if self.meter is None:
             return headers
-        cost = self.meter.total_with(self.usage, self.output_seen, self.images)
+        cost = self.meter.total_with(self.usage, self.output_seen, self.images, self.search_units)
         if cost is None:
             return headers
         headers = [*headers, (COST_HEADER, decimal_text(cost).encode())]
-        if self.meter.estimated or not isinstance(self.usage, dict) and not self.images:   # images: counted
+        if self.meter.estimated or not isinstance(self.usage, dict) and not self.images and not self.search_units:
             headers.append((COST_ESTIMATED_HEADER, b"true"))
         return headers
 

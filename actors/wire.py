@@ -76,6 +76,10 @@ def form_body(body: bytes, backend: BackendConfig, call: Call) -> bytes:
 ENDPOINTS[Endpoint.IMAGES_GENERATIONS] = Wire("/v1/images/generations")
 ENDPOINTS[Endpoint.IMAGES_EDITS] = Wire("/v1/images/edits", headers=form_headers, body=form_body)
 ENDPOINTS[Endpoint.IMAGES_VARIATIONS] = Wire("/v1/images/variations", headers=form_headers, body=form_body)
+# Rerank (the Cohere / Jina shape vLLM serves too) and moderations: JSON in, JSON out, relayed whole
+# (actors/scores_relay.py).
+ENDPOINTS[Endpoint.RERANK] = Wire("/v1/rerank")
+ENDPOINTS[Endpoint.MODERATIONS] = Wire("/v1/moderations")
 # endpoint -> the backend types whose kind speaks it (Kind.endpoints). Another type serving the model is no
 # candidate for such a call (actors/call/route_choice.py).
 ENDPOINT_TYPES: Mapping[Endpoint, frozenset[BackendType]] = {endpoint: speaking(endpoint) for endpoint in ENDPOINTS}

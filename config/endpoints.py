@@ -20,7 +20,12 @@ class Endpoint(enum.StrEnum):
     IMAGES_GENERATIONS = "images_generations"        # /v1/images/generations
     IMAGES_EDITS = "images_edits"                    # /v1/images/edits
     IMAGES_VARIATIONS = "images_variations"          # /v1/images/variations
+    RERANK = "rerank"                                # /v1/rerank and /rerank (Cohere's and Jina's shape)
+    MODERATIONS = "moderations"                      # /v1/moderations
     REALTIME = "realtime"                            # /v1/realtime: a websocket door of its own, no wire
 
 
 IMAGES = frozenset({Endpoint.IMAGES_GENERATIONS, Endpoint.IMAGES_EDITS, Endpoint.IMAGES_VARIATIONS})
+# Calls that score their input and generate nothing: answered whole, no generation settings, no messages,
+# no empty-reply check (protocol/doors/scoring.py, actors/scores_relay.py).
+SCORING = frozenset({Endpoint.RERANK, Endpoint.MODERATIONS})

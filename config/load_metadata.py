@@ -103,6 +103,7 @@ PRICING: dict[str, Any] = {
     "image_input_tokens": _PRICE,
     "cached_image_input_tokens": _PRICE,
     "per_image": "per_image",
+    "per_search_unit": _PRICE,
     "long_context": LONG_CONTEXT,
 }
 LIMITS: dict[str, Any] = {

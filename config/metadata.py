@@ -56,7 +56,8 @@ class LongContext:
 
 @frozen
 class Pricing:
-    """USD per 1M tokens, except ``cached_input_discount`` (a 0..1 fraction) and ``per_image`` (USD per image)."""
+    """USD per 1M tokens, except ``cached_input_discount`` (a 0..1 fraction), ``per_image`` (USD per image) and
+    ``per_search_unit`` (USD per rerank search unit)."""
 
     input_tokens: float | None = None
     output_tokens: float | None = None
@@ -69,6 +70,9 @@ class Pricing:
     cached_image_input_tokens: float | None = None
     # {size: price}, {tier: price} or {size: {quality: price}}
     per_image: Mapping[str, float | Mapping[str, float]] | None = None
+    # USD per rerank search unit (Cohere's billing: one query over up to 100 documents); a rerank model billed
+    # per token takes input_tokens instead
+    per_search_unit: float | None = None
     long_context: LongContext | None = None
 
 

@@ -132,5 +132,9 @@ class Simulation:
     embedding: str = field("hash", values.words("hash", "words"))
     # embeddings: answer vectors of this length whatever the request asks (a backend of the wrong size)
     embedding_size: int | None = field(None, rules.integer(1, 65_536))
+    # moderations: an input holding one of these words (lower-cased, whole words) is flagged in
+    # `moderation_category`, with score 1.0 there (0.0 everywhere else, and for every other input)
+    moderation_words: tuple[str, ...] = field(("kill", "bomb"), rules.string_list(rules.string()))
+    moderation_category: str = field("violence", rules.string())
     # added to every chat answer (rate limits)
     response_headers: Mapping[str, str] = field(attrs.Factory(dict), _header_map)

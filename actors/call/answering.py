@@ -22,8 +22,9 @@ from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed, Relay, read_answer
 from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.routing.failover import Failure, Kind, classify_status, parse_retry_after
+from switchyard.actors.scores_relay import relay_scores
 from switchyard.actors.wire import RESPONSES_OVER_CHAT
-from switchyard.config.endpoints import IMAGES
+from switchyard.config.endpoints import IMAGES, SCORING
 from switchyard.config.kinds import kind_of
 from switchyard.config.schema import BackendConfig
 
@@ -67,6 +68,8 @@ async def answer(pool: "BackendPool", owners: "StoredOwners", call: Call, relay:
         await remember(stored)
     elif call.endpoint in IMAGES:
         await relay_images(relay, backend.name, response, attempt, headers, call.payload)
+    elif call.endpoint in SCORING:
+        await relay_scores(relay, backend.name, response, attempt, headers, call.endpoint, call.payload)
     elif call.stream:
         await relay.stream(backend.name, response, attempt, headers)
     else:

@@ -27,7 +27,7 @@ from switchyard.actors.signals import SignalTerms
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
-from switchyard.config.endpoints import IMAGES, Endpoint
+from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
 from switchyard.config.params import SPELLINGS
@@ -210,7 +210,12 @@ ENDPOINT_FIELDS.update(dict.fromkeys(IMAGES, frozenset({
 # POST /v1/responses/compact: what it compacts (a fallback hop keeps it).
 ENDPOINT_FIELDS[Endpoint.COMPACT] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
                                                "prompt_cache_retention", "service_tier"})
+# Rerank's and moderations' own fields (protocol/doors/scoring.py).
+ENDPOINT_FIELDS[Endpoint.RERANK] = frozenset({"query", "documents", "top_n", "return_documents", "max_chunks_per_doc",
+                                              "max_tokens_per_doc", "rank_fields"})
+ENDPOINT_FIELDS[Endpoint.MODERATIONS] = frozenset({"input"})
 # Endpoints whose streams take stream_options.include_usage.
 USAGE_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.COMPLETIONS})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
-NO_MESSAGES = frozenset({Endpoint.COMPLETIONS, Endpoint.EMBEDDINGS, Endpoint.RESPONSES, Endpoint.COMPACT, *IMAGES})
+NO_MESSAGES = frozenset({Endpoint.COMPLETIONS, Endpoint.EMBEDDINGS, Endpoint.RESPONSES, Endpoint.COMPACT, *IMAGES,
+                         *SCORING})

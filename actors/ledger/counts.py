@@ -21,12 +21,13 @@ class TokenCounts:
     image_input: int = 0         # of input: image tokens
     cached_image_input: int = 0  # of image_input: cached
     images: tuple[tuple[str | None, str | None, int], ...] = ()   # generated: (size, quality, n)
+    search_units: int = 0        # rerank search units billed (reported, or counted: actors/scores_relay.py)
 
     def __add__(self, other: "TokenCounts") -> "TokenCounts":
         return TokenCounts(self.input + other.input, self.output + other.output, self.cached + other.cached,
                            self.cache_write + other.cache_write, self.reasoning + other.reasoning,
                            self.image_input + other.image_input, self.cached_image_input + other.cached_image_input,
-                           self.images + other.images)
+                           self.images + other.images, self.search_units + other.search_units)
 
 
 def _whole(value: Any) -> int:

@@ -26,7 +26,8 @@ ENDPOINTS: dict[str, str] = {
     "/v1/embeddings": Endpoint.EMBEDDINGS.value, "/v1/responses": Endpoint.RESPONSES.value,
     "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": "messages",
     "/v1/images/generations": Endpoint.IMAGES_GENERATIONS.value, "/v1/images/edits": Endpoint.IMAGES_EDITS.value,
-    "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value}
+    "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value,
+    "/v1/rerank": Endpoint.RERANK.value, "/v1/moderations": Endpoint.MODERATIONS.value}
 
 
 def endpoint_of(route: str) -> str:

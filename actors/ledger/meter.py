@@ -48,7 +48,14 @@ class CallMeter:
                 if isinstance(self.payload, dict) else 0
         return TokenCounts(input=self._prompt_estimate, output=output)
 
-    def _counts(self, usage: Any, output_estimate: int | None, images: Images = ()) -> tuple[TokenCounts, bool] | None:
+    def _counts(self, usage: Any, output_estimate: int | None, images: Images = (),
+                search_units: int = 0) -> tuple[TokenCounts, bool] | None:
+        found = self._reported(usage, output_estimate, images)
+        if found is None or not search_units:
+            return found
+        return attrs.evolve(found[0], search_units=search_units), found[1]
+
+    def _reported(self, usage: Any, output_estimate: int | None, images: Images) -> tuple[TokenCounts, bool] | None:
         counts = counts_of(usage)
         if images:   # an images answer: its images, and the tokens it reported (gpt-image-1) or none
             return attrs.evolve(counts or TokenCounts(), images=images), False
@@ -58,22 +65,24 @@ class CallMeter:
             return None
         return self._estimate(output_estimate), True
 
-    def total_with(self, usage: Any, output_estimate: int | None = None, images: Images = ()) -> Decimal | None:
+    def total_with(self, usage: Any, output_estimate: int | None = None, images: Images = (),
+                   search_units: int = 0) -> Decimal | None:
         """The call's cost if the attempt in progress ends with ``usage`` (for the client's header or
-        usage chunk) and ``images`` (an images answer's (size, quality, n)); None when nothing priced is involved."""
+        usage chunk), ``images`` (an images answer's (size, quality, n)) and ``search_units`` (a rerank
+        answer's); None when nothing priced is involved."""
         if not priced(self._pricing):   # this attempt adds no cost: its usage need not be read here
             return self.cost
-        found = self._counts(usage, output_estimate, images)
+        found = self._counts(usage, output_estimate, images, search_units)
         this = cost_of(self._pricing, found[0]) if found is not None else None
         if this is None:
             return self.cost
         return this if self.cost is None else self.cost + this
 
-    def settle(self, usage: Any, output_estimate: int | None, images: Images = ()) -> None:
+    def settle(self, usage: Any, output_estimate: int | None, images: Images = (), search_units: int = 0) -> None:
         """The attempt in progress is over: ``usage`` as its backend reported it (None: none came),
         ``output_estimate`` its answer's tokens as seen (None: no answer came, nothing consumed),
-        ``images`` what an images answer generated."""
-        found = self._counts(usage, output_estimate, images)
+        ``images`` what an images answer generated, ``search_units`` what a rerank answer billed."""
+        found = self._counts(usage, output_estimate, images, search_units)
         pricing, self._pricing = self._pricing, None
         if found is None:
             return

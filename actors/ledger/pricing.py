@@ -7,7 +7,8 @@ tokens written to the provider's prompt cache (Anthropic, Bedrock) are priced
 at ``cache_write_input_tokens`` when it is set (else as input); image input tokens are priced at ``image_input_tokens``
 (cached ones at ``cached_image_input_tokens``, an explicit rate, not a
 discount) on top of the text tokens at the text rates; ``per_image`` is USD
-per generated image; when the prompt exceeds ``long_context.threshold_tokens``
+per generated image, ``per_search_unit`` USD per rerank search unit; when
+the prompt exceeds ``long_context.threshold_tokens``
 the tier's rates apply to the whole call (equal to it: the base rates).
 Decimal arithmetic, so a cost is exact to the last digit the rates allow.
 A model without pricing has no cost (None), never 0. Pure: no I/O, no clock.
@@ -34,7 +35,7 @@ def priced(pricing: Pricing | None) -> bool:
     return pricing is not None and any(v is not None for v in (
         pricing.input_tokens, pricing.output_tokens, pricing.image_input_tokens,
         pricing.cached_image_input_tokens, pricing.per_image, pricing.cache_read_input_tokens,
-        pricing.cache_write_input_tokens))
+        pricing.cache_write_input_tokens, pricing.per_search_unit))
 
 
 def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
@@ -66,6 +67,8 @@ def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
     total = total / MILLION
     for size, quality, n in counts.images:
         total += n * image_price(pricing.per_image, size, quality)
+    if counts.search_units and pricing.per_search_unit is not None:
+        total += counts.search_units * _rate(pricing.per_search_unit)
     return total
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # Paths that carry client traffic (/mcp: the MCP servers behind the gateway); /health, /ready and /metrics stay
 # open for probes and scrapers.
-DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/", "/mcp")
+DATA_PLANE_PREFIXES = ("/v1/", "/anthropic/", "/mcp", "/rerank")   # /rerank: vLLM's and Jina's path too
 
 
 def credential(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:

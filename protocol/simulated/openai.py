@@ -71,6 +71,8 @@ from switchyard.protocol.simulated.parts import (
     split_words,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
+from switchyard.protocol.simulated.scoring import PATHS as SCORING_PATHS
+from switchyard.protocol.simulated.scoring import answer as scoring_answer
 from switchyard.protocol.simulated.tools import arguments_for, cite, ends_with_tool_output, offered
 
 
@@ -137,7 +139,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             status = self.health_script.popleft() if self.health_script else self.simulation.health_status
             self.record(f"health:{status}")
             return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
-        if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses", *IMAGE_PATHS)):
+        if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses", *IMAGE_PATHS,
+                                                       *SCORING_PATHS)):
             return await self._chat(request)
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",
                                                    "param": None, "code": None}})
@@ -230,6 +233,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         model = body.get("model", "")
         if request.url.path.endswith("/responses"):   # the Responses API (protocol/simulated/responses.py)
             return responses_answer(self, sim, body)
+        if request.url.path.endswith(SCORING_PATHS):   # rerank, moderations (protocol/simulated/scoring.py)
+            return scoring_answer(self, sim, request.url.path, body)
         if not request.url.path.endswith("/chat/completions"):   # text completions, embeddings: no messages
             return endpoints_answer(self, sim, request.url.path, body)
         if prefill_of(body) is not None and not sim.supports_prefill:

@@ -43,7 +43,7 @@ from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.actors.budgets import AttemptBudget
 from switchyard.actors.errors import GatewayError, UpstreamProtocolError, UpstreamStatusError
 from switchyard.actors.json_read import loads, loads_utf8
-from switchyard.actors.ledger.meter import CallMeter, answer_tokens
+from switchyard.actors.ledger.meter import AudioUse, CallMeter, answer_tokens
 from switchyard.actors.ledger.pricing import decimal_text
 from switchyard.actors.rename import Rename
 from switchyard.actors.routing.failover import POLICY_CODES, Failure, Kind
@@ -171,6 +171,7 @@ class Relay:
         self.output_seen: int | None = None           # this attempt's answer tokens as seen (None: no answer)
         self.images: tuple[tuple[str | None, str | None, int], ...] = ()   # an images answer's (size, quality, n)
         self.search_units = 0                         # a rerank answer's search units (actors/scores_relay.py)
+        self.audio: AudioUse | None = None            # an audio answer's seconds heard or characters spoken
 
     async def buffered(self, backend: str, response: httpx.Response, attempt: AttemptBudget,
                        headers: list[tuple[bytes, bytes]]) -> None:
@@ -195,11 +196,13 @@ class Relay:
         read; unchanged when no priced model was involved."""
         if self.meter is None:
             return headers
-        cost = self.meter.total_with(self.usage, self.output_seen, self.images, self.search_units)
+        cost = self.meter.total_with(self.usage, self.output_seen, self.images, self.search_units, self.audio)
         if cost is None:
             return headers
         headers = [*headers, (COST_HEADER, decimal_text(cost).encode())]
-        if self.meter.estimated or not isinstance(self.usage, dict) and not self.images and not self.search_units:
+        guessed = self.audio.estimated if self.audio is not None else not isinstance(self.usage, dict) \
+            and not self.images and not self.search_units   # images and search units: counted
+        if self.meter.estimated or guessed:
             headers.append((COST_ESTIMATED_HEADER, b"true"))
         return headers
 

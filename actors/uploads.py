@@ -1,8 +1,9 @@
 """The files a multipart/form-data call uploads, and the form an attempt sends a backend.
 
-``/v1/images/edits`` and ``/v1/images/variations`` take the OpenAI API's
-multipart form: text fields (``model``, ``prompt``, ``n`` ...) and files
-(``image``, ``mask``). The door parses it once (``protocol/http/multipart.py``):
+``/v1/images/edits``, ``/variations``, ``/v1/audio/transcriptions`` and
+``/translations`` take the OpenAI API's multipart form: text fields
+(``model``, ``prompt``, ``n`` ...) and files (``image``, ``mask``, ``file``).
+The door parses it once (``protocol/http/multipart.py``):
 the text fields become the Call's ``payload``, like any JSON call's, so
 selection, alias dispatch, ``upstream_id`` and a fallback hop's trimming
 work on them unchanged; the files travel beside them, untouched. Every
@@ -72,8 +73,9 @@ def encode_form(fields: Mapping[str, Any], uploads: Uploads) -> bytes:
     for name, value in fields.items():
         if value is None:
             continue
-        out += [dash, b"\r\n", f'Content-Disposition: form-data; name="{_quoted(name)}"\r\n\r\n'.encode(),
-                _text(value).encode(), b"\r\n"]
+        for item in value if isinstance(value, list) and name.endswith("[]") else (value,):   # one part per item
+            out += [dash, b"\r\n", f'Content-Disposition: form-data; name="{_quoted(name)}"\r\n\r\n'.encode(),
+                    _text(item).encode(), b"\r\n"]
     for f in uploads.files:
         head = (f'Content-Disposition: form-data; name="{_quoted(f.field)}"; filename="{_quoted(f.filename)}"\r\n'
                 f"Content-Type: {f.content_type}\r\n\r\n")

@@ -80,6 +80,11 @@ ENDPOINTS[Endpoint.IMAGES_VARIATIONS] = Wire("/v1/images/variations", headers=fo
 # (actors/scores_relay.py).
 ENDPOINTS[Endpoint.RERANK] = Wire("/v1/rerank")
 ENDPOINTS[Endpoint.MODERATIONS] = Wire("/v1/moderations")
+# The audio API (protocol/doors/audio.py): transcriptions and translations as multipart forms like images' edits;
+# speech as JSON, its answer audio bytes. Azure's v1 API root takes the same paths, the deployment as the model.
+ENDPOINTS[Endpoint.AUDIO_TRANSCRIPTIONS] = Wire("/v1/audio/transcriptions", headers=form_headers, body=form_body)
+ENDPOINTS[Endpoint.AUDIO_TRANSLATIONS] = Wire("/v1/audio/translations", headers=form_headers, body=form_body)
+ENDPOINTS[Endpoint.AUDIO_SPEECH] = Wire("/v1/audio/speech")
 # endpoint -> the backend types whose kind speaks it (Kind.endpoints). Another type serving the model is no
 # candidate for such a call (actors/call/route_choice.py).
 ENDPOINT_TYPES: Mapping[Endpoint, frozenset[BackendType]] = {endpoint: speaking(endpoint) for endpoint in ENDPOINTS}

@@ -22,6 +22,9 @@ class Endpoint(enum.StrEnum):
     IMAGES_VARIATIONS = "images_variations"          # /v1/images/variations
     RERANK = "rerank"                                # /v1/rerank and /rerank (Cohere's and Jina's shape)
     MODERATIONS = "moderations"                      # /v1/moderations
+    AUDIO_TRANSCRIPTIONS = "audio_transcriptions"    # /v1/audio/transcriptions
+    AUDIO_TRANSLATIONS = "audio_translations"        # /v1/audio/translations
+    AUDIO_SPEECH = "audio_speech"                    # /v1/audio/speech
     REALTIME = "realtime"                            # /v1/realtime: a websocket door of its own, no wire
 
 
@@ -29,3 +32,6 @@ IMAGES = frozenset({Endpoint.IMAGES_GENERATIONS, Endpoint.IMAGES_EDITS, Endpoint
 # Calls that score their input and generate nothing: answered whole, no generation settings, no messages,
 # no empty-reply check (protocol/doors/scoring.py, actors/scores_relay.py).
 SCORING = frozenset({Endpoint.RERANK, Endpoint.MODERATIONS})
+# Speech to text: a multipart upload of audio, answered as text (protocol/doors/audio.py).
+TRANSCRIBING = frozenset({Endpoint.AUDIO_TRANSCRIPTIONS, Endpoint.AUDIO_TRANSLATIONS})
+AUDIO = TRANSCRIBING | {Endpoint.AUDIO_SPEECH}

@@ -104,6 +104,9 @@ PRICING: dict[str, Any] = {
     "cached_image_input_tokens": _PRICE,
     "per_image": "per_image",
     "per_search_unit": _PRICE,
+    "audio_input_tokens": _PRICE,
+    "per_audio_minute": _PRICE,
+    "input_characters": _PRICE,
     "long_context": LONG_CONTEXT,
 }
 LIMITS: dict[str, Any] = {

@@ -56,8 +56,9 @@ class LongContext:
 
 @frozen
 class Pricing:
-    """USD per 1M tokens, except ``cached_input_discount`` (a 0..1 fraction), ``per_image`` (USD per image) and
-    ``per_search_unit`` (USD per rerank search unit)."""
+    """USD per 1M tokens (``input_characters``: per 1M characters), except ``cached_input_discount`` (a 0..1
+    fraction), ``per_image`` (USD per image), ``per_search_unit`` (USD per rerank search unit) and
+    ``per_audio_minute`` (USD per minute of audio)."""
 
     input_tokens: float | None = None
     output_tokens: float | None = None
@@ -73,6 +74,11 @@ class Pricing:
     # USD per rerank search unit (Cohere's billing: one query over up to 100 documents); a rerank model billed
     # per token takes input_tokens instead
     per_search_unit: float | None = None
+    # The audio API: audio tokens of the input (gpt-4o-transcribe's), in place of the text rate; a
+    # transcription's or translation's minutes of audio (whisper-1's); speech's characters of input (tts-1's).
+    audio_input_tokens: float | None = None
+    per_audio_minute: float | None = None
+    input_characters: float | None = None
     long_context: LongContext | None = None
 
 

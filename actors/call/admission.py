@@ -45,7 +45,7 @@ from switchyard.actors.provider_prefs import unsatisfiable
 from switchyard.actors.routing import provider_rank, variants
 from switchyard.actors.signals import engine_window
 from switchyard.config.access import ApiKey
-from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, Endpoint
 from switchyard.config.schema import BackendConfig, Snapshot
 
 log = logging.getLogger("switchyard.route")
@@ -84,7 +84,7 @@ def admit(call: Call, routed: str, variant: variants.Variant | None, refusal: Ca
     reach.of(routed, primary=True)
     if call.endpoint == Endpoint.COMPACT:   # compaction takes no generation settings: the policy has nothing to set
         return call
-    if call.endpoint == Endpoint.EMBEDDINGS or call.endpoint in IMAGES or call.endpoint in SCORING:
+    if call.endpoint == Endpoint.EMBEDDINGS or call.endpoint in IMAGES | SCORING | AUDIO:
         # the policy's parameters are text generation settings: none apply here
         return call
     view = _policy_view(call)

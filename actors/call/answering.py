@@ -2,7 +2,7 @@
 
 ``answer`` judges the status (an error status is the attempt's failure, classified for the route plan;
 a redirect is a misconfigured url) and relays a success by the call's endpoint: the Responses API and
-images by their own rules, chat and the other OpenAI endpoints streamed or buffered. The RequestActor
+images and audio by their own rules, chat and the other OpenAI endpoints streamed or buffered. The RequestActor
 (``request.py``) calls it inside the attempt's budget and owns what happens after.
 """
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import httpx
 import trio
 
+from switchyard.actors.audio_relay import relay_speech, relay_transcription
 from switchyard.actors.budgets import AttemptBudget, CallBudget
 from switchyard.actors.call import stored_responses
 from switchyard.actors.call.stored_responses import RESPONSES_ENDPOINTS
@@ -24,7 +25,7 @@ from switchyard.actors.responses_relay import relay_responses
 from switchyard.actors.routing.failover import Failure, Kind, classify_status, parse_retry_after
 from switchyard.actors.scores_relay import relay_scores
 from switchyard.actors.wire import RESPONSES_OVER_CHAT
-from switchyard.config.endpoints import IMAGES, SCORING
+from switchyard.config.endpoints import IMAGES, SCORING, TRANSCRIBING, Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.schema import BackendConfig
 
@@ -70,6 +71,10 @@ async def answer(pool: "BackendPool", owners: "StoredOwners", call: Call, relay:
         await relay_images(relay, backend.name, response, attempt, headers, call.payload)
     elif call.endpoint in SCORING:
         await relay_scores(relay, backend.name, response, attempt, headers, call.endpoint, call.payload)
+    elif call.endpoint in TRANSCRIBING:
+        await relay_transcription(relay, backend.name, response, attempt, headers, call)
+    elif call.endpoint == Endpoint.AUDIO_SPEECH:
+        await relay_speech(relay, backend.name, response, attempt, headers, call)
     elif call.stream:
         await relay.stream(backend.name, response, attempt, headers)
     else:

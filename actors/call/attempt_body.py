@@ -27,7 +27,7 @@ from switchyard.actors.signals import SignalTerms
 from switchyard.actors.stream_usage import client_options, names_the_option
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
-from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, TRANSCRIBING, Endpoint
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import StreamUsage
 from switchyard.config.params import SPELLINGS
@@ -207,6 +207,12 @@ ENDPOINT_FIELDS = {Endpoint.COMPLETIONS: frozenset({"prompt", "suffix", "echo"})
 ENDPOINT_FIELDS.update(dict.fromkeys(IMAGES, frozenset({
     "prompt", "n", "size", "quality", "style", "response_format", "background", "moderation", "output_format",
     "output_compression", "input_fidelity", "partial_images"})))
+# The audio API's own fields (protocol/doors/audio.py): the input, and what shapes the answer.
+ENDPOINT_FIELDS.update(dict.fromkeys(TRANSCRIBING, frozenset({
+    "language", "prompt", "response_format", "temperature", "timestamp_granularities[]", "include[]",
+    "chunking_strategy"})))
+ENDPOINT_FIELDS[Endpoint.AUDIO_SPEECH] = frozenset({"input", "voice", "response_format", "speed", "instructions",
+                                                    "stream_format"})
 # POST /v1/responses/compact: what it compacts (a fallback hop keeps it).
 ENDPOINT_FIELDS[Endpoint.COMPACT] = frozenset({"input", "instructions", "previous_response_id", "prompt_cache_key",
                                                "prompt_cache_retention", "service_tier"})
@@ -218,4 +224,4 @@ ENDPOINT_FIELDS[Endpoint.MODERATIONS] = frozenset({"input"})
 USAGE_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.COMPLETIONS})
 # Endpoints whose bodies carry no chat messages: no global prompt, no thinking split, no usage option added.
 NO_MESSAGES = frozenset({Endpoint.COMPLETIONS, Endpoint.EMBEDDINGS, Endpoint.RESPONSES, Endpoint.COMPACT, *IMAGES,
-                         *SCORING})
+                         *SCORING, *AUDIO})

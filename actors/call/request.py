@@ -65,7 +65,7 @@ from switchyard.actors.routing.dial_permits import permit_spans_answer
 from switchyard.actors.routing.failover import Failure, Kind, MoveOn, Retry, RoutePlan
 from switchyard.actors.routing.stream_state import StreamAccumulator
 from switchyard.actors.stream_usage import without_option
-from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, Endpoint
 from switchyard.config.schema import BackendConfig
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ log = logging.getLogger("switchyard.route")
 OTHER_ROUTES = {Endpoint.COMPLETIONS: "/v1/completions", Endpoint.EMBEDDINGS: "/v1/embeddings",
                 Endpoint.IMAGES_GENERATIONS: "/v1/images/generations", Endpoint.IMAGES_EDITS: "/v1/images/edits",
                 Endpoint.IMAGES_VARIATIONS: "/v1/images/variations", Endpoint.RERANK: "/v1/rerank",
-                Endpoint.MODERATIONS: "/v1/moderations"}
+                Endpoint.MODERATIONS: "/v1/moderations",
+                Endpoint.AUDIO_TRANSCRIPTIONS: "/v1/audio/transcriptions",
+                Endpoint.AUDIO_TRANSLATIONS: "/v1/audio/translations", Endpoint.AUDIO_SPEECH: "/v1/audio/speech"}
 
 
 class RequestActor:
@@ -142,7 +144,8 @@ class RequestActor:
         # Not on images (an images answer without images: images_relay.py), nor where fallback.quality_check
         # applies: the spec has empty_reply_retry step aside there.
         empty_check = call.snapshot.fallback.empty_reply_retry.enabled and call.endpoint != Endpoint.EMBEDDINGS \
-            and call.endpoint not in IMAGES | SCORING and not quality_gate.applies(call, self.model, self._online)
+            and call.endpoint not in IMAGES | SCORING | AUDIO \
+            and not quality_gate.applies(call, self.model, self._online)
         self.relay = first.relay = Relay(first, StreamAccumulator() if resumable else None, empty_check,
                                          call.snapshot.server.max_upstream_response_bytes)
         self.relay.meter = self.meter
@@ -480,7 +483,7 @@ class RequestActor:
                 if whole is not None:
                     whole.release()
                 self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images,
-                                 self.relay.search_units)
+                                  self.relay.search_units, self.relay.audio)
                 if probe and not settled and not self.sink.finished:
                     # cancelled (the client left), or our own code failed, before the probe proved anything
                     rt.health.probe_abandoned(backend.name, model)

@@ -22,12 +22,17 @@ class TokenCounts:
     cached_image_input: int = 0  # of image_input: cached
     images: tuple[tuple[str | None, str | None, int], ...] = ()   # generated: (size, quality, n)
     search_units: int = 0        # rerank search units billed (reported, or counted: actors/scores_relay.py)
+    audio_input: int = 0         # of input: audio tokens (gpt-4o-transcribe's, an audio chat model's)
+    audio_seconds: float = 0.0   # audio transcribed or translated (priced per minute)
+    characters: int = 0          # text spoken (speech: priced per character)
 
     def __add__(self, other: "TokenCounts") -> "TokenCounts":
         return TokenCounts(self.input + other.input, self.output + other.output, self.cached + other.cached,
                            self.cache_write + other.cache_write, self.reasoning + other.reasoning,
                            self.image_input + other.image_input, self.cached_image_input + other.cached_image_input,
-                           self.images + other.images, self.search_units + other.search_units)
+                           self.images + other.images, self.search_units + other.search_units,
+                           self.audio_input + other.audio_input, self.audio_seconds + other.audio_seconds,
+                           self.characters + other.characters)
 
 
 def _whole(value: Any) -> int:
@@ -48,7 +53,9 @@ def counts_of(usage: Any) -> TokenCounts | None:
     ``cache_write_tokens`` in the details (the Responses usage's name, which the wires give chat usage too)."""
     if not isinstance(usage, dict):
         return None
-    details_in = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+    # input_token_details: the audio API's spelling (gpt-4o-transcribe's usage)
+    details_in = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") \
+        or usage.get("input_token_details")
     details_out = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
     details_in = details_in if isinstance(details_in, dict) else {}
     details_out = details_out if isinstance(details_out, dict) else {}
@@ -66,4 +73,5 @@ def counts_of(usage: Any) -> TokenCounts | None:
     return TokenCounts(input=prompt, output=output, cached=cached, cache_write=min(written, prompt - cached),
                        reasoning=_whole(details_out.get("reasoning_tokens")),
                        image_input=_whole(details_in.get("image_tokens")),
-                       cached_image_input=_whole(details_in.get("cached_image_tokens")))
+                       cached_image_input=_whole(details_in.get("cached_image_tokens")),
+                       audio_input=min(_whole(details_in.get("audio_tokens")), prompt))

@@ -27,7 +27,9 @@ ENDPOINTS: dict[str, str] = {
     "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": "messages",
     "/v1/images/generations": Endpoint.IMAGES_GENERATIONS.value, "/v1/images/edits": Endpoint.IMAGES_EDITS.value,
     "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value,
-    "/v1/rerank": Endpoint.RERANK.value, "/v1/moderations": Endpoint.MODERATIONS.value}
+    "/v1/rerank": Endpoint.RERANK.value, "/v1/moderations": Endpoint.MODERATIONS.value,
+    "/v1/audio/transcriptions": Endpoint.AUDIO_TRANSCRIPTIONS.value,
+    "/v1/audio/translations": Endpoint.AUDIO_TRANSLATIONS.value, "/v1/audio/speech": Endpoint.AUDIO_SPEECH.value}
 
 
 def endpoint_of(route: str) -> str:

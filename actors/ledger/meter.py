@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
+from attrs import frozen
 
 from switchyard.actors.ledger.counts import TokenCounts, counts_of
 from switchyard.actors.ledger.pricing import cost_of, priced
@@ -24,6 +25,16 @@ from switchyard.config.metadata import Pricing
 
 Images = tuple[tuple[str | None, str | None, int], ...]   # an images answer's (size, quality, n)
 IMAGE_TOKENS = 1000   # an image part of a prompt, estimated as fallback's context check counts it
+
+
+@frozen
+class AudioUse:
+    """What an audio answer is billed on besides tokens: seconds heard (a transcription's, a translation's)
+    or characters spoken (speech's); ``estimated`` when the seconds are a guess from the upload's size."""
+
+    seconds: float = 0.0
+    characters: int = 0
+    estimated: bool = False
 
 
 class CallMeter:
@@ -48,15 +59,20 @@ class CallMeter:
                 if isinstance(self.payload, dict) else 0
         return TokenCounts(input=self._prompt_estimate, output=output)
 
-    def _counts(self, usage: Any, output_estimate: int | None, images: Images = (),
-                search_units: int = 0) -> tuple[TokenCounts, bool] | None:
-        found = self._reported(usage, output_estimate, images)
+    def _counts(self, usage: Any, output_estimate: int | None, images: Images = (), search_units: int = 0,
+                audio: AudioUse | None = None) -> tuple[TokenCounts, bool] | None:
+        found = self._reported(usage, output_estimate, images, audio)
         if found is None or not search_units:
             return found
         return attrs.evolve(found[0], search_units=search_units), found[1]
 
-    def _reported(self, usage: Any, output_estimate: int | None, images: Images) -> tuple[TokenCounts, bool] | None:
+    def _reported(self, usage: Any, output_estimate: int | None, images: Images,
+                  audio: AudioUse | None) -> tuple[TokenCounts, bool] | None:
         counts = counts_of(usage)
+        if audio is not None:   # an audio answer: its seconds or characters, and the tokens it reported or none
+            guessed = audio.estimated and self._pricing is not None and self._pricing.per_audio_minute is not None
+            return attrs.evolve(counts or TokenCounts(), audio_seconds=audio.seconds,
+                                characters=audio.characters), guessed
         if images:   # an images answer: its images, and the tokens it reported (gpt-image-1) or none
             return attrs.evolve(counts or TokenCounts(), images=images), False
         if counts is not None:
@@ -66,23 +82,25 @@ class CallMeter:
         return self._estimate(output_estimate), True
 
     def total_with(self, usage: Any, output_estimate: int | None = None, images: Images = (),
-                   search_units: int = 0) -> Decimal | None:
+                   search_units: int = 0, audio: AudioUse | None = None) -> Decimal | None:
         """The call's cost if the attempt in progress ends with ``usage`` (for the client's header or
         usage chunk), ``images`` (an images answer's (size, quality, n)) and ``search_units`` (a rerank
         answer's); None when nothing priced is involved."""
         if not priced(self._pricing):   # this attempt adds no cost: its usage need not be read here
             return self.cost
-        found = self._counts(usage, output_estimate, images, search_units)
+        found = self._counts(usage, output_estimate, images, search_units, audio)
         this = cost_of(self._pricing, found[0]) if found is not None else None
         if this is None:
             return self.cost
         return this if self.cost is None else self.cost + this
 
-    def settle(self, usage: Any, output_estimate: int | None, images: Images = (), search_units: int = 0) -> None:
+    def settle(self, usage: Any, output_estimate: int | None, images: Images = (), search_units: int = 0,
+               audio: AudioUse | None = None) -> None:
         """The attempt in progress is over: ``usage`` as its backend reported it (None: none came),
         ``output_estimate`` its answer's tokens as seen (None: no answer came, nothing consumed),
-        ``images`` what an images answer generated, ``search_units`` what a rerank answer billed."""
-        found = self._counts(usage, output_estimate, images, search_units)
+        ``images`` what an images answer generated, ``search_units`` what a rerank answer billed, ``audio``
+        what an audio answer heard or spoke."""
+        found = self._counts(usage, output_estimate, images, search_units, audio)
         pricing, self._pricing = self._pricing, None
         if found is None:
             return

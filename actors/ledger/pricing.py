@@ -7,8 +7,11 @@ tokens written to the provider's prompt cache (Anthropic, Bedrock) are priced
 at ``cache_write_input_tokens`` when it is set (else as input); image input tokens are priced at ``image_input_tokens``
 (cached ones at ``cached_image_input_tokens``, an explicit rate, not a
 discount) on top of the text tokens at the text rates; ``per_image`` is USD
-per generated image, ``per_search_unit`` USD per rerank search unit; when
-the prompt exceeds ``long_context.threshold_tokens``
+per generated image, ``per_search_unit`` USD per rerank search unit; audio
+input tokens are priced at ``audio_input_tokens`` when it is set (else as text
+input); ``per_audio_minute`` prices the seconds of audio a transcription or
+translation heard, ``input_characters`` (per 1M) the characters speech spoke;
+when the prompt exceeds ``long_context.threshold_tokens``
 the tier's rates apply to the whole call (equal to it: the base rates).
 Decimal arithmetic, so a cost is exact to the last digit the rates allow.
 A model without pricing has no cost (None), never 0. Pure: no I/O, no clock.
@@ -24,6 +27,7 @@ from switchyard.config.metadata import Pricing
 
 MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)
+SIXTY = Decimal(60)
 
 
 def _rate(value: float | None) -> Decimal:
@@ -35,7 +39,8 @@ def priced(pricing: Pricing | None) -> bool:
     return pricing is not None and any(v is not None for v in (
         pricing.input_tokens, pricing.output_tokens, pricing.image_input_tokens,
         pricing.cached_image_input_tokens, pricing.per_image, pricing.cache_read_input_tokens,
-        pricing.cache_write_input_tokens, pricing.per_search_unit))
+        pricing.cache_write_input_tokens, pricing.per_search_unit, pricing.audio_input_tokens,
+        pricing.per_audio_minute, pricing.input_characters))
 
 
 def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
@@ -51,7 +56,8 @@ def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
     has_image_rates = pricing.image_input_tokens is not None or pricing.cached_image_input_tokens is not None
     image = counts.image_input if has_image_rates else 0
     cached_image = min(counts.cached_image_input, image)
-    text_tokens = max(counts.input - image, 0)
+    audio = counts.audio_input if pricing.audio_input_tokens is not None else 0
+    text_tokens = max(counts.input - image - audio, 0)
     cached_text = min(max(counts.cached - cached_image, 0), text_tokens)
     written = min(counts.cache_write, text_tokens - cached_text)
     read_rate = _rate(pricing.cache_read_input_tokens) if pricing.cache_read_input_tokens is not None \
@@ -63,8 +69,12 @@ def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
         cached_rate = _rate(pricing.cached_image_input_tokens) if pricing.cached_image_input_tokens is not None \
             else image_rate
         total += (image - cached_image) * image_rate + cached_image * cached_rate
+    total += audio * _rate(pricing.audio_input_tokens)
     total += counts.output * _rate(output_rate)
+    total += counts.characters * _rate(pricing.input_characters)
     total = total / MILLION
+    if counts.audio_seconds:
+        total += Decimal(repr(counts.audio_seconds)) / SIXTY * _rate(pricing.per_audio_minute)
     for size, quality, n in counts.images:
         total += n * image_price(pricing.per_image, size, quality)
     if counts.search_units and pricing.per_search_unit is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from switchyard.config.endpoints import IMAGES, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, Endpoint
 from switchyard.config.kinds.base import (
     ALL_PARAMS,
     STREAM_USAGE,
@@ -37,7 +37,8 @@ KIND = Kind(
     default_url=None, url_required=True, url_rule=url_rule, unix_socket=False, auth=Auth("api-key"),
     health_path="/v1/models", passive_health=False, model_list=ModelList("/v1/models", ListShape.OPENAI),
     engine_page=EnginePage.NONE,
-    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, Endpoint.MODERATIONS}, responses_api=True,
+    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, *AUDIO, Endpoint.MODERATIONS},
+    responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS - {"top_k", "min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,
     in_process=InProcess.SIMULATED_HOST, keys=(STREAM_USAGE,), settle=as_read,

@@ -4,7 +4,7 @@ websocket; asked for no structured-output form."""
 
 from __future__ import annotations
 
-from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, Endpoint
 from switchyard.config.kinds.base import (
     ALL_PARAMS,
     BEARER,
@@ -28,7 +28,7 @@ KIND = Kind(
     default_url=None, url_required=True, url_rule=any_url, unix_socket=True, auth=BEARER,
     health_path="/v1/models", passive_health=False, model_list=ModelList("/v1/models", ListShape.OPENAI),
     engine_page=EnginePage.NONE,
-    api=Api.OPENAI, endpoints=TEXT | {*IMAGES, *SCORING, Endpoint.REALTIME}, responses_api=False,
+    api=Api.OPENAI, endpoints=TEXT | {*IMAGES, *SCORING, *AUDIO, Endpoint.REALTIME}, responses_api=False,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,
     in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,

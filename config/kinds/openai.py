@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from switchyard.config.endpoints import IMAGES, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, Endpoint
 from switchyard.config.kinds.base import (
     ALL_PARAMS,
     BEARER,
@@ -26,7 +26,7 @@ KIND = Kind(
     default_url=None, url_required=True, url_rule=any_url, unix_socket=True, auth=BEARER,
     health_path="/v1/models", passive_health=False, model_list=ModelList("/v1/models", ListShape.OPENAI),
     engine_page=EnginePage.NONE,
-    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, Endpoint.MODERATIONS,
+    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, *AUDIO, Endpoint.MODERATIONS,
                                   Endpoint.REALTIME}, responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS - {"top_k", "min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="json_schema", request_id_header=None, dial_spans_answer=False,

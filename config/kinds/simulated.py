@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from switchyard.config.endpoints import IMAGES, SCORING, Endpoint
+from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, Endpoint
 from switchyard.config.kinds.base import (
     ALL_PARAMS,
     BEARER,
@@ -35,7 +35,7 @@ KIND = Kind(
     default_url="http://{name}.simulated", url_required=False, url_rule=url_rule, unix_socket=False, auth=BEARER,
     health_path="/health", passive_health=False, model_list=ModelList("/v1/models", ListShape.OPENAI),
     engine_page=EnginePage.SIMULATED,
-    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, *SCORING}, responses_api=True,
+    api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, *SCORING, *AUDIO}, responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS, narrowing=None,
     prefill=Prefill.AS_IS, structured_output="json_schema", request_id_header=None, dial_spans_answer=False,
     in_process=InProcess.ALWAYS, keys=(STREAM_USAGE,), settle=as_read,

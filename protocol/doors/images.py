@@ -75,7 +75,8 @@ def _form_call(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers
                         uploads=Uploads.of(files))
 
 
-def _content_type(scope: Scope) -> str:
+def content_type(scope: Scope) -> str:
+    """The request's content-type header (an upload door's form boundary is in it)."""
     headers: list[tuple[bytes, bytes]] = scope["headers"]   # ASGI's
     for name, value in headers:
         if name == b"content-type":
@@ -102,7 +103,7 @@ async def variations(app: "DoorHost", runtime: "Runtime", who: "Identity", scope
 
 async def _form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
                 body: bytes, edit: bool) -> None:
-    fields, files = parse_form(body, _content_type(scope))
+    fields, files = parse_form(body, content_type(scope))
     payload: dict[str, Any] = dict(fields)
 
     def parse(shaped: dict[str, Any], raw: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],

@@ -3,7 +3,8 @@
 The body was already read whole under its size limit (``server.max_upload_bytes``);
 python-multipart (the parser Starlette and FastAPI use) splits it. What is
 not a well-formed form is a 400 that says what is wrong: no boundary, a part
-without a name, a text field sent twice, a field that is not UTF-8, a body
+without a name, a text field sent twice (but a ``name[]`` field, an array the
+OpenAI SDK sends one part per item, becomes a list), a field that is not UTF-8, a body
 that ends before its closing boundary.
 """
 
@@ -91,7 +92,7 @@ def _header_text(value: bytes, what: str) -> str:
     return text
 
 
-def parse_form(body: bytes, content_type: str) -> tuple[dict[str, str], tuple[Upload, ...]]:
+def parse_form(body: bytes, content_type: str) -> tuple[dict[str, str | list[str]], tuple[Upload, ...]]:
     """``body`` as (text fields by name, files in the order sent); a malformed form is a 400."""
     form = _Form()
     parser = MultipartParser(boundary_of(content_type), form.callbacks())
@@ -102,7 +103,7 @@ def parse_form(body: bytes, content_type: str) -> tuple[dict[str, str], tuple[Up
         raise _bad(f"The multipart/form-data body is malformed: {exc}") from None
     if not form.ended:
         raise _bad("The multipart/form-data body ends before its closing boundary")
-    fields: dict[str, str] = {}
+    fields: dict[str, str | list[str]] = {}
     files: list[Upload] = []
     for headers, data in form.parts:
         kind, options = parse_options_header(headers.get(b"content-disposition", b""))
@@ -116,18 +117,24 @@ def parse_form(body: bytes, content_type: str) -> tuple[dict[str, str], tuple[Up
             files.append(Upload(field, _header_text(filename, "filename") or field,
                                 _header_text(ctype, "content-type") if ctype else OCTET_STREAM, data))
             continue
-        if field in fields:
+        if field in fields and not field.endswith("[]"):
             raise _bad(f"The form field '{field}' is sent twice", field)
         try:
-            fields[field] = data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise _bad(f"The form field '{field}' is not UTF-8 text", field) from None
+        if field.endswith("[]"):
+            items = fields.setdefault(field, [])
+            assert isinstance(items, list)
+            items.append(text)
+        else:
+            fields[field] = text
     return fields, tuple(files)
 
 
 async def read_upload(scope: Scope, receive: Receive, server: ServerConfig) -> bytes:
     """A file upload's whole body, bounded by ``server.max_upload_bytes`` (not ``max_body_bytes``:
-    images are larger than any JSON call); over it, the 413 names the setting."""
+    images and audio are larger than any JSON call); over it, the 413 names the setting."""
     try:
         return await read_body(scope, receive, server.max_upload_bytes, server)
     except BodyTooLarge as err:

@@ -34,7 +34,7 @@ from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors import anthropic as anthropic_ingress
-from switchyard.protocol.doors import endpoints, images, key_info, mcp, responses_stored, responses_ws, scoring
+from switchyard.protocol.doors import audio, endpoints, images, key_info, mcp, responses_stored, responses_ws, scoring
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors.anthropic_sink import respond_error
 from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
@@ -106,6 +106,9 @@ class App:
             "/v1/rerank": {"POST": self._door(scoring.rerank)},
             "/rerank": {"POST": self._door(scoring.rerank)},   # vLLM's and Jina's clients' path too
             "/v1/moderations": {"POST": self._door(scoring.moderations)},
+            "/v1/audio/transcriptions": {"POST": self._door(audio.transcriptions, upload=True)},
+            "/v1/audio/translations": {"POST": self._door(audio.translations, upload=True)},
+            "/v1/audio/speech": {"POST": self._door(audio.speech)},
             "/v1/responses": {"POST": self._door(responses_api.responses)},
             "/v1/responses/compact": {"POST": self._door(responses_api.compact)},
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},

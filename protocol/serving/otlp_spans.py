@@ -42,7 +42,9 @@ ROOT = "router.request"
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 # gen_ai.operation.name by the call's endpoint (the ledger's names).
 OPERATIONS = {"chat": "chat", "messages": "chat", "responses": "chat", "completions": "text_completion",
-              "embeddings": "embeddings", "/v1/realtime": "realtime"}
+              "embeddings": "embeddings", "/v1/realtime": "realtime",
+              # no GenAI convention names these yet: the audio API's own words
+              "audio_transcriptions": "transcription", "audio_translations": "translation", "audio_speech": "speech"}
 Address = Callable[[str], "tuple[str, int | None] | None"]   # backend name -> (host, port), if known
 
 

@@ -52,6 +52,8 @@ import trio
 from switchyard.config.schema import SimulatedEngine, SimulatedFailure
 from switchyard.config.simulation import Simulation
 from switchyard.protocol.simulated import responses_store
+from switchyard.protocol.simulated.audio import AUDIO_PATHS
+from switchyard.protocol.simulated.audio import answer as audio_answer
 from switchyard.protocol.simulated.checks import refusal
 from switchyard.protocol.simulated.choices import buffered_choices, call_id, choice_count, chunk_choice
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
@@ -140,7 +142,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.record(f"health:{status}")
             return httpx.Response(status, json={"status": "ok" if status < 400 else "unavailable"})
         if request.method == "POST" and path.endswith(("/completions", "/embeddings", "/responses", *IMAGE_PATHS,
-                                                       *SCORING_PATHS)):
+                                                       *SCORING_PATHS, *AUDIO_PATHS)):
             return await self._chat(request)
         return httpx.Response(404, json={"error": {"message": f"no route {path}", "type": "not_found_error",
                                                    "param": None, "code": None}})
@@ -223,6 +225,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             return failed
         if request.url.path.endswith(IMAGE_PATHS) and isinstance(body, dict):
             return images_answer(self, sim, request.url.path, body, (form_of(request) or ({}, ()))[1])
+        if request.url.path.endswith(AUDIO_PATHS) and isinstance(body, dict):
+            return audio_answer(self, sim, request.url.path, body, (form_of(request) or ({}, ()))[1])
         refused = refusal(request.url.path, body)
         if refused is not None:
             self.record("invalid")

@@ -225,7 +225,8 @@ def test_a_refused_ledger_url_is_quoted_without_its_credentials():
 
 
 CALL_ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/responses/compact",
-               "/anthropic/v1/messages", "/v1/images/generations", "/v1/images/edits", "/v1/images/variations"]
+               "/anthropic/v1/messages", "/v1/images/generations", "/v1/images/edits", "/v1/images/variations",
+               "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/audio/speech"]
 
 
 def rejected(caplog) -> list[logging.LogRecord]:

@@ -13,7 +13,8 @@ from switchyard.actors.wire import ENDPOINTS as WIRES
 from switchyard.config.endpoints import IMAGES, Endpoint
 
 TEXTS = ["chat", "completions", "embeddings", "responses", "compact", "images_generations", "images_edits",
-         "images_variations", "realtime"]
+         "images_variations", "rerank", "moderations", "audio_transcriptions", "audio_translations", "audio_speech",
+         "realtime"]
 
 
 def test_the_members_are_the_endpoints_names():

@@ -33,7 +33,7 @@ suffix and all, in that ``model`` whatever the backend wrote there.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import httpx
 import trio
@@ -61,7 +61,7 @@ DRAIN_GRACE = 1.0  # seconds to let a finished stream's body end, for connection
 Transform = Callable[[dict[str, Any], bytes], list[tuple[bytes, dict[str, Any]]]]
 # Judges a whole buffered answer before it goes out (fallback.quality_check: actors/call/quality_gate.py): the
 # headers to send it with, or it raises AttemptFailed.
-AnswerCheck = Callable[..., list[tuple[bytes, bytes]]]
+AnswerCheck = Callable[..., Awaitable[list[tuple[bytes, bytes]]]]
 
 
 class ResponseSink(Protocol):
@@ -188,7 +188,7 @@ class Relay:
             raise AttemptFailed(Failure(Kind.EMPTY_REPLY), UpstreamProtocolError(
                 f"Backend '{backend}' answered with neither text nor tool calls", code="empty_reply"))
         if self.check is not None:
-            headers = self.check(backend, body, payload, headers, self.rename)
+            headers = await self.check(backend, body, payload, headers, self.rename)
         await self.send_whole(body, payload, self.cost_headers(headers))
 
     def cost_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

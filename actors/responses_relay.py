@@ -82,7 +82,7 @@ async def _buffered(relay: Relay, backend: str, response: httpx.Response, attemp
     relay.output_seen = 0
     found = _response_id(payload)
     if relay.check is not None:   # an answer kept for later names its owner when it goes out
-        headers = relay.check(backend, body, payload, headers, relay.rename, True, lambda: remember(found))
+        headers = await relay.check(backend, body, payload, headers, relay.rename, True, lambda: remember(found))
     await remember(found)
     await relay.send_whole(body, payload, relay.cost_headers(headers))
     return found

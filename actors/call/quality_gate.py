@@ -14,8 +14,11 @@ error about an answer that exists. The checks are pure
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any, Awaitable, Callable
 
+import trio
 from attrs import frozen
 
 from switchyard.actors.errors import InvalidRequest, UpstreamProtocolError
@@ -28,10 +31,16 @@ from switchyard.actors.routing.failover import Failure, Kind
 from switchyard.actors.routing.quality import BadSchema, QualityRules, Verdict, judge, rules_for
 from switchyard.config.endpoints import Endpoint
 
-HEADER = b"x-continuum-quality-check"                # passed | failed
+HEADER = b"x-continuum-quality-check"                # passed | failed | unchecked
 FAILED_CHECK_HEADER = b"x-continuum-quality-check-failed"   # the check the delivered answer failed
 PASSED = (HEADER, b"passed")
 JUDGED = frozenset({Endpoint.CHAT, Endpoint.RESPONSES})   # chat: the Messages door's calls too
+
+JUDGE_DEADLINE = 2.0     # seconds one answer's judgment may take
+JUDGES = 2               # judgments running at once in a worker (each in a thread)
+UNCHECKED = object()     # the judgment did not finish in time
+_JUDGES: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("quality_judges")
+log = logging.getLogger("switchyard.quality")
 
 Headers = list[tuple[bytes, bytes]]
 OnSend = Callable[[], Awaitable[None]]   # what must happen before the answer leaves (a stored Response's owner)
@@ -46,6 +55,22 @@ class Held:
     backend: str
     verdict: Verdict
     on_send: OnSend | None
+
+
+async def _judged(rules: QualityRules, payload: Any, responses: bool) -> Verdict | None | object:
+    """``judge`` in a worker thread, within ``JUDGE_DEADLINE``: the schemas and patterns are the client's, and
+    one that runs away (a ``$ref`` that fans out, a backtracking ``pattern``) must not stall the event loop. A
+    judgment past the deadline is abandoned (its thread ends when it ends; at most ``JUDGES`` run at once in
+    a worker, so a run-away one takes a thread, never the loop): ``UNCHECKED``."""
+    try:
+        limiter = _JUDGES.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(JUDGES)
+        _JUDGES.set(limiter)
+    with trio.move_on_after(JUDGE_DEADLINE):
+        return await trio.to_thread.run_sync(functools.partial(judge, rules, payload, responses=responses),
+                                             limiter=limiter, abandon_on_cancel=True)
+    return UNCHECKED
 
 
 def failed_attempt(verdict: Verdict, backend: str) -> AttemptFailed:
@@ -63,12 +88,17 @@ class QualityGate:
         self.held: Held | None = None   # the last answer that failed
         self.model: str | None = None   # ... and its model (the RequestActor notes it)
 
-    def __call__(self, backend: str, body: bytes, payload: Any, headers: Headers, rename: Rename | None,
-                 responses: bool = False, on_send: OnSend | None = None) -> Headers:
-        """``headers`` marked passed, or keep the answer and raise its failed attempt."""
-        verdict = judge(self.rules, payload, responses=responses)
+    async def __call__(self, backend: str, body: bytes, payload: Any, headers: Headers, rename: Rename | None,
+                       responses: bool = False, on_send: OnSend | None = None) -> Headers:
+        """``headers`` marked passed (or unchecked), or keep the answer and raise its failed attempt."""
+        verdict = await _judged(self.rules, payload, responses)
+        if verdict is UNCHECKED:
+            log.warning("quality check: the answer of %r was not judged within %gs (the request's schema or "
+                        "patterns run away); it goes out unchecked", backend, JUDGE_DEADLINE)
+            return [*headers, (HEADER, b"unchecked")]
         if verdict is None:
             return [*headers, PASSED]
+        assert isinstance(verdict, Verdict)
         if rename is not None:
             body = rename.payload(payload, body)
         self.held = Held(body, headers, backend, verdict, on_send)

@@ -23,6 +23,7 @@ from attrs import frozen
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
+from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from switchyard.config.quality_check import EMPTY, JSON_SCHEMA, REFUSAL, TOOL_ARGUMENTS, QualityCheck
@@ -113,6 +114,9 @@ def _tools(payload: Mapping[str, Any], responses: bool, messages: bool) -> dict[
     return out
 
 
+NO_RETRIEVAL: Registry[Any] = Registry()
+
+
 def _validator(schema: Any, param: str) -> Validator:
     if not isinstance(schema, (dict, bool)):
         raise BadSchema(param, f"must be a JSON Schema (an object), got {type(schema).__name__}")
@@ -121,7 +125,40 @@ def _validator(schema: Any, param: str) -> Validator:
         cls.check_schema(schema)
     except SchemaError as exc:
         raise BadSchema(param, f"is not a valid JSON Schema: {_short(exc.message)}") from None
-    return cls(schema)
+    # An empty registry that retrieves nothing: a client's ``$ref`` to a URL (or a file) is never fetched;
+    # without it jsonschema would GET any http(s) or file URI, blocking, with no timeout
+    return cls(without_regexes(schema), registry=NO_RETRIEVAL)
+
+
+# Keywords whose values are schemas, lists of schemas, or maps of names to schemas: where the walk goes on.
+_SCHEMA = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
+           "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+_SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_NAMED = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
+def without_regexes(schema: Any) -> Any:
+    """``schema`` without its regular expressions (``pattern``, and ``patternProperties`` with the
+    ``additionalProperties`` beside it, which reads them): Python's ``re`` has no timeout and holds the GIL,
+    so a client's backtracking pattern would stall the worker however the judgment is run. Those rules are
+    not judged (docs/quality-checks.md); every other one is."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k != "pattern"}
+    if "patternProperties" in out:
+        out.pop("patternProperties")
+        out.pop("additionalProperties", None)
+    for key in _SCHEMA:
+        if key in out:
+            out[key] = [without_regexes(v) for v in out[key]] if isinstance(out[key], list) \
+                else without_regexes(out[key])
+    for key in _SCHEMAS:
+        if isinstance(out.get(key), list):
+            out[key] = [without_regexes(v) for v in out[key]]
+    for key in _NAMED:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: without_regexes(v) for name, v in out[key].items()}
+    return out
 
 
 # --- the answer -----------------------------------------------------------------

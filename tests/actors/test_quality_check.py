@@ -3,7 +3,9 @@
 import json
 
 import pytest
+import trio
 
+from switchyard.actors.call import quality_gate
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -165,3 +167,22 @@ async def test_an_answer_given_because_none_passed_is_not_cached(autojump_clock)
         second = await request(app, "POST", CHAT, body)
         assert first.headers[b"x-continuum-quality-check"] == second.headers[b"x-continuum-quality-check"] == b"failed"
         assert len(asked(app, "a")) == 2 and app.runtime.cache.not_stored["quality_check_failed"] == 2
+
+
+async def test_a_judgment_that_runs_away_sends_the_answer_unchecked_and_never_stalls_the_loop(autojump_clock):
+    """A client's schema whose ``$ref``s fan out (each level all of the next, twice): the judgment runs in a
+    thread and is abandoned at its deadline; the call goes on."""
+    levels = 12   # about a third of a second of CPU: well past the thread grace of the test clock
+    defs = {f"l{i}": {"allOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
+            for i in range(levels)}
+    defs[f"l{levels}"] = {"type": "integer"}
+    runaway = {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+        "type": "object", "properties": {"age": {"$ref": "#/$defs/l0"}}, "$defs": defs}}}
+    config = BASE + backend("a", "big", f"{{latency: 0s, text: {INVALID}}}") + \
+        backend("b", "small", f"{{latency: 0s, text: {VALID}}}")
+    async with gateway(config) as app:
+        began = trio.current_time()
+        reply = await request(app, "POST", CHAT, chat("big", response_format=runaway))
+        assert reply.status == 200 and reply.headers[b"x-continuum-quality-check"] == b"unchecked", content(reply)
+        assert trio.current_time() - began == pytest.approx(quality_gate.JUDGE_DEADLINE)
+        assert reply.json()["model"] == "big" and len(asked(app, "b")) == 0

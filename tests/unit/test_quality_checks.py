@@ -1,5 +1,7 @@
 """The quality checks as pure functions (``actors/routing/quality.py``): one row per rule."""
 
+import urllib.request
+
 import pytest
 
 from switchyard.actors.routing.quality import BadSchema, Verdict, judge, rules_for
@@ -83,7 +85,25 @@ def test_a_schema_that_is_no_json_schema_is_the_clients_error(request_body, resp
     assert info.value.param == param
 
 
-def test_a_schema_whose_ref_cannot_be_resolved_judges_nothing():
-    rules = rules_for({"response_format": {"type": "json_schema", "json_schema": {
-        "schema": {"$ref": "https://example.com/person.json"}}}}, CONFIG)
-    assert judge(rules, chat('{"age": "x"}')) is None
+def test_a_schema_whose_ref_cannot_be_resolved_judges_nothing_and_fetches_nothing(monkeypatch):
+    fetched = []
+
+    def urlopen(*args, **kwargs):   # what jsonschema would fetch a remote $ref with, blocking, with no timeout
+        fetched.append(args)
+        raise OSError("no network in this test")
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    for ref in ("http://127.0.0.1:9/person.json", "file:///etc/passwd"):
+        rules = rules_for({"response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"$ref": ref}}}}, CONFIG)
+        assert judge(rules, chat('{"age": "x"}')) is None
+    assert fetched == []
+
+
+def test_a_clients_regular_expressions_are_not_judged_so_none_can_run_away():
+    name = {"type": "object", "properties": {"pattern": {"type": "string", "pattern": "^(a|a)*$"}},
+            "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False}
+    rules = rules_for({"response_format": {"type": "json_schema", "json_schema": {"schema": name}}}, CONFIG)
+    # 40 characters: that pattern would backtrack for days; a property named "pattern" is still a property
+    assert judge(rules, chat('{"pattern": "' + "a" * 40 + 'b", "x-1": "not an integer"}')) is None
+    assert judge(rules, chat('{"pattern": 7}')) == Verdict(
+        "json_schema", "the answer's JSON breaks the schema: 'type' fails at $.pattern")

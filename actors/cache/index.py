@@ -22,7 +22,7 @@ from collections import OrderedDict
 import numpy as np
 from attrs import frozen
 
-MIN_ROWS = 16
+MIN_ROWS = 1   # a namespace's buffer starts at one row and doubles: most namespaces hold a few entries
 
 
 @frozen

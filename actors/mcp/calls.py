@@ -87,13 +87,16 @@ class ToolCalls:
             return None
         return self._organizations(snapshot).get(key.organization_id)
 
-    async def list_tools(self, caller: Caller, deadline: float = math.inf) -> list[dict[str, Any]]:
-        """Every tool the caller may call, under its public name, server by server in config order. A
-        server that cannot list its tools now (down, slow past its timeout or ``deadline``, the caller's
-        own: a chat call's budget) is left out and logged."""
+    async def list_tools(self, caller: Caller, deadline: float = math.inf,
+                         only: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        """Every tool the caller may call, under its public name, server by server in config order (``only``:
+        of those servers alone: a chat call asks only the servers it names). A server that cannot list its
+        tools now (down, slow past its timeout or ``deadline``, the caller's own: a chat call's budget) is
+        left out and logged."""
         snapshot = self._current()
         org = self._organization(snapshot, caller.key)
-        reachable = [s for s in snapshot.mcp_servers if reaches_server(caller.key, org, s.name)]
+        reachable = [s for s in snapshot.mcp_servers if reaches_server(caller.key, org, s.name)
+                     and (only is None or s.name in only)]
         listings: dict[str, tuple[Mapping[str, Any], ...]] = {}
 
         async def one(server: McpServer) -> None:

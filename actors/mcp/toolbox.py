@@ -62,8 +62,9 @@ class McpTools:
                    client_tools: Any, responses: bool, ran: Callable[[Ran], None], budget: CallBudget) -> "McpTools":
         """The toolbox, with what the caller may reach of the named servers listed now (a server that
         cannot list its tools within its timeout and the call's budget offers none: ``ToolCalls.list_tools``)."""
-        listed = [t for t in await calls.list_tools(caller, budget.deadline)
-                  if split_name(str(t.get("name")), {u.server for u in uses}) is not None]
+        named = frozenset(u.server for u in uses)   # never waits on a server the call does not name
+        listed = [t for t in await calls.list_tools(caller, budget.deadline, only=named)
+                  if split_name(str(t.get("name")), set(named)) is not None]
         return cls(calls, caller, uses, listed, max_calls, client_tools, responses, ran)
 
     def offered(self) -> Sequence[Function]:

@@ -15,6 +15,7 @@ dropped from the index when a lookup finds it missing.
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from typing import Any, Callable
 
@@ -26,6 +27,8 @@ from switchyard.actors.cache.store import StoreFailed
 from switchyard.actors.ports import SharedVector
 from switchyard.config.response_cache import ResponseCacheConfig
 from switchyard.protocol.stores.redis_wire import RedisWire
+
+log = logging.getLogger("switchyard.cache")
 
 STREAM = b"switchyard:semantic"
 BATCH = 512   # entries one read brings at most
@@ -55,11 +58,15 @@ class RedisVectorFeed:
         now = time.time()
         out = []
         for position, fields in entries:
-            after = position
-            left = int(fields["exp"]) / 1000 - now
-            if left > 0:
-                vector = np.frombuffer(base64.b64decode(fields["vec"]), dtype="<f4").tolist()
-                out.append(SharedVector(bytes.fromhex(fields["ns"]), bytes.fromhex(fields["key"]), vector, left))
+            after = position   # past it whatever it holds: one entry that cannot be read never stops the rest
+            try:
+                left = int(fields["exp"]) / 1000 - now
+                if left > 0:
+                    vector = np.frombuffer(base64.b64decode(fields["vec"]), dtype="<f4").tolist()
+                    out.append(SharedVector(bytes.fromhex(fields["ns"]), bytes.fromhex(fields["key"]), vector,
+                                            left))
+            except (ValueError, TypeError, KeyError) as exc:   # binascii.Error is a ValueError
+                log.warning("semantic cache: stream entry %s skipped, it is not a vector entry (%s)", position, exc)
         return after, out
 
     async def _call(self, timeout: float, command: str, *args: object) -> Any:

@@ -43,11 +43,13 @@ class FakeServers:
     """The ``ToolServers`` port: one tool, ``echo``; ``hang`` makes ``list`` or ``call`` never answer."""
 
     def __init__(self) -> None:
-        self.hang: set[str] = set()
+        self.hang: set[str] = set()       # "list", "call", or a server's name (its listing never answers)
         self.called: list[tuple[str, str]] = []
+        self.listed: list[str] = []
 
     async def list_tools(self, server: str) -> tuple[Mapping[str, Any], ...]:
-        if "list" in self.hang:
+        self.listed.append(server)
+        if "list" in self.hang or server in self.hang:
             await trio.sleep_forever()
         return (ECHO,)
 
@@ -130,3 +132,12 @@ async def test_tool_calls_in_a_chat_call_count_under_the_per_client_ip_rate_limi
     [fed] = fed_back(app)
     assert fed.startswith("The tool call failed: tools__echo not run:"), fed
     assert (record.status, record.error_code) == (429, "rate_limited")
+
+
+async def test_a_chat_call_lists_only_the_servers_it_names(autojump_clock):
+    fake = FakeServers()
+    fake.hang.add("other")   # another server the key reaches, whose listing would never answer
+    async with tool_gateway(fake, "  - {name: other, command: /bin/true, timeout: 1h}") as app:
+        reply = await request(app, "POST", "/v1/chat/completions", chat(tools=[MCP]))
+    assert reply.status == 200 and reply.ended_at == pytest.approx(0.2)   # two rounds of 100 ms, no wait
+    assert "other" not in fake.listed and fake.called == [("tools", "echo")]

@@ -46,3 +46,12 @@ def test_adding_a_key_again_replaces_its_row():
     index.add(NS, axis(1), b"k", 10.0)
     index.add(NS, axis(2), b"k", 10.0)
     assert (found(index, 1), found(index, 2), index.entries) == (None, b"k", 1)
+
+
+def test_many_one_entry_namespaces_hold_about_as_much_memory_as_their_entries():
+    """Most namespaces (a key, a conversation so far, a parameter set) hold one entry: none reserves rows."""
+    index = SemanticIndex(1000)
+    for i in range(200):
+        index.add(f"ns{i}".encode(), axis(i % 64, 1536), b"k", 10.0)
+    held = sum(space.buf.nbytes for space in index._spaces.values())
+    assert held == 200 * 1536 * 4   # one float32 row each

@@ -11,7 +11,8 @@ form. Speech is JSON. The answers are relayed by ``actors/audio_relay.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+import functools
+from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
@@ -21,10 +22,9 @@ from switchyard.actors.uploads import Upload, Uploads
 from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.doors import audio_rules
-from switchyard.protocol.doors.images import content_type
+from switchyard.protocol.doors.images import serve_form
 from switchyard.protocol.doors.openai import build_call, check_model, parse_json_object
 from switchyard.protocol.http.asgi import AsgiSink, Receive, Scope, Send
-from switchyard.protocol.http.multipart import parse_form
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -53,17 +53,9 @@ def _form_call(payload: dict[str, Any], body: bytes, snapshot: Snapshot, headers
 
 async def _form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
                 body: bytes, translation: bool) -> None:
-    fields, files = parse_form(body, content_type(scope))
-    payload: dict[str, Any] = dict(fields)
-
-    def parse(shaped: dict[str, Any], raw: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
-              request_id: str = "") -> Call:
-        return _form_call(shaped, raw, snapshot, headers, request_id, files, translation)
-    parse_call: Callable[..., Call] = parse
-    await app.serve_chat(runtime, who, scope, receive, payload, body,
-                         lambda call: AsgiSink(send, call.stream),
-                         endpoint=Endpoint.AUDIO_TRANSLATIONS if translation else Endpoint.AUDIO_TRANSCRIPTIONS,
-                         parse=parse_call)
+    await serve_form(app, runtime, who, scope, receive, send, body,
+                     functools.partial(_form_call, translation=translation),
+                     Endpoint.AUDIO_TRANSLATIONS if translation else Endpoint.AUDIO_TRANSCRIPTIONS)
 
 
 async def transcriptions(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,

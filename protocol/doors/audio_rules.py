@@ -12,6 +12,7 @@ import math
 from typing import Any, Mapping
 
 from switchyard.actors.errors import InvalidRequest
+from switchyard.protocol.doors.image_rules import string_field
 
 TRANSCRIPTION_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
 TRANSLATION_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
@@ -20,18 +21,6 @@ SPEECH_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 STREAM_FORMATS = ("sse", "audio")
 MAX_SPEECH_INPUT = 4096    # characters (OpenAI's limit)
 SPEED = (0.25, 4.0)
-
-
-def _type(value: Any) -> str:
-    return {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
-            dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _string(payload: Mapping[str, Any], field: str) -> str | None:
-    value = payload.get(field)
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequest(f"'{field}' must be a string, got {_type(value)}", param=field, code="invalid_type")
-    return value
 
 
 def _one_of(value: str | None, field: str, allowed: tuple[str, ...]) -> None:
@@ -73,9 +62,9 @@ def form_stream(payload: Mapping[str, Any], streams: bool) -> bool:
 
 
 def check_transcription(payload: Mapping[str, Any], translation: bool) -> None:
-    _string(payload, "language")
-    _string(payload, "prompt")
-    _one_of(_string(payload, "response_format"), "response_format",
+    string_field(payload, "language")
+    string_field(payload, "prompt")
+    _one_of(string_field(payload, "response_format"), "response_format",
             TRANSLATION_FORMATS if translation else TRANSCRIPTION_FORMATS)
     _number(payload, "temperature", 0.0, 1.0, form=True)
     granularities = payload.get("timestamp_granularities[]")
@@ -89,7 +78,7 @@ def check_transcription(payload: Mapping[str, Any], translation: bool) -> None:
 
 
 def check_speech(payload: Mapping[str, Any]) -> None:
-    text = _string(payload, "input")
+    text = string_field(payload, "input")
     if text is None:
         raise InvalidRequest("Missing required parameter: 'input'", param="input", code="missing_required_parameter")
     if not text:
@@ -103,9 +92,9 @@ def check_speech(payload: Mapping[str, Any]) -> None:
     if not (isinstance(voice, str) and voice) and not (isinstance(voice, dict) and isinstance(voice.get("id"), str)):
         raise InvalidRequest("'voice' must be a voice's name or an object with its 'id'", param="voice",
                              code="invalid_type")
-    _one_of(_string(payload, "response_format"), "response_format", SPEECH_FORMATS)
-    _one_of(_string(payload, "stream_format"), "stream_format", STREAM_FORMATS)
-    _string(payload, "instructions")
+    _one_of(string_field(payload, "response_format"), "response_format", SPEECH_FORMATS)
+    _one_of(string_field(payload, "stream_format"), "stream_format", STREAM_FORMATS)
+    string_field(payload, "instructions")
     _number(payload, "speed", *SPEED, form=False)
     if payload.get("stream") not in (None, False):
         raise InvalidRequest("'stream' is not a parameter of speech: its audio is always relayed as it comes "

@@ -60,7 +60,8 @@ def _type(value: Any) -> str:
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _string(payload: Mapping[str, Any], field: str) -> str | None:
+def string_field(payload: Mapping[str, Any], field: str) -> str | None:
+    """``payload[field]``: a string, or absent (None); anything else is the client's 400 naming it."""
     value = payload.get(field)
     if value is not None and not isinstance(value, str):
         raise InvalidRequest(f"'{field}' must be a string, got {_type(value)}", param=field, code="invalid_type")
@@ -90,7 +91,7 @@ def check_request(payload: Mapping[str, Any], model: str, *, prompt: bool, form:
     """The fields every images call reads, and ``model``'s family's limits; the first mistake is a 400."""
     family = family_of(model)
     if prompt:
-        text = _string(payload, "prompt")
+        text = string_field(payload, "prompt")
         if text is None:
             raise InvalidRequest("Missing required parameter: 'prompt'", param="prompt",
                                  code="missing_required_parameter")
@@ -104,8 +105,8 @@ def check_request(payload: Mapping[str, Any], model: str, *, prompt: bool, form:
     if n is not None and not 1 <= n <= most:
         raise InvalidRequest(f"'n' must be between 1 and {most}{f' for {model!r}' if family else ''}, got {n}",
                              param="n", code="invalid_value")
-    _one_of(_string(payload, "response_format"), "response_format", RESPONSE_FORMATS)
-    size, quality, style = _string(payload, "size"), _string(payload, "quality"), _string(payload, "style")
+    _one_of(string_field(payload, "response_format"), "response_format", RESPONSE_FORMATS)
+    size, quality, style = (string_field(payload, name) for name in ("size", "quality", "style"))
     if family is not None:
         _one_of(size, "size", family.sizes, model)
         _one_of(quality, "quality", family.qualities, model)

@@ -15,6 +15,7 @@ name against their fixed lists before any alias is rewritten
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
@@ -103,12 +104,24 @@ async def variations(app: "DoorHost", runtime: "Runtime", who: "Identity", scope
 
 async def _form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive, send: Send,
                 body: bytes, edit: bool) -> None:
+    await serve_form(app, runtime, who, scope, receive, send, body,
+                     functools.partial(_form_call, edit=edit),
+                     Endpoint.IMAGES_EDITS if edit else Endpoint.IMAGES_VARIATIONS)
+
+
+FormCall = Callable[..., Call]   # (payload, body, snapshot, headers, request_id, files) -> the Call
+
+
+async def serve_form(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Scope, receive: Receive,
+                     send: Send, body: bytes, form_call: FormCall, endpoint: Endpoint) -> None:
+    """A multipart call (image edits and variations, audio transcriptions and translations): the form parsed
+    once, its fields the payload the gate judges, its files handed to ``form_call`` with the shaped payload."""
     fields, files = parse_form(body, content_type(scope))
     payload: dict[str, Any] = dict(fields)
 
     def parse(shaped: dict[str, Any], raw: bytes, snapshot: Snapshot, headers: Mapping[bytes, bytes],
               request_id: str = "") -> Call:
-        return _form_call(shaped, raw, snapshot, headers, request_id, files, edit)
+        return form_call(shaped, raw, snapshot, headers, request_id, files)
     parse_call: Callable[..., Call] = parse
-    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, False),
-                         endpoint=Endpoint.IMAGES_EDITS if edit else Endpoint.IMAGES_VARIATIONS, parse=parse_call)
+    await app.serve_chat(runtime, who, scope, receive, payload, body, lambda call: AsgiSink(send, call.stream),
+                         endpoint=endpoint, parse=parse_call)

@@ -34,6 +34,7 @@ from switchyard.config import (
 )
 from switchyard.config import response_cache as load_cache
 from switchyard.config.alerts import alerts as load_alerts
+from switchyard.config.batches import batches as load_batches
 from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.kinds import kind_of
@@ -188,6 +189,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     load_cache.check_targets(response_cache, tuple(backends), global_prompts, problems)
     guardrails = load_guardrails(top)
     alerts = load_alerts(top.section("alerts"))
+    batches = load_batches(top.section("batches"))
     web_search = load_web_search(top)
     mcp_servers = load_mcp_servers(top)
     mcp_tools = load_section(McpTools, top.section("mcp_tools"))
@@ -234,7 +236,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
-                    guardrails=guardrails, response_cache=response_cache, alerts=alerts,
+                    guardrails=guardrails, response_cache=response_cache, alerts=alerts, batches=batches,
                     web_search=web_search, mcp_servers=mcp_servers, mcp_tools=mcp_tools)
 
 

@@ -17,6 +17,7 @@ from attrs import frozen
 from switchyard.config import rules, values
 from switchyard.config.access import Access
 from switchyard.config.alerts import AlertsConfig
+from switchyard.config.batches import BatchesConfig
 from switchyard.config.cache_injection import CacheControlInjection
 from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
@@ -287,6 +288,7 @@ class Snapshot:
     response_cache: ResponseCacheConfig = ResponseCacheConfig()   # answers kept and served again
     guardrails: tuple[Guardrail, ...] = ()         # checks on what calls send and get back, in order
     alerts: AlertsConfig = AlertsConfig()          # budget and key events POSTed to webhooks
+    batches: BatchesConfig = BatchesConfig()       # /v1/files and /v1/batches (config/batches.py)
     # the :online variant's search providers (None: :online is refused); loaded by hand (config/web_search.py)
     web_search: WebSearchConfig | None = section(WebSearchConfig, optional=True)
     mcp_servers: tuple[McpServer, ...] = ()        # the tool servers /mcp aggregates (docs/mcp.md)

@@ -1,7 +1,8 @@
 """The guardrails' settings (``guardrails``): named checks on what a call sends and what it gets back.
 
 Each guardrail is either built-in ``detectors`` (and operator ``patterns``)
-with an action each, or a ``webhook`` the operator runs; it applies to the
+with an action each, a ``webhook`` the operator runs, or a ``moderation``
+model the gateway routes to; it applies to the
 keys and models of its scope, on the input stage, the output stage or both,
 in ``enforce`` mode (it acts) or ``monitor`` mode (it records what it would
 have done). A pattern is compiled here, so a bad one is a load error naming
@@ -88,6 +89,18 @@ class Webhook:
 
 
 @frozen
+class Moderation:
+    """A moderation model as the detector: the texts in one ``/v1/moderations`` call, flagged categories
+    block (docs/guardrails.md)."""
+
+    model: str = field("", rules.string())
+    categories: tuple[str, ...] = field((), rules.string_list(rules.string()))   # empty: every category
+    threshold: float | None = field(None, rules.number(0, 1))   # None: the answer's own category booleans
+    timeout: float = field(2.0, rules.duration(minimum=0.001, maximum=60))
+    on_failure: str = field("fail_closed", _words(ON_FAILURE))
+
+
+@frozen
 class Guardrail:
     name: str = field("", rules.string(_NAME, _NAME_WHAT))
     mode: str = field("enforce", _words(MODES))
@@ -97,6 +110,7 @@ class Guardrail:
     detectors: tuple[tuple[str, str], ...] = field((), detector_actions)
     patterns: tuple[Pattern, ...] = ()
     webhook: Webhook | None = None
+    moderation: Moderation | None = None
 
     def reads(self, stage: str) -> bool:
         return self.stage in (stage, "both")
@@ -116,9 +130,12 @@ def guardrails(top: Reader) -> tuple[Guardrail, ...]:
             r.problems.error(child(r.path, "name"), "is required")
         patterns = tuple(_pattern(p) for p in r.items("patterns"))
         webhook = load_section(Webhook, r.section("webhook"), _webhook_url) if r.has("webhook") else None
-        if not r.has("webhook"):
-            r.section("webhook")   # `webhook:` alone is no unknown key
-        g = load_section(Guardrail, r, _check, patterns=patterns, webhook=webhook)
+        moderation = load_section(Moderation, r.section("moderation"), _moderation_model) \
+            if r.has("moderation") else None
+        for key in ("webhook", "moderation"):
+            if not r.has(key):
+                r.section(key)   # `webhook:` or `moderation:` alone is no unknown key
+        g = load_section(Guardrail, r, _check, patterns=patterns, webhook=webhook, moderation=moderation)
         if g.name in seen:
             r.problems.error(child(r.path, "name"), f"duplicate guardrail name {g.name!r} (also {seen[g.name]})")
         elif g.name:
@@ -142,8 +159,13 @@ def _webhook_url(w: Webhook, r: Reader) -> None:
         r.problems.error(child(r.path, "url"), "is required")
 
 
+def _moderation_model(m: Moderation, r: Reader) -> None:
+    if not r.has("model"):
+        r.problems.error(child(r.path, "model"), "is required")
+
+
 def _check(g: Guardrail, r: Reader) -> None:
-    """Either detectors and patterns, or a webhook: one guardrail, one kind of verdict."""
+    """Detectors and patterns, a webhook, or a moderation model: one guardrail, one kind of verdict."""
     names = [p.name for p in g.patterns]
     for i, name in enumerate(names):
         if name and names.index(name) != i:
@@ -152,5 +174,10 @@ def _check(g: Guardrail, r: Reader) -> None:
     if g.webhook is not None and local:
         r.problems.error(child(r.path, "webhook"), "a guardrail has either detectors/patterns or a webhook, "
                                                     "not both: make two guardrails")
-    elif g.webhook is None and not local and not any(r.has(k) for k in ("detectors", "patterns")):
-        r.problems.error(r.path, "must name detectors, patterns or a webhook")
+    if g.moderation is not None and (local or g.webhook is not None):
+        other = "a webhook" if g.webhook is not None else "detectors/patterns"
+        r.problems.error(child(r.path, "moderation"), f"a guardrail has either {other} or a moderation model, "
+                                                       "not both: make two guardrails")
+    if g.webhook is None and g.moderation is None and not local \
+            and not any(r.has(k) for k in ("detectors", "patterns")):
+        r.problems.error(r.path, "must name detectors, patterns, a webhook or a moderation model")

@@ -19,6 +19,7 @@ import yaml
 from switchyard.config import (
     builtin_metadata,
     cache_injection,
+    check_guardrails,
     check_smart_routing,
     load_access,
     load_backends,
@@ -223,6 +224,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         cache_injection.check(prefix.anthropic_cache_control_injection, backends, problems,
                               lambda b: kind_of(b).api in (Api.MESSAGES, Api.CONVERSE))
         check_smart_routing.check(smart, backends, api_keys, problems, server.max_concurrent_requests)
+        check_guardrails.check(guardrails, backends, load_access.dispatch_aliases(backends, models.aliases), problems)
         load_limits.check_per_model(rate_limiting, backends, load_access.dispatch_aliases(backends, models.aliases),
                                     problems)
     load_telemetry.check(engine_stats, routing, backends, problems)

@@ -2,9 +2,9 @@
 
 It runs as a call of its own (a ``RequestActor`` on ``Endpoint.EMBEDDINGS``:
 selection, health, circuits, retries and pricing as for any client call),
-answered into a sink that keeps the body, and is recorded in the ledger with
-``purpose: cache``, named after the client's key, priced at the embedding
-model's pricing. It carries no key of its own, so a key's model allowlist
+answered into a sink that keeps the body (``actors/internal_call.py``), and
+is recorded in the ledger with ``purpose: cache``, named after the client's
+key, priced at the embedding model's pricing. It carries no key of its own, so a key's model allowlist
 does not keep the operator's cache from its model. Any way it fails (an
 error answer, a timeout, a body that is not one vector of the expected size)
 is an ``EmbedFailed`` with a reason (a metric label): the call goes on as a
@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
+from switchyard.actors.internal_call import Kept, run_kept
 from switchyard.actors.messages import Call
 from switchyard.config.endpoints import Endpoint
 
-if TYPE_CHECKING:
-    from switchyard.actors.errors import GatewayError
-
 FAULTS = ("timeout", "error", "malformed", "wrong_size")
-BODY_LIMIT = 4 * 1024 * 1024
 PURPOSE = "cache"
 
 
@@ -34,34 +31,6 @@ class EmbedFailed(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
-
-
-class _Kept:
-    """A sink that keeps a buffered answer (the embeddings call is never streamed)."""
-
-    streaming = False
-
-    def __init__(self) -> None:
-        self.status = 0
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.error: "GatewayError | None" = None
-        self.started = False
-        self.finished = False
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self.status, self.started = status, True
-
-    async def send(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size <= BODY_LIMIT:
-            self.chunks.append(chunk)
-
-    async def finish(self) -> None:
-        self.finished = True
-
-    async def fail(self, error: "GatewayError") -> None:
-        self.error, self.finished = error, True
 
 
 async def embed(runtime: Any, actor_class: Any, call: Call, text: str, model: str, dimensions: int | None,
@@ -76,19 +45,19 @@ async def embed(runtime: Any, actor_class: Any, call: Call, text: str, model: st
     actor = actor_class(runtime, sub)
     actor.purpose, actor.billed_key = PURPOSE, call.key
     actor.trace.route = "/v1/embeddings"
-    kept = _Kept()
+    kept = Kept()
     with trio.move_on_after(seconds) as scope:
         try:
             actor.admit()
         except Exception as exc:   # a GatewayError: no backend for the model, a parameter refused
             raise EmbedFailed("error", str(exc)) from None
-        await actor.run(kept, trio.sleep_forever)
+        await run_kept(actor, kept)
     if scope.cancelled_caught:
         raise EmbedFailed("timeout", f"no embedding within {seconds:g}s")
     if kept.error is not None or kept.status != 200:
         message = kept.error.message if kept.error is not None else f"HTTP {kept.status}"
         raise EmbedFailed("error", message)
-    return vector_of(b"".join(kept.chunks), dimensions)
+    return vector_of(kept.body, dimensions)
 
 
 def vector_of(raw: bytes, dimensions: int | None) -> list[float]:

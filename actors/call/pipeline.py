@@ -92,7 +92,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         call = door.shape(call)
     sink = door.sink_for(call)
     # None unless a guardrail's scope takes the call
-    screen = guardrails.screen_for(runtime.upstream, runtime.guardrail_verdicts, call)
+    screen = guardrails.screen_for(runtime, RequestActor, call)
     if screen is not None:
         sink = guard(sink, screen, call)   # the output stage, on fresh answers and cache hits alike
         try:

@@ -3,11 +3,12 @@
 A buffered chat answer (status 200) is held whole, its text judged by each
 output guardrail in order, and sent on as enforced: masked in place, or
 replaced by the guardrail's error (400 ``guardrail_blocked`` in the door's
-shape, or 503 ``guardrail_unavailable`` from a webhook that fails closed).
-Streams are not held back: output rules apply to buffered answers only, and
-a streamed answer records a ``skipped`` verdict per output guardrail, so the
-ledger says it went out unchecked. Error answers pass untouched. A cache hit
-replayed into this sink is judged like a fresh answer.
+shape, or 503 ``guardrail_unavailable`` from a webhook or a moderation model
+that fails closed). Streams are not held back: output rules apply to
+buffered answers only, and a streamed answer records a ``skipped`` verdict
+per output guardrail, so the ledger says it went out unchecked. Error
+answers pass untouched. A cache hit replayed into this sink is judged like a
+fresh answer.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 
-from switchyard.actors.guardrails import webhook
+from switchyard.actors.guardrails import moderation, webhook
 from switchyard.actors.guardrails.texts import Slot, request_slots, rewrite
 from switchyard.actors.guardrails.verdicts import (
     GuardrailBlocked,
@@ -47,9 +47,12 @@ if TYPE_CHECKING:
 class Screen:
     """The guardrails in scope of one call, its placeholders, and every verdict so far."""
 
-    def __init__(self, upstream: "Upstream", counts: GuardrailVerdicts, call: Call,
-                 guardrails: Sequence[Guardrail]) -> None:
-        self.upstream, self.counts = upstream, counts   # the webhooks' client; every verdict, for the metrics
+    def __init__(self, runtime: Any, actor_class: Any, call: Call, guardrails: Sequence[Guardrail]) -> None:
+        # the runtime and the RequestActor class run a moderation model's call (``moderation.py``)
+        self.runtime, self.actor_class = runtime, actor_class
+        self.upstream: "Upstream" = runtime.upstream                   # the webhooks' client
+        self.counts: GuardrailVerdicts = runtime.guardrail_verdicts   # every verdict, for the metrics
+        self.call = call   # as it arrived: its key pays for the moderation calls
         self.request_id = call.request_id
         self.model = call.model
         self.guardrails = tuple(guardrails)
@@ -91,6 +94,9 @@ class Screen:
         """One guardrail on ``slots``: its verdict recorded; the new texts when it changed them (enforce)."""
         if g.webhook is not None:
             return await self._webhook(g, stage, slots)
+        if g.moderation is not None:
+            await self._moderation(g, stage, slots)
+            return None
         outcome = judge(g, stage, slots, self.masker)
         if outcome.verdict is None:
             return None
@@ -108,13 +114,7 @@ class Screen:
                                    request_id=self.request_id, model=self.model)
         enforce = g.mode == "enforce"
         if answer.action == "error":
-            closed = g.webhook.on_failure == "fail_closed"
-            self.record(Verdict(g.name, stage, g.mode, "block" if closed else "allow", failure=answer.failure))
-            if closed and enforce:
-                raise GuardrailUnavailable(f"Guardrail '{g.name}' could not judge the {_what(stage)} "
-                                           f"({answer.failure}) and fails closed",
-                                           details={"guardrail": g.name, "stage": stage,
-                                                    "reason": answer.failure})
+            self._failed(g, stage, g.webhook.on_failure, answer.failure)
             return None
         self.record(Verdict(g.name, stage, g.mode, answer.action))
         if not enforce:
@@ -126,6 +126,30 @@ class Screen:
         if answer.action == "rewrite" and answer.texts != tuple(s.text for s in slots):
             return answer.texts
         return None
+
+    async def _moderation(self, g: Guardrail, stage: str, slots: Sequence[Slot]) -> None:
+        assert g.moderation is not None
+        judged = await moderation.ask(self.runtime, self.actor_class, self.call, g.name, g.moderation,
+                                      [s.text for s in slots])
+        if judged.failure is not None:
+            self._failed(g, stage, g.moderation.on_failure, judged.failure)
+            return
+        self.record(Verdict(g.name, stage, g.mode, "block" if judged.flagged else "allow",
+                            categories=judged.flagged))
+        if judged.flagged and g.mode == "enforce":
+            raise GuardrailBlocked(f"Guardrail '{g.name}' blocked the {_what(stage)}: the moderation model "
+                                   f"flagged {', '.join(judged.flagged)}",
+                                   details={"guardrail": g.name, "stage": stage, "detector": "moderation",
+                                            "categories": list(judged.flagged)})
+
+    def _failed(self, g: Guardrail, stage: str, on_failure: str, failure: str | None) -> None:
+        """No verdict came (a webhook's or a moderation model's): ``on_failure`` settles it."""
+        closed = on_failure == "fail_closed"
+        self.record(Verdict(g.name, stage, g.mode, "block" if closed else "allow", failure=failure))
+        if closed and g.mode == "enforce":
+            raise GuardrailUnavailable(f"Guardrail '{g.name}' could not judge the {_what(stage)} "
+                                       f"({failure}) and fails closed",
+                                       details={"guardrail": g.name, "stage": stage, "reason": failure})
 
     def _unread(self, call: Call) -> Call:
         for g in self.guardrails:
@@ -151,11 +175,12 @@ def _rewritten(call: Call, payload: dict[str, Any]) -> Call:
     return attrs.evolve(call, payload=payload, body=json.dumps(payload).encode(), ingress=ingress)
 
 
-def screen_for(upstream: "Upstream", counts: GuardrailVerdicts, call: Call) -> Screen | None:
-    """The call's screen, or None when no guardrail's scope takes it (the common case: nothing to do)."""
+def screen_for(runtime: Any, actor_class: Any, call: Call) -> Screen | None:
+    """The call's screen, or None when no guardrail's scope takes it (the common case: nothing to do).
+    ``actor_class``: the ``RequestActor`` class, for moderation models (the call package imports this one)."""
     configured = call.snapshot.guardrails
     if not configured:
         return None
     key_id = call.key.id if call.key is not None else None
     chosen = [g for g in configured if in_scope(g, key_id, call.model)]
-    return Screen(upstream, counts, call, chosen) if chosen else None
+    return Screen(runtime, actor_class, call, chosen) if chosen else None

@@ -1,8 +1,9 @@
 """One guardrail's built-in detectors over a list of texts: the verdict, and the texts as enforced.
 
 A verdict names the guardrail, the stage, the mode, what it did (``mask``,
-``block``, ``log``; for a webhook also ``allow``, ``rewrite``, ``error``)
-and how many findings each detector had: never what was found. Masking
+``block``, ``log``; for a webhook also ``allow``, ``rewrite``; for a
+moderation model ``allow``), how many findings each detector had and the
+categories a moderation model flagged: never what was found. Masking
 gives each distinct value a numbered placeholder (``<EMAIL_1>``) that the
 same value keeps everywhere in the call, the system prompt and the answer
 included. Pure: no I/O.
@@ -34,7 +35,7 @@ class GuardrailBlocked(ClientError):
 
 
 class GuardrailUnavailable(Unavailable):
-    """A webhook guardrail with ``on_failure: fail_closed`` gave no usable verdict."""
+    """A webhook or moderation guardrail with ``on_failure: fail_closed`` gave no usable verdict."""
 
     code = "guardrail_unavailable"
 
@@ -46,13 +47,18 @@ class Verdict:
     mode: str
     action: str
     detectors: Mapping[str, int] = attrs.field(factory=dict)
-    failure: str | None = None    # a webhook's: timeout, status, malformed, connect
+    # why no verdict came: a webhook's timeout, status, malformed, connect; a moderation model's timeout,
+    # error, malformed
+    failure: str | None = None
+    categories: tuple[str, ...] = ()   # a moderation model's flagged categories (those that count)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"guardrail": self.guardrail, "stage": self.stage, "mode": self.mode,
                                "action": self.action}
         if self.detectors:
             out["detectors"] = dict(self.detectors)
+        if self.categories:
+            out["categories"] = list(self.categories)
         if self.failure is not None:
             out["failure"] = self.failure
         return out

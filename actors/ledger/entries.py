@@ -20,14 +20,16 @@ from switchyard.config.endpoints import Endpoint
 
 CLIENT_LEFT = 499
 # The client-facing route of a call, as the record's endpoint: the text of its Endpoint (the Messages door's
-# calls are chat calls, recorded as "messages"); another route is recorded as itself.
+# calls are chat calls, recorded as "messages"; /rerank, vLLM's and Jina's path, is a rerank); another route
+# is recorded as itself.
 ENDPOINTS: dict[str, str] = {
     "/v1/chat/completions": Endpoint.CHAT.value, "/v1/completions": Endpoint.COMPLETIONS.value,
     "/v1/embeddings": Endpoint.EMBEDDINGS.value, "/v1/responses": Endpoint.RESPONSES.value,
     "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": "messages",
     "/v1/images/generations": Endpoint.IMAGES_GENERATIONS.value, "/v1/images/edits": Endpoint.IMAGES_EDITS.value,
     "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value,
-    "/v1/rerank": Endpoint.RERANK.value, "/v1/moderations": Endpoint.MODERATIONS.value,
+    "/v1/rerank": Endpoint.RERANK.value, "/rerank": Endpoint.RERANK.value,
+    "/v1/moderations": Endpoint.MODERATIONS.value,
     "/v1/audio/transcriptions": Endpoint.AUDIO_TRANSCRIPTIONS.value,
     "/v1/audio/translations": Endpoint.AUDIO_TRANSLATIONS.value, "/v1/audio/speech": Endpoint.AUDIO_SPEECH.value}
 

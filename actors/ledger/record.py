@@ -16,7 +16,9 @@ from switchyard.actors import safe_text
 from switchyard.actors.ids import random_hex
 from switchyard.config.names import MAX_NAME_LENGTH
 
-PURPOSES = ("client", "classifier", "web_search", "mcp")   # mcp: a tool call at /mcp (actors/mcp/records.py)
+# mcp: a tool call at /mcp (actors/mcp/records.py); cache: the semantic cache's embeddings call
+# (actors/cache/embed.py); guardrail: a moderation guardrail's moderations call (actors/guardrails/moderation.py)
+PURPOSES = ("client", "classifier", "web_search", "mcp", "cache", "guardrail")
 GROUPS = ("key", "org", "model", "backend", "day", "hour")
 # A group's column in the record, for the identity groups.
 GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "backend": "backend"}
@@ -77,14 +79,15 @@ class LedgerRecord:
     latency_ms: float = 0.0           # arrival to end
     ttfb_ms: float | None = None      # arrival to the answer's first byte to the client
     stream: bool = False
-    purpose: str = field(default="client", converter=_id)   # client | classifier | web_search | mcp | cache
+    # client | classifier | web_search | mcp | cache | guardrail (PURPOSES)
+    purpose: str = field(default="client", converter=_id)
     trace_id: str | None = field(default=None, converter=_id)
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one
     # clean attempt, whose record says it all: so any worker or instance can show why a call went as it did.
     route_events: str | None = field(default=None, converter=_json)
     cache_hit: bool = False           # answered from the response cache: nothing went upstream, cost 0
     # The guardrails' verdicts on the call as JSON: which guardrail, stage, mode, action and detectors
-    # (counts only: never the matched text); None when no guardrail applied.
+    # (counts only: never the matched text) or flagged categories; None when no guardrail applied.
     guardrails: str | None = field(default=None, converter=_json)
     # the store's key: a replay never counts twice
     record_id: str = field(factory=new_record_id, converter=_id)

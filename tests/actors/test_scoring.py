@@ -51,6 +51,13 @@ async def test_rerank_is_served_on_the_path_without_v1(autojump_clock):
     assert reply.status == 200 and all("document" not in r for r in reply.json()["results"])
 
 
+async def test_a_rerank_on_the_path_without_v1_is_recorded_under_the_endpoint_rerank(autojump_clock):
+    async with gateway(CONFIG) as app:
+        await request(app, "POST", "/rerank", RERANK)
+        [record] = await records(app)
+    assert record.endpoint == "rerank"
+
+
 async def test_a_rerank_is_priced_per_search_unit_and_per_token_in_the_ledger(autojump_clock):
     async with gateway(CONFIG) as app:
         reply = await request(app, "POST", "/v1/rerank", RERANK)

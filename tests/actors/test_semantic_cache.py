@@ -11,6 +11,8 @@ import logging
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from switchyard.actors.cache.similarity import cosine
 from switchyard.actors.ledger.record import UsageQuery
@@ -189,6 +191,17 @@ async def test_a_hit_is_recorded_with_cost_zero_and_the_cost_saved_and_the_embed
     assert client[1].cost == 0.0 and client[1].saved_cost == pytest.approx(client[0].cost)
     assert client[0].cost and client[0].cost > 0
     assert sorted(r.purpose for r in records).count("cache") == 2   # one embedding per call
+
+
+async def test_the_embeddings_call_leaves_no_task_behind(autojump_clock):
+    async with gateway(config()) as app:
+        await call(app, ask(Q1))
+        await trio.testing.wait_all_tasks_blocked()
+        before = len(app.runtime.nursery.child_tasks)
+        for text in (FAR, Q1 + " again", FAR + " again"):
+            await call(app, ask(text))
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(app.runtime.nursery.child_tasks) == before
 
 
 async def test_a_failing_embeddings_backend_makes_a_miss_counted_and_logged_once(autojump_clock, caplog):

@@ -161,7 +161,7 @@ guardrails:
      "guardrails[0].patterns[0].regex: must not match the empty string"),
     ("  - {name: a, mode: audit, detectors: {email: log}}\n", "guardrails[0].mode: must be one of enforce, monitor"),
     ("  - {name: a, stage: after, detectors: {email: log}}\n", "guardrails[0].stage: must be one of input"),
-    ("  - {name: a}\n", "guardrails[0]: must name detectors, patterns or a webhook"),
+    ("  - {name: a}\n", "guardrails[0]: must name detectors, patterns, a webhook or a moderation model"),
     ("  - {name: a, webhook: {url: 'http://h/x', on_failure: retry}}\n",
      "guardrails[0].webhook.on_failure: must be one of fail_open, fail_closed"),
     ("  - {name: a, webhook: {timeout: 1s}}\n", "guardrails[0].webhook.url: is required"),
@@ -169,11 +169,58 @@ guardrails:
      "guardrails[0].webhook: a guardrail has either detectors/patterns or a webhook"),
     ("  - {name: a, detectors: {email: log}}\n  - {name: a, detectors: {email: log}}\n",
      "guardrails[1].name: duplicate guardrail name 'a'"),
+    ("  - {name: a, moderation: {timeout: 1s}}\n", "guardrails[0].moderation.model: is required"),
+    ("  - {name: a, detectors: {email: log}, moderation: {model: m}}\n",
+     "guardrails[0].moderation: a guardrail has either detectors/patterns or a moderation model, not both"),
+    ("  - {name: a, webhook: {url: 'http://h/x'}, moderation: {model: m}}\n",
+     "guardrails[0].moderation: a guardrail has either a webhook or a moderation model, not both"),
+    ("  - {name: a, moderation: {model: m, categories: [violence, '']}}\n",
+     "guardrails[0].moderation.categories: item [1] must not be empty"),
+    ("  - {name: a, moderation: {model: m, categories: [7]}}\n",
+     "guardrails[0].moderation.categories: item [0] must be a string"),
+    ("  - {name: a, moderation: {model: m, threshold: 1.5}}\n",
+     "guardrails[0].moderation.threshold: must be at most 1"),
+    ("  - {name: a, moderation: {model: m, on_failure: retry}}\n",
+     "guardrails[0].moderation.on_failure: must be one of fail_open, fail_closed"),
+    ("  - {name: a, moderation: {model: m, severity: high}}\n", "guardrails[0].moderation.severity: unknown key"),
 ])
 def test_every_bad_value_is_a_load_error_naming_its_path(text, error):
     with pytest.raises(ConfigError) as exc:
         load_text("backends: [{name: sim, type: simulated, models: [demo]}]\nguardrails:\n" + text)
     assert any(e.startswith(error) for e in exc.value.errors), exc.value.errors
+
+
+MODERATED = """
+backends:
+  - {name: sim, type: simulated, models: [demo, omni-moderation-latest], discovery: false}
+  - {name: local, type: ollama, url: 'http://127.0.0.1:9', models: [llama-guard], discovery: false}
+guardrails:
+  - {name: a, moderation: {model: MODEL}}
+"""
+
+
+def moderation_warnings(model):
+    return [w for w in load_text(MODERATED.replace("MODEL", model), env={}).warnings if w.startswith("guardrails")]
+
+
+def test_a_moderation_model_a_moderations_backend_lists_loads_without_a_warning():
+    assert moderation_warnings("omni-moderation-latest") == []
+
+
+@pytest.mark.parametrize("model", ["nobody-serves-it", "llama-guard"])   # the second: a kind without moderations
+def test_a_moderation_model_no_backend_answering_moderations_lists_is_a_warning(model):
+    assert moderation_warnings(model) == [
+        f"guardrails[0].moderation.model: no enabled backend that answers moderations lists {model!r}; until one "
+        "serves it, every check of guardrail 'a' fails and its on_failure decides"]
+
+
+def test_a_moderation_guardrail_loads_its_settings():
+    [g] = load_text("backends: [{name: sim, type: simulated, models: [m]}]\nguardrails:\n"
+                    "  - {name: a, stage: both, moderation: {model: m, categories: [hate, violence], threshold: 0.4,"
+                    " timeout: 500ms, on_failure: fail_open}}\n").snapshot.guardrails
+    assert (g.moderation.model, g.moderation.categories, g.moderation.threshold, g.moderation.timeout,
+            g.moderation.on_failure) == ("m", ("hate", "violence"), 0.4, 0.5, "fail_open")
+    assert (g.webhook, g.detectors, g.patterns) == (None, (), ())
 
 
 def test_the_admin_view_shows_a_patterns_source_and_masks_the_webhooks_headers():

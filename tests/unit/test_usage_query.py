@@ -50,9 +50,15 @@ def test_purpose_classifier_selects_the_gateways_own_tries():
     assert parse_query({"purpose": "classifier"}).purpose == "classifier"
 
 
+@pytest.mark.parametrize("purpose", ["cache", "guardrail"])
+def test_purpose_selects_the_gateways_own_internal_calls(purpose):
+    # the semantic cache's embeddings calls and a moderation guardrail's calls are records of their own
+    assert parse_query({"purpose": purpose}).purpose == purpose
+
+
 def test_purpose_must_be_client_classifier_mcp_or_all():
     assert refused({"purpose": "gateway"}, "purpose") == \
-        "purpose must be one of client, classifier, web_search, mcp, all, got 'gateway'"
+        "purpose must be one of client, classifier, web_search, mcp, cache, guardrail, all, got 'gateway'"
 
 
 def test_a_bare_date_is_midnight_utc():

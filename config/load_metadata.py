@@ -98,6 +98,7 @@ PRICING: dict[str, Any] = {
     "input_tokens": _PRICE,
     "output_tokens": _PRICE,
     "cached_input_discount": _Field(_number, _range(0, 1)),
+    "batch_discount": _Field(_number, _range(0, 1)),
     "cache_read_input_tokens": _PRICE,
     "cache_write_input_tokens": _PRICE,
     "image_input_tokens": _PRICE,

@@ -63,6 +63,7 @@ class Pricing:
     input_tokens: float | None = None
     output_tokens: float | None = None
     cached_input_discount: float | None = None
+    batch_discount: float | None = None          # a 0..1 fraction off a batch line's cost (the Batch API's price)
     # Explicit prompt-cache rates (Anthropic's and Bedrock's price sheets): reads, in place of the discount;
     # writes (Anthropic's 5-minute cache), in place of input_tokens. Absent: the discount, the input rate.
     cache_read_input_tokens: float | None = None

@@ -97,6 +97,14 @@ class BatchStore(Protocol):
         True when written."""
         ...
 
+    def update_open(self, batch: Batch) -> bool:
+        """``update(batch, None)``, only while the stored batch is not yet terminal (one conditional write:
+        ``UPDATE ... WHERE id = ? AND status NOT IN (<TERMINAL>)``). True when written. A relayed batch's
+        provider view is written this way: a late, older view never overwrites a batch that has ended, and
+        of workers that saw it end together exactly one moves it to terminal, and so alone registers its
+        output files and writes its ledger records (``relay.py``)."""
+        ...
+
     def relayed_open(self, limit: int) -> list[Batch]:
         """Up to ``limit`` relayed batches not yet terminal, oldest first (their providers are asked how
         they are doing)."""

@@ -147,13 +147,23 @@ class MemoryBatchStore:
             found = self._batches.get(batch.id)
             if found is None or (worker is not None and found.lease_owner != worker):
                 return False
-            counts = {} if not found.relayed and not batch.relayed else \
-                {"total": batch.total, "completed": batch.completed, "failed": batch.failed}
-            self._batches[batch.id] = attrs.evolve(
-                found, status=batch.status, times=dict(batch.times), output_file_id=batch.output_file_id,
-                error_file_id=batch.error_file_id, errors=batch.errors, model=batch.model, backend=batch.backend,
-                upstream_id=batch.upstream_id, **counts)
-            return True
+            return self._write(found, batch)
+
+    def _write(self, found: Batch, batch: Batch) -> bool:
+        """``update``'s write of ``batch`` over the stored ``found`` (the lock held)."""
+        counted = batch if found.relayed or batch.relayed else found   # a gateway-run batch's: finish_line's
+        self._batches[batch.id] = attrs.evolve(
+            found, status=batch.status, times=dict(batch.times), output_file_id=batch.output_file_id,
+            error_file_id=batch.error_file_id, errors=batch.errors, model=batch.model, backend=batch.backend,
+            upstream_id=batch.upstream_id, total=counted.total, completed=counted.completed, failed=counted.failed)
+        return True
+
+    def update_open(self, batch: Batch) -> bool:
+        with self._lock:
+            found = self._batches.get(batch.id)
+            if found is None or found.status in TERMINAL:
+                return False
+            return self._write(found, batch)
 
     def relayed_open(self, limit: int) -> list[Batch]:
         with self._lock:

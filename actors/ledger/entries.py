@@ -15,7 +15,7 @@ from typing import Any
 
 from switchyard.actors.ledger.counts import TokenCounts
 from switchyard.actors.ledger.pricing import cost_of
-from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.actors.ledger.record import MESSAGES, LedgerRecord
 from switchyard.config.endpoints import Endpoint
 
 CLIENT_LEFT = 499
@@ -25,7 +25,7 @@ CLIENT_LEFT = 499
 ENDPOINTS: dict[str, str] = {
     "/v1/chat/completions": Endpoint.CHAT.value, "/v1/completions": Endpoint.COMPLETIONS.value,
     "/v1/embeddings": Endpoint.EMBEDDINGS.value, "/v1/responses": Endpoint.RESPONSES.value,
-    "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": "messages",
+    "/v1/responses/compact": Endpoint.COMPACT.value, "/anthropic/v1/messages": MESSAGES,
     "/v1/images/generations": Endpoint.IMAGES_GENERATIONS.value, "/v1/images/edits": Endpoint.IMAGES_EDITS.value,
     "/v1/images/variations": Endpoint.IMAGES_VARIATIONS.value,
     "/v1/rerank": Endpoint.RERANK.value, "/rerank": Endpoint.RERANK.value,

@@ -14,14 +14,21 @@ from attrs import asdict, field, frozen
 
 from switchyard.actors import safe_text
 from switchyard.actors.ids import random_hex
+from switchyard.config.endpoints import Endpoint
 from switchyard.config.names import MAX_NAME_LENGTH
 
 # mcp: a tool call at /mcp (actors/mcp/records.py); cache: the semantic cache's embeddings call
 # (actors/cache/embed.py); guardrail: a moderation guardrail's moderations call (actors/guardrails/moderation.py)
 PURPOSES = ("client", "classifier", "web_search", "mcp", "cache", "guardrail")
-GROUPS = ("key", "org", "model", "backend", "day", "hour")
+MESSAGES = "messages"   # the endpoint of the Anthropic door's calls: chat calls, recorded under their own door
+MCP = "mcp"             # the endpoint of a tool call at /mcp (actors/mcp/records.py)
+# Every endpoint a record can carry, and so every value the usage queries' endpoint filter takes: each API a
+# call can be in (config/endpoints.py) but a realtime session, which leaves no record; the Messages door; /mcp.
+RECORD_ENDPOINTS = (*(e.value for e in Endpoint if e is not Endpoint.REALTIME), MESSAGES, MCP)
+GROUPS = ("key", "org", "model", "backend", "endpoint", "day", "hour")
 # A group's column in the record, for the identity groups.
-GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "backend": "backend"}
+GROUP_FIELDS = {"key": "key_id", "org": "organization_id", "model": "model", "backend": "backend",
+                "endpoint": "endpoint"}
 
 
 ID_LIMIT = 1024                    # characters of an id or a code a record keeps; a longer one is cut (safe_text.CUT)
@@ -62,7 +69,7 @@ class LedgerRecord:
     time: float                                          # when the call arrived, Unix seconds
     key_id: str | None = field(converter=_id)            # the API key's id (never the key); None without keys
     organization_id: str | None = field(converter=_id)   # the key's organization
-    endpoint: str = field(converter=_id)                 # chat | completions | embeddings | responses | ...
+    endpoint: str = field(converter=_id)                 # one of RECORD_ENDPOINTS: chat | completions | ...
     model: str | None = field(converter=_name)           # as requested (None: refused before a model was read)
     served_model: str | None = field(converter=_name)    # the model that answered (or last tried)
     backend: str | None = field(converter=_name)         # the backend that answered (or last tried)
@@ -136,6 +143,7 @@ class UsageQuery:
     org: str | None = None
     model: str | None = None
     backend: str | None = None
+    endpoint: str | None = None       # one of RECORD_ENDPOINTS
     purpose: str | None = "client"    # None: every purpose
     since: float | None = None
     until: float | None = None

@@ -14,8 +14,8 @@ class UsageStore(Protocol):
     behind a CapacityLimiter, never on the event loop. Every method may raise ``StoreUnavailable``.
 
     A group (``summary``) is ``{<group field>: value, "requests", "errors", "input_tokens",
-    "output_tokens", "cost"}``: the group field is ``key_id``/``organization_id``/``model``/``backend``
-    for those groupings, ``day`` (``2026-12-01``) or ``hour`` (``2026-12-01T13:00:00Z``) in UTC, and
+    "output_tokens", "cost"}``: the group field is ``key_id``/``organization_id``/``model``/``backend``/
+    ``endpoint`` for those groupings, ``day`` (``2026-12-01``) or ``hour`` (``2026-12-01T13:00:00Z``) in UTC, and
     absent without ``group_by``; ``errors`` counts status >= 400; ``cost`` is the sum of known costs
     (None when no record in the group had one). Groups come sorted by their field.
     """
@@ -40,9 +40,9 @@ class UsageStore(Protocol):
 
     def traffic(self, query: UsageQuery, step: int) -> list[dict[str, Any]]:
         """The matching records spread over time: one row per time slot (``floor(time / step)``, ``step``
-        whole seconds) and group (``query.group_by``: ``model``, ``backend`` or None for one series) that
-        has records: ``{"slot", "group", "requests", "errors", "latency_ms", "ttfb_ms"}``, the last two
-        histograms over ``traffic.BOUNDS_MS`` (``ttfb_ms`` counts the records that have one). Rows come
+        whole seconds) and group (``query.group_by``: ``model``, ``backend``, ``endpoint`` or None for one
+        series) that has records: ``{"slot", "group", "requests", "errors", "latency_ms", "ttfb_ms"}``, the
+        last two histograms over ``traffic.BOUNDS_MS`` (``ttfb_ms`` counts the records that have one). Rows come
         sorted by group (None last), then slot; every store answers the same rows for the same records."""
         ...
 

@@ -22,7 +22,7 @@ BOUNDS_MS: tuple[float, ...] = (
     1, 2, 3, 5, 7.5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000,
     4000, 5000, 7500, 10000, 15000, 20000, 30000, 45000, 60000, 90000, 120000, 180000, 300000, 600000)
 BUCKETS = len(BOUNDS_MS) + 1   # the bounded ones and the open one
-GROUPS = ("model", "backend")   # what traffic may be grouped by (None: one series)
+GROUPS = ("model", "backend", "endpoint")   # what traffic may be grouped by (None: one series)
 
 Histogram = list[int]   # a count per bucket, BUCKETS long
 

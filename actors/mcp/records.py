@@ -14,13 +14,13 @@ from typing import Mapping
 
 from attrs import frozen
 
-from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.actors.ledger.record import MCP, LedgerRecord
 from switchyard.actors.mcp.port import INVALID, UNAVAILABLE, UPSTREAM_ERROR
 from switchyard.actors.trace import TraceContext
 from switchyard.config.access import ApiKey
 
 PURPOSE = "mcp"
-ENDPOINT = "mcp"
+ENDPOINT = MCP
 OK, TOOL_ERROR, TIMEOUT, TOO_LARGE = "ok", "tool_error", "timeout", "result_too_large"
 RATE_LIMITED, UNKNOWN_TOOL = "rate_limited", "unknown_tool"
 CLIENT_LEFT = "client_disconnected"   # cut from outside: the client left (as a model call's record says it)

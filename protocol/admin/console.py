@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 import trio
 
 from switchyard.actors.errors import MethodNotAllowed, PermissionDenied, RouteNotFound
+from switchyard.actors.ledger.record import RECORD_ENDPOINTS
 from switchyard.protocol.admin import identity, session
 from switchyard.protocol.http.asgi import read_body
 
@@ -71,6 +72,7 @@ def _assets() -> dict[str, tuple[bytes, bytes, bytes]]:
 
 ASSETS = _assets()
 SHELL = (UI / "shell.html").read_text(encoding="utf-8")
+ENDPOINTS = html.escape(" ".join(RECORD_ENDPOINTS))   # the ledger's endpoint values, one list for API and pages
 LOGIN = (UI / "login.html").read_text(encoding="utf-8")
 
 
@@ -144,6 +146,7 @@ class ConsoleUi:
                 .replace("{{page}}", html.escape(name))
                 .replace("{{csrf}}", html.escape(session.csrf_token(found[1], cookie)))
                 .replace("{{role}}", html.escape(found[0].role))   # the page offers only what the role may do
+                .replace("{{endpoints}}", ENDPOINTS)   # the usage and traffic pages' endpoint filter
                 .replace("{{nav}}", nav))
         await _answer(send, 200, b"" if scope["method"] == "HEAD" else body.encode(),
                       [(b"content-type", b"text/html; charset=utf-8"), (b"cache-control", b"no-store")])

@@ -1,5 +1,5 @@
 """``GET /admin/traffic``: requests/s, error rate and p50/p95 latency and time to first byte over time,
-per model or per backend, from the usage ledger.
+per model, per backend or per endpoint, from the usage ledger.
 
 Read from the ledger, not from this worker's memory, so it holds for every
 worker and instance writing to the same store (and lags by
@@ -7,7 +7,7 @@ worker and instance writing to the same store (and lags by
 slot (``actors/ledger/traffic.py``); here they become one point per slot,
 empty slots included, and percentiles estimated from the histograms. The
 filters keep ``/admin/usage``'s rules (``usage_query``); ``group_by`` is
-``model`` or ``backend`` only, and ``step`` the slot's length.
+``model``, ``backend`` or ``endpoint`` only, and ``step`` the slot's length.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ QUANTILES = (("p50", 0.5), ("p95", 0.95))
 
 @attrs.frozen
 class TrafficQuery:
-    query: UsageQuery   # filters, since/until (both set), group_by (model, backend or None)
+    query: UsageQuery   # filters, since/until (both set), group_by (model, backend, endpoint or None)
     step: int           # seconds a slot lasts
 
 

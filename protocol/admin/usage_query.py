@@ -1,10 +1,10 @@
 """The usage ledger's query parameters, read the same way by ``GET /admin/usage`` (and its CSV)
 and by ``switchyard usage report``: one copy of the rules, each broken one named.
 
-Parameters: ``key``, ``org``, ``model``, ``backend`` (exact filters), ``purpose``
-(``client`` by default; ``classifier``, or ``all`` for both), ``from`` (inclusive)
-and ``to`` (exclusive) as RFC 3339 / ISO 8601 times or Unix seconds, ``group_by``
-(one of GROUPS), and for a record listing ``limit``.
+Parameters: ``key``, ``org``, ``model``, ``backend`` (exact filters), ``endpoint``
+(one of RECORD_ENDPOINTS), ``purpose`` (``client`` by default; ``classifier``, or
+``all`` for both), ``from`` (inclusive) and ``to`` (exclusive) as RFC 3339 / ISO 8601
+times or Unix seconds, ``group_by`` (one of GROUPS), and for a record listing ``limit``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl
 
-from switchyard.actors.ledger.record import GROUPS, PURPOSES, UsageQuery
+from switchyard.actors.ledger.record import GROUPS, PURPOSES, RECORD_ENDPOINTS, UsageQuery
 
 FILTERS = ("key", "org", "model", "backend")
-QUERY_PARAMS = (*FILTERS, "purpose", "from", "to", "group_by")
+QUERY_PARAMS = (*FILTERS, "endpoint", "purpose", "from", "to", "group_by")
 ALL = "all"                      # purpose=all: every purpose
 MAX_VALUE = 1024                 # characters in a filter value
 LIMIT_DEFAULT, LIMIT_MAX = 100_000, 1_000_000
@@ -60,6 +60,7 @@ def query_pairs(raw: bytes) -> list[tuple[str, str]]:
 def parse_query(params: Mapping[str, str | None]) -> UsageQuery:
     """A UsageQuery from ``params`` (names of QUERY_PARAMS; a None value is the same as absent)."""
     filters = {name: _text(name, params.get(name)) for name in FILTERS}
+    endpoint = parse_endpoint(params.get("endpoint"))
     purpose = parse_purpose(params.get("purpose"))
     since = parse_time("from", params.get("from"))
     until = parse_time("to", params.get("to"))
@@ -70,7 +71,14 @@ def parse_query(params: Mapping[str, str | None]) -> UsageQuery:
     if group_by is not None and group_by not in GROUPS:
         raise QueryError("group_by", f"must be one of {', '.join(GROUPS)}, got {_shown(group_by)!r}")
     return UsageQuery(key=filters["key"], org=filters["org"], model=filters["model"], backend=filters["backend"],
-                      purpose=purpose, since=since, until=until, group_by=group_by)
+                      endpoint=endpoint, purpose=purpose, since=since, until=until, group_by=group_by)
+
+
+def parse_endpoint(value: str | None) -> str | None:
+    """One of the endpoints a record can carry (a misspelt one would match nothing, silently)."""
+    if value is not None and value not in RECORD_ENDPOINTS:
+        raise QueryError("endpoint", f"must be one of {', '.join(RECORD_ENDPOINTS)}, got {_shown(value)!r}")
+    return value
 
 
 def parse_purpose(value: str | None) -> str | None:

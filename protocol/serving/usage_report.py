@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, Sequence, TextIO
 
-from switchyard.actors.ledger.record import StoreUnavailable, UsageQuery
+from switchyard.actors.ledger.record import RECORD_ENDPOINTS, StoreUnavailable, UsageQuery
 from switchyard.config.load import ConfigError, load_file
 from switchyard.protocol.admin.usage_format import TOTALS, csv_chunks, group_columns
 from switchyard.protocol.admin.usage_query import QueryError, parse_query
@@ -25,8 +25,8 @@ AMOUNTS = ("cost", "saved_cost")   # USD totals: None when nothing was priced
 
 FORMATS = ("table", "json", "csv")
 # query parameter -> the option that gives it
-OPTIONS = {"key": "--key", "org": "--org", "model": "--model", "backend": "--backend", "purpose": "--purpose",
-           "from": "--from", "to": "--to", "group_by": "--group-by"}
+OPTIONS = {"key": "--key", "org": "--org", "model": "--model", "backend": "--backend", "endpoint": "--endpoint",
+           "purpose": "--purpose", "from": "--from", "to": "--to", "group_by": "--group-by"}
 PROG = "switchyard usage report"
 
 
@@ -39,11 +39,12 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--from", dest="since", required=True, metavar="TIME",
                         help="first instant, inclusive: 2026-12-01, 2026-12-01T13:00:00Z, +02:00 offsets, Unix seconds")
     report.add_argument("--to", dest="until", required=True, metavar="TIME", help="end instant, exclusive")
-    report.add_argument("--group-by", required=True, help="key, org, model, backend, day or hour")
+    report.add_argument("--group-by", required=True, help="key, org, model, backend, endpoint, day or hour")
     report.add_argument("--key", metavar="KEY_ID", help="only calls made with this API key id")
     report.add_argument("--org", metavar="ORG_ID", help="only calls of this organization id")
     report.add_argument("--model", help="only calls that asked for this model")
     report.add_argument("--backend", help="only calls this backend answered (or last tried)")
+    report.add_argument("--endpoint", help=f"only calls to this endpoint: {', '.join(RECORD_ENDPOINTS)}")
     report.add_argument("--purpose", help="client (the default), classifier, web_search, mcp, cache, guardrail "
                                           "or all")
     report.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
@@ -53,7 +54,8 @@ def report_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print the report; 2 for an option that breaks its rule, 1 when the config or the store fails."""
     out = out or sys.stdout
     params = {"key": args.key, "org": args.org, "model": args.model, "backend": args.backend,
-              "purpose": args.purpose, "from": args.since, "to": args.until, "group_by": args.group_by}
+              "endpoint": args.endpoint, "purpose": args.purpose, "from": args.since, "to": args.until,
+              "group_by": args.group_by}
     try:
         query = parse_query(params)
     except QueryError as exc:

@@ -48,6 +48,7 @@ class MemoryStore:
             if (q.key is not None and r.key_id != q.key) or (q.org is not None and r.organization_id != q.org) \
                     or (q.model is not None and r.model != q.model) \
                     or (q.backend is not None and r.backend != q.backend) \
+                    or (q.endpoint is not None and r.endpoint != q.endpoint) \
                     or (q.purpose is not None and r.purpose != q.purpose) \
                     or (q.since is not None and r.time < q.since) or (q.until is not None and r.time >= q.until):
                 continue

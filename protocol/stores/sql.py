@@ -86,7 +86,7 @@ def where(d: Dialect, q: UsageQuery) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("key_id", q.key), ("organization_id", q.org), ("model", q.model),
-                          ("backend", q.backend), ("purpose", q.purpose)):
+                          ("backend", q.backend), ("endpoint", q.endpoint), ("purpose", q.purpose)):
         if value is not None:
             clauses.append(f"{column} = {d.placeholder}")
             params.append(value)

@@ -1,5 +1,5 @@
 """GET /admin/traffic through the ASGI app, read through the running LedgerActor from its store
-(usage.ledger: memory): points per slot, per model or backend, and every parameter's rule."""
+(usage.ledger: memory): points per slot, per model, backend or endpoint, and every parameter's rule."""
 
 from typing import Any
 from urllib.parse import quote
@@ -149,11 +149,23 @@ async def test_traffic_keeps_the_usage_filters(autojump_clock):
         assert (await traffic(app, "to=2026-12-01T02:00:31Z"))["totals"][0]["requests"] == 3
 
 
+async def test_traffic_by_endpoint_is_one_series_an_endpoint_and_filters_by_it(autojump_clock):
+    async with gateway(CONFIG) as app:
+        with_ledger(app, [rec(1, NOW - 5), rec(2, NOW - 65, endpoint="embeddings", status=500),
+                          rec(3, NOW - 5, endpoint="embeddings", model="m2"), rec(4, NOW - 5, endpoint="rerank")])
+        body = await traffic(app, "group_by=endpoint")
+        assert [(t["group"], t["requests"], t["errors"]) for t in body["totals"]] == [
+            ("chat", 1, 0), ("embeddings", 2, 1), ("rerank", 1, 0)]
+        assert busy(body["series"][1]["points"]) == [(DEC_1 + 7140, 1), (DEC_1 + 7200, 1)]
+        only = await traffic(app, "endpoint=embeddings&group_by=model")
+        assert [(t["group"], t["requests"]) for t in only["totals"]] == [("demo", 1), ("m2", 1)]
+
+
 @pytest.mark.parametrize("group_by", ["key", "org", "day", "hour", "MODEL", ""])
-async def test_group_by_other_than_model_or_backend_is_a_400(autojump_clock, group_by):
+async def test_group_by_other_than_model_backend_or_endpoint_is_a_400(autojump_clock, group_by):
     async with gateway(CONFIG) as app:
         error = error_of(await get(app, "/admin/traffic", f"group_by={group_by}"), 400)
-        assert error["message"] == f"group_by must be one of model, backend, got {group_by!r}"
+        assert error["message"] == f"group_by must be one of model, backend, endpoint, got {group_by!r}"
         assert (error["param"], error["code"]) == ("group_by", "invalid_parameter")
 
 
@@ -206,6 +218,7 @@ async def test_from_alone_reaches_to_now_and_to_alone_reaches_back_an_hour(autoj
     ("to=2026-12-01T13:00:00", "to", "invalid_parameter"),
     ("key=", "key", "invalid_parameter"),
     ("purpose=robots", "purpose", "invalid_parameter"),
+    ("endpoint=chats", "endpoint", "invalid_parameter"),
     ("limit=5", "limit", "unknown_parameter"),
     ("step=60&step=120", "step", "duplicate_parameter"),
 ])

@@ -137,11 +137,35 @@ async def test_usage_filters_by_key_org_model_and_backend(autojump_clock):
                                            "saved_cost": None}]
 
 
+async def test_usage_groups_by_endpoint_and_filters_by_it(autojump_clock):
+    async with gateway(CONFIG) as app:
+        with_ledger(app, [*RECORDS, rec("r5", DEC_1 + 4 * HOUR, endpoint="embeddings", output_tokens=0, cost=0.5),
+                          rec("r6", DEC_1 + 5 * HOUR, endpoint="messages", input_tokens=2, cost=None)])
+        groups = (await get(app, "/admin/usage", "group_by=endpoint")).json()["groups"]
+        assert [(g["endpoint"], g["requests"], g["input_tokens"], g["output_tokens"]) for g in groups] == [
+            ("chat", 4, 28, 15), ("embeddings", 1, 10, 0), ("messages", 1, 2, 5)]
+        assert groups[1]["cost"] == 0.5 and groups[2]["cost"] is None
+        only = (await get(app, "/admin/usage", "endpoint=embeddings&group_by=key")).json()["groups"]
+        assert [(g["key_id"], g["requests"]) for g in only] == [("team-a", 1)]
+        rows = csv_rows(await get(app, "/admin/usage.csv", "endpoint=messages"))
+        assert [row[0] for row in rows[1:]] == ["r6"]
+
+
+async def test_usage_unknown_endpoint_is_a_400_naming_the_parameter_and_the_endpoints(autojump_clock):
+    async with gateway(CONFIG) as app:
+        with_ledger(app)
+        error = error_of(await get(app, "/admin/usage", "endpoint=chat/completions"), 400)
+        assert (error["param"], error["code"]) == ("endpoint", "invalid_parameter")
+        assert error["message"].startswith("endpoint must be one of chat, completions, embeddings, ")
+        assert error["message"].endswith(", messages, mcp, got 'chat/completions'")
+
+
 async def test_usage_bad_group_by_is_a_400_naming_the_parameter_and_the_rule(autojump_clock):
     async with gateway(CONFIG) as app:
         with_ledger(app)
         error = error_of(await get(app, "/admin/usage", "group_by=week"), 400)
-        assert error == {"message": "group_by must be one of key, org, model, backend, day, hour, got 'week'",
+        assert error == {"message": "group_by must be one of key, org, model, backend, endpoint, day, hour, "
+                                    "got 'week'",
                          "type": "invalid_request_error", "param": "group_by", "code": "invalid_parameter"}
 
 

@@ -65,7 +65,8 @@ def console_config(data_dir: Path, spare_health: int = 200) -> dict[str, Any]:
         "api_keys": [{"id": key_id, "key": secret(key_id), **extra} for key_id, extra in (
             ("team-usage", {"organization_id": "acme", "budget": {"limit_usd": 5, "period": "day"},
                             "rate_limit": {"requests_per_minute": 600}}),
-            ("team-request", {}), ("team-hostile", {}), ("team-traffic", {}), ("team-many", {}))],
+            ("team-request", {}), ("team-hostile", {}), ("team-traffic", {}), ("team-many", {}),
+            ("team-embeddings", {}), ("team-completions", {}))],
         "backends": [
             {**sim("sim-a", ["demo"]), "model_configs": [priced]},
             {**sim("sim-b", ["demo"]), "model_configs": [priced]},

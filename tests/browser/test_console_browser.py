@@ -160,6 +160,64 @@ def test_traffic_page_charts_requests_per_model(page, served):
     screenshot(page, "traffic")
 
 
+def test_usage_page_groups_by_endpoint_and_filters_by_one(page, served):
+    # the only embeddings calls of this module's tests
+    api = client(served, "team-embeddings")
+    chat(api)
+    for _ in range(2):
+        api.embeddings.create(model="demo", input="hi")
+    wait_for_ledger(page, served, "team-embeddings", 3)
+    log_in(page, served)
+    page.click('nav a[href="usage"]')
+    heading = page.locator("#content section h2").first
+    expect(heading).to_have_text("By key")   # each change of a control below waits for the answer to the last
+    page.select_option("#usage-group", "endpoint")
+    expect(heading).to_have_text("By endpoint")
+    expect(page.locator('tr[data-group="embeddings"] td').nth(1)).to_have_text("2")
+    expect(page.locator('tr[data-group="chat"]')).to_have_count(1)
+    expect(page.locator('figure:has(figcaption:text-is("Requests by endpoint")) g[data-label="embeddings"]')
+           ).to_contain_text("2")
+    screenshot(page, "usage-by-endpoint")
+    page.select_option("#usage-group", "key")
+    expect(heading).to_have_text("By key")
+    page.select_option("#usage-endpoint", "embeddings")
+    expect(heading).to_have_text("By key, embeddings calls only")
+    rows = page.locator("#content section").first.locator("tr[data-group]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-group", "team-embeddings")
+    expect(rows.first.locator("td").nth(1)).to_have_text("2")
+    assert "endpoint=embeddings" in (page.locator(".links a").first.get_attribute("href") or "")
+    screenshot(page, "usage-one-endpoint")
+
+
+def test_traffic_page_groups_by_endpoint_and_filters_by_one(page, served):
+    # the only text completions calls of this module's tests
+    api = client(served, "team-completions")
+    chat(api)
+    for _ in range(2):
+        api.completions.create(model="demo", prompt="hi")
+    wait_for_ledger(page, served, "team-completions", 3)
+    log_in(page, served)
+    page.click('nav a[href="traffic"]')
+    heading = page.locator("#content section h2")
+    expect(heading).to_have_text("Over the 1 hour, by model")   # each change below waits for the last's answer
+    page.select_option("#traffic-group", "endpoint")
+    expect(heading).to_have_text("Over the 1 hour, by endpoint")
+    expect(page.locator('tr[data-group="completions"] td').nth(1)).to_have_text("2")
+    expect(page.locator('tr[data-group="chat"]')).to_have_count(1)
+    lines = page.locator('figure:has(figcaption:text-is("Requests per second")) g[data-series="completions"]')
+    expect(lines.locator("circle")).not_to_have_count(0)
+    page.select_option("#traffic-endpoint", "completions")
+    expect(heading).to_have_text("Over the 1 hour, by endpoint, completions calls only")
+    expect(page.locator("tr[data-group]")).to_have_count(1)
+    page.select_option("#traffic-group", "backend")
+    expect(heading).to_have_text("Over the 1 hour, by backend, completions calls only")
+    rows = page.locator("tr[data-group]")
+    expect(rows.first).to_have_attribute("data-group", re.compile("^sim-[ab]$"))
+    assert sum(int(rows.nth(n).locator("td").nth(1).inner_text()) for n in range(rows.count())) == 2
+    screenshot(page, "traffic-one-endpoint")
+
+
 def test_config_page_reload_names_the_error_at_its_dotted_path(page, served):
     log_in(page, served)
     page.click('nav a[href="config"]')

@@ -80,6 +80,16 @@ def test_traffic_groups_by_model_or_backend_sorted_with_none_last(store):
     assert [(r["group"], r["requests"]) for r in by_backend] == [("x", 2), ("y", 1), (None, 1)]
 
 
+def test_traffic_groups_by_endpoint_and_filters_by_it(store):
+    store.write([rec(0, T0, endpoint="embeddings", latency_ms=5.0), rec(1, T0 + 60, endpoint="chat", status=502),
+                 rec(2, T0 + 61, endpoint="embeddings", latency_ms=5.0), rec(3, T0 + 62, endpoint="messages")])
+    by_endpoint = store.traffic(UsageQuery(group_by="endpoint"), 60)
+    assert [(r["group"], r["slot"] - int(T0) // 60, r["requests"], r["errors"]) for r in by_endpoint] == [
+        ("chat", 1, 1, 1), ("embeddings", 0, 1, 0), ("embeddings", 1, 1, 0), ("messages", 1, 1, 0)]
+    only = store.traffic(UsageQuery(endpoint="embeddings", group_by="model"), 3600)
+    assert [(r["group"], r["requests"], r["latency_ms"]) for r in only] == [("m1", 2, histogram(b3=2))]
+
+
 def test_traffic_keeps_the_filters_since_inclusive_until_exclusive(store):
     store.write([rec(0, T0 - 0.001), rec(1, T0), rec(2, T0 + 10, key_id="k2"), rec(3, T0 + 20, purpose="classifier"),
                  rec(4, T0 + 120)])
@@ -106,17 +116,20 @@ def test_every_store_gives_identical_rows_for_the_same_random_records(tmp_path, 
         at = T0 + rng.choice([rng.uniform(0, 7200), rng.randrange(0, 7200, 60) + 0.0])
         records.append(rec(n, at, latency_ms=latency, ttfb_ms=ttfb, status=rng.choice([200, 200, 400, 500, 499]),
                            model=rng.choice(["m1", "m2", "Ünï", None]), backend=rng.choice(["b1", "b2", None]),
+                           endpoint=rng.choice(["chat", "embeddings", "messages"]),
                            purpose=rng.choice(["client", "client", "classifier"])))
     stores = [MemoryStore(), SqliteStore(tmp_path / "usage.db"), PostgresStore(pg_url)]
     for s in stores:
         s.open()
         s.write(records)
     try:
-        for group_by in (None, "model", "backend"):
+        for group_by in (None, "model", "backend", "endpoint"):
             for step in (10, 60, 3600):
-                query = UsageQuery(group_by=group_by, since=T0 + 600, until=T0 + 6000)
-                answers = [s.traffic(query, step) for s in stores]
-                assert answers[0] and answers[1] == answers[0] and answers[2] == answers[0], (group_by, step)
+                for endpoint in (None, "embeddings"):
+                    query = UsageQuery(group_by=group_by, endpoint=endpoint, since=T0 + 600, until=T0 + 6000)
+                    answers = [s.traffic(query, step) for s in stores]
+                    assert answers[0] and answers[1] == answers[0] and answers[2] == answers[0], \
+                        (group_by, step, endpoint)
     finally:
         for s in stores:
             s.close()
@@ -124,7 +137,7 @@ def test_every_store_gives_identical_rows_for_the_same_random_records(tmp_path, 
 
 @pytest.mark.parametrize("group_by", ["key", "day", "served_model"])
 def test_traffic_refuses_a_grouping_it_has_no_series_for(store, group_by):
-    with pytest.raises(ValueError, match="group_by must be one of model, backend"):
+    with pytest.raises(ValueError, match="group_by must be one of model, backend, endpoint"):
         store.traffic(UsageQuery(group_by=group_by), 60)
 
 
@@ -134,12 +147,15 @@ def test_traffic_refuses_a_step_that_is_not_whole_seconds(store, step):
         store.traffic(UsageQuery(), step)
 
 
-def test_the_last_hour_is_read_through_the_time_index_on_sqlite(tmp_path):
+@pytest.mark.parametrize("endpoint, group_by", [(None, "model"), ("embeddings", "endpoint")])
+def test_the_last_hour_is_read_through_the_time_index_on_sqlite(tmp_path, endpoint, group_by):
+    """An endpoint filter needs no index of its own: the hour is read through the time index, as ever."""
     path = tmp_path / "usage.db"
     s = SqliteStore(path)
     s.open()
     s.close()
-    statement, params = sql.traffic(SqliteStore.dialect, UsageQuery(since=T0, until=T0 + 3600, group_by="model"), 60)
+    query = UsageQuery(since=T0, until=T0 + 3600, endpoint=endpoint, group_by=group_by)
+    statement, params = sql.traffic(SqliteStore.dialect, query, 60)
     with closing(sqlite3.connect(path)) as conn:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}", params)]
     searches = [p for p in plan if "usage_records" in p]

@@ -2,7 +2,9 @@
 
 import pytest
 
-from switchyard.actors.ledger.record import GROUPS, UsageQuery
+from switchyard.actors.ledger import entries
+from switchyard.actors.ledger.record import GROUPS, RECORD_ENDPOINTS, UsageQuery
+from switchyard.actors.mcp import records as mcp_records
 from switchyard.protocol.admin.usage_query import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
@@ -30,7 +32,7 @@ def test_no_parameters_mean_every_client_record_in_one_total():
 
 def test_filters_are_taken_exactly_as_given():
     q = parse_query({"key": "team-a", "org": "acme", "model": "gpt-4o:nitro", "backend": "b 1"})
-    assert (q.key, q.org, q.model, q.backend) == ("team-a", "acme", "gpt-4o:nitro", "b 1")
+    assert (q.key, q.org, q.model, q.backend, q.endpoint) == ("team-a", "acme", "gpt-4o:nitro", "b 1", None)
 
 
 def test_an_empty_filter_is_refused_rather_than_matching_everything():
@@ -40,6 +42,26 @@ def test_an_empty_filter_is_refused_rather_than_matching_everything():
 def test_a_filter_is_at_most_1024_characters():
     assert parse_query({"model": "m" * 1024}).model == "m" * 1024
     assert refused({"model": "m" * 1025}, "model") == "model must be at most 1024 characters, got 1025"
+
+
+@pytest.mark.parametrize("endpoint", RECORD_ENDPOINTS)
+def test_endpoint_takes_each_endpoint_a_record_carries(endpoint):
+    assert parse_query({"endpoint": endpoint}).endpoint == endpoint
+
+
+def test_endpoint_must_be_one_a_record_carries_and_the_message_lists_them():
+    assert refused({"endpoint": "chat_completions"}, "endpoint") == (
+        "endpoint must be one of chat, completions, embeddings, responses, compact, images_generations, "
+        "images_edits, images_variations, rerank, moderations, audio_transcriptions, audio_translations, "
+        "audio_speech, messages, mcp, got 'chat_completions'")
+    refused({"endpoint": ""}, "endpoint")
+    refused({"endpoint": "realtime"}, "endpoint")   # a realtime session leaves no record to filter
+
+
+def test_the_endpoints_the_filter_takes_are_exactly_those_records_are_made_with():
+    """Every route's record endpoint, the classifier's (chat) and /mcp's: a new route can't go unfilterable."""
+    assert set(RECORD_ENDPOINTS) == {*entries.ENDPOINTS.values(), mcp_records.ENDPOINT}
+    assert len(RECORD_ENDPOINTS) == len(set(RECORD_ENDPOINTS))
 
 
 def test_purpose_all_means_every_purpose():
@@ -104,7 +126,7 @@ def test_group_by_takes_each_group(group):
 
 def test_group_by_must_be_one_of_the_groups():
     assert refused({"group_by": "week"}, "group_by") == \
-        "group_by must be one of key, org, model, backend, day, hour, got 'week'"
+        "group_by must be one of key, org, model, backend, endpoint, day, hour, got 'week'"
 
 
 def test_an_unknown_parameter_is_refused():
@@ -112,7 +134,7 @@ def test_an_unknown_parameter_is_refused():
         single_values([("grop_by", "key")], QUERY_PARAMS)
     assert (caught.value.param, caught.value.code) == ("grop_by", "unknown_parameter")
     assert str(caught.value) == ("grop_by is not a known parameter; the parameters are key, org, model, backend, "
-                                 "purpose, from, to, group_by")
+                                 "endpoint, purpose, from, to, group_by")
 
 
 def test_a_repeated_parameter_is_refused():

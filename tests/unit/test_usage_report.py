@@ -83,10 +83,32 @@ def test_the_filters_and_purpose_narrow_the_report(config, capsys):
     assert [g["requests"] for g in json.loads(capsys.readouterr().out)["groups"]] == [1]
 
 
+def test_the_report_groups_by_endpoint_and_filters_by_it(config, tmp_path, capsys):
+    store = SqliteStore(tmp_path / "ledger" / "usage.db")   # the config's ledger
+    store.open()
+    store.write([rec("r4", DEC_1 + 180, endpoint="embeddings", output_tokens=0, cost=0.5)])
+    store.close()
+    assert report(config, *SPAN, "--group-by", "endpoint") == 0
+    assert [line.split() for line in capsys.readouterr().out.splitlines()] == [
+        ["endpoint", "requests", "errors", "input_tokens", "output_tokens", "cost", "cache_hits", "saved_cost"],
+        ["chat", "3", "1", "30", "15", "0.500000", "0", "-"],
+        ["embeddings", "1", "0", "10", "0", "0.500000", "0", "-"],
+        ["(total)", "4", "1", "40", "15", "1.000000", "0", "-"]]
+    assert report(config, *SPAN, "--group-by", "key", "--endpoint", "embeddings", "--format", "json") == 0
+    assert [(g["key_id"], g["requests"]) for g in json.loads(capsys.readouterr().out)["groups"]] == [("team-a", 1)]
+
+
+def test_a_bad_endpoint_exits_2_naming_the_option(config, capsys):
+    assert report(config, *SPAN, "--group-by", "day", "--endpoint", "chat-completions") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("switchyard usage report: --endpoint must be one of chat, completions, ")
+    assert "got 'chat-completions'" in err
+
+
 def test_a_bad_group_by_exits_2_naming_the_option(config, capsys):
     assert report(config, *SPAN, "--group-by", "week") == 2
     assert capsys.readouterr().err.strip() == ("switchyard usage report: --group-by must be one of key, org, model, "
-                                               "backend, day, hour, got 'week'")
+                                               "backend, endpoint, day, hour, got 'week'")
 
 
 def test_a_bad_time_exits_2_naming_the_option(config, capsys):

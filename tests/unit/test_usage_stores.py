@@ -145,6 +145,21 @@ def test_summary_groups_by_an_identity_sorted_by_code_point_with_none_last(store
     assert all(set(g) == {column, *ZERO} for g in groups)
 
 
+def test_summary_groups_by_endpoint_with_each_endpoints_totals(store):
+    store.write([rec(0, endpoint="embeddings", input_tokens=8, cost=0.001),
+                 rec(1, endpoint="chat", input_tokens=10, output_tokens=4, cost=0.5),
+                 rec(2, endpoint="messages", input_tokens=3, output_tokens=2, status=529),
+                 rec(3, endpoint="chat", input_tokens=1, output_tokens=1, cost=0.25, status=502),
+                 rec(4, endpoint="embeddings", input_tokens=2, cost=0.002)])
+    assert store.summary(UsageQuery(group_by="endpoint")) == [
+        {"endpoint": "chat", "requests": 2, "errors": 1, "input_tokens": 11, "output_tokens": 5, "cost": 0.75,
+         "cache_hits": 0, "saved_cost": None},
+        {"endpoint": "embeddings", "requests": 2, "errors": 0, "input_tokens": 10, "output_tokens": 0,
+         "cost": pytest.approx(0.003), "cache_hits": 0, "saved_cost": None},
+        {"endpoint": "messages", "requests": 1, "errors": 1, "input_tokens": 3, "output_tokens": 2, "cost": None,
+         "cache_hits": 0, "saved_cost": None}]
+
+
 def test_summary_groups_by_day_in_utc(store):
     store.write([rec(0, time=T0 - 0.5), rec(1, time=T0), rec(2, time=T0 + DAY - 0.0001), rec(3, time=T0 + DAY)])
     assert [(g["day"], g["requests"]) for g in store.summary(UsageQuery(group_by="day"))] == [
@@ -172,6 +187,9 @@ def test_since_is_inclusive_until_exclusive(store):
     (UsageQuery(org="o2"), [2, 3]),
     (UsageQuery(model="m2"), [3]),
     (UsageQuery(backend="b2"), [3]),
+    (UsageQuery(endpoint="embeddings"), [3]),
+    (UsageQuery(endpoint="chat", key="k2"), [1]),
+    (UsageQuery(endpoint="messages"), []),
     (UsageQuery(key="k2", org="o2"), [3]),
     (UsageQuery(key="k2", org="o1"), [1]),
     (UsageQuery(key="k2", model="m1"), [1]),
@@ -179,7 +197,7 @@ def test_since_is_inclusive_until_exclusive(store):
 ])
 def test_filters_and_together(store, query, expected):
     store.write([rec(0), rec(1, key_id="k2"), rec(2, organization_id="o2"),
-                 rec(3, key_id="k2", organization_id="o2", model="m2", backend="b2")])
+                 rec(3, key_id="k2", organization_id="o2", model="m2", backend="b2", endpoint="embeddings")])
     assert [r.request_id for r in store.records(query, 10)] == [f"req-{n}" for n in expected]
     assert store.summary(query)[0]["requests"] == len(expected)
 
@@ -302,7 +320,7 @@ def test_a_value_the_store_cannot_take_is_a_record_refused_never_store_unavailab
 
 
 def test_an_unknown_group_by_is_refused_naming_it(sql_store):
-    with pytest.raises(ValueError, match="group_by must be one of key, org, model, backend, day, hour"):
+    with pytest.raises(ValueError, match="group_by must be one of key, org, model, backend, endpoint, day, hour"):
         sql_store.summary(UsageQuery(group_by="time; DROP TABLE usage_records"))
 
 

@@ -53,6 +53,9 @@ const Console = (() => {
   // admin and operator change keys and organizations and reload the config; a viewer only reads.
   const role = document.body.dataset.role;
   const mayOperate = role === "admin" || role === "operator";
+  // The endpoints a usage record can carry (the values GET /admin/usage and /admin/traffic filter on), as
+  // the page is rendered with them: the usage and traffic pages offer them as a filter.
+  const endpoints = (document.body.dataset.endpoints || "").split(" ").filter(Boolean);
 
   // A modal dialog: its title, its content (form fields), the button that confirms; resolves to the dialog's
   // form when confirmed, null when cancelled. onConfirm(form) may throw: the error shows and the dialog stays.
@@ -226,6 +229,6 @@ const Console = (() => {
     return el("section", null, el("h2", null, title), children);
   }
 
-  return {ApiError, get, post, change, role, mayOperate, ask, showSecret, el, append, replace, table, setStatus,
-          failure, every, clock, dateTime, age, ms, usd, count, percent, badge, section, content, page};
+  return {ApiError, get, post, change, role, mayOperate, endpoints, ask, showSecret, el, append, replace, table,
+          setStatus, failure, every, clock, dateTime, age, ms, usd, count, percent, badge, section, content, page};
 })();

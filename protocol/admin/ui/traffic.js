@@ -1,16 +1,21 @@
-// Traffic: requests/s, error rate, p50/p95 latency and time to first byte per model or per backend, over the
-// last hour by default, from GET /admin/traffic (the usage ledger: every worker and instance).
+// Traffic: requests/s, error rate, p50/p95 latency and time to first byte per model, backend or endpoint, of
+// every endpoint or one, over the last hour by default, from GET /admin/traffic (the usage ledger: every worker
+// and instance).
 "use strict";
 
 (() => {
   const {el, table, ms, percent, count, replace, content, section} = Console;
   const REFRESH = 15;
   const WINDOWS = {"15 min": [900, 15], "1 hour": [3600, 60], "6 hours": [21600, 300], "24 hours": [86400, 1200]};
-  const controls = {group: "model", window: "1 hour"};
+  const controls = {group: "model", window: "1 hour", endpoint: ""};   // endpoint "": every endpoint
   const CHARTED = 8;   // groups drawn in the charts: one colour each
 
+  // options: values shown as themselves, or [value, text] pairs
   function select(label, id, options, current, onChange) {
-    const node = el("select", {id}, options.map((o) => el("option", {value: o, selected: o === current}, o)));
+    const node = el("select", {id}, options.map((o) => {
+      const [value, text] = Array.isArray(o) ? o : [o, o];
+      return el("option", {value, selected: value === current}, text);
+    }));
     node.addEventListener("change", () => onChange(node.value));
     return el("label", null, `${label} `, node);
   }
@@ -22,7 +27,10 @@
 
   let refresh = null;
   const bar = el("div", {class: "controls"},
-    select("group by", "traffic-group", ["model", "backend"], controls.group, (v) => { controls.group = v; refresh(); }),
+    select("group by", "traffic-group", ["model", "backend", "endpoint"], controls.group,
+      (v) => { controls.group = v; refresh(); }),
+    select("endpoint", "traffic-endpoint", [["", "all endpoints"], ...Console.endpoints], controls.endpoint,
+      (v) => { controls.endpoint = v; refresh(); }),
     select("window", "traffic-window", Object.keys(WINDOWS), controls.window, (v) => { controls.window = v; refresh(); }));
   const charts = el("div", {class: "charts"});
   const totals = el("div");
@@ -33,6 +41,8 @@
     const to = Math.ceil(Date.now() / 1000 / step) * step;
     const query = new URLSearchParams({group_by: controls.group, from: String(to - span), to: String(to),
       step: String(step)});
+    if (controls.endpoint) query.set("endpoint", controls.endpoint);
+    const only = controls.endpoint ? `, ${controls.endpoint} calls only` : "";
     const data = await Console.get(`traffic?${query}`);
     const range = {from: data.from, to: data.to};
     // The charts draw the busiest groups (past the palette, lines could not be told apart); the table lists all.
@@ -47,7 +57,7 @@
       Charts.lines("Latency p95", points(s, (p) => p.latency_ms.p95), ms, range),
       Charts.lines("Time to first byte p50", points(s, (p) => p.ttfb_ms.p50), ms, range),
       Charts.lines("Time to first byte p95", points(s, (p) => p.ttfb_ms.p95), ms, range));
-    replace(totals, section(`Over the ${controls.window}, by ${controls.group}`, table([
+    replace(totals, section(`Over the ${controls.window}, by ${controls.group}${only}`, table([
       {title: controls.group, value: (t) => t.group === null ? "(none)" : t.group},
       {title: "Requests", numeric: true, value: (t) => count(t.requests)},
       {title: "Errors", numeric: true, value: (t) => count(t.errors)},

@@ -1,11 +1,12 @@
-// Usage and spend: by key, organization or model over a chosen range, from GET /admin/usage (the ledger),
-// with its CSV; and each key's limits and what is left of its budget, from GET /admin/keys.
+// Usage and spend: by key, organization, model or endpoint over a chosen range, of every endpoint or one, from
+// GET /admin/usage (the ledger), with its CSV; and each key's limits and what is left of its budget, from
+// GET /admin/keys.
 "use strict";
 
 (() => {
   const {el, table, usd, count, replace, content, section, dateTime} = Console;
   const REFRESH = 30;
-  const GROUPS = {key: "key_id", org: "organization_id", model: "model"};
+  const GROUPS = {key: "key_id", org: "organization_id", model: "model", endpoint: "endpoint"};
   const DAY = 86400;
 
   function local(unix) {   // a datetime-local input's value, in the browser's time zone
@@ -18,6 +19,8 @@
   const from = el("input", {type: "datetime-local", id: "usage-from", value: local(now - DAY)});
   const to = el("input", {type: "datetime-local", id: "usage-to", value: local(now + 60)});
   const group = el("select", {id: "usage-group"}, Object.keys(GROUPS).map((g) => el("option", {value: g}, g)));
+  const endpoint = el("select", {id: "usage-endpoint"}, el("option", {value: ""}, "all endpoints"),
+    Console.endpoints.map((e) => el("option", {value: e}, e)));
   const show = el("button", {type: "button", id: "usage-show"}, "Show");
   const csv = el("p", {class: "links"});
   const charts = el("div", {class: "charts"});
@@ -25,7 +28,7 @@
   const keys = el("div");
   replace(content,
     el("div", {class: "controls"}, el("label", null, "from ", from), el("label", null, "to ", to),
-      el("label", null, "group by ", group), show),
+      el("label", null, "group by ", group), el("label", null, "endpoint ", endpoint), show),
     csv, charts, groups, keys);
 
   // Until someone picks a range, it is the last 24 hours as of each refresh, so new calls keep showing.
@@ -67,6 +70,8 @@
     const {since, until} = range();
     const by = group.value;
     const base = {from: String(since), to: String(until)};
+    if (endpoint.value) base.endpoint = endpoint.value;
+    const only = endpoint.value ? `, ${endpoint.value} calls only` : "";
     const step = until - since <= 3 * DAY ? "hour" : "day";
     const [grouped, overTime] = await Promise.all([
       Console.get(`usage?${new URLSearchParams({...base, group_by: by})}`),
@@ -87,7 +92,7 @@
         points: slots(overTime.groups, step, since, until, (g) => g.requests)}], count, span),
       Charts.lines(`Cost per ${step}`, [{name: "cost",
         points: slots(overTime.groups, step, since, until, (g) => g.cost || 0)}], (v) => usd(v), span));
-    replace(groups, section(`By ${by}`, table([
+    replace(groups, section(`By ${by}${only}`, table([
       {title: by, value: (r) => r.label},
       {title: "Requests", numeric: true, value: (r) => count(r.requests)},
       {title: "Errors", numeric: true, value: (r) => count(r.errors)},
@@ -132,4 +137,5 @@
   const refresh = Console.every(REFRESH, render);
   show.addEventListener("click", refresh);
   group.addEventListener("change", refresh);
+  endpoint.addEventListener("change", refresh);
 })();

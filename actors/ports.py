@@ -22,6 +22,9 @@ from attrs import frozen
 # The control plane's store, re-exported: defined beside the ControlPlane that uses it (the control plane may
 # not import this module, which imports its records).
 from switchyard.actors.alerts.records import AlertStore as AlertStore
+
+# The batch store's port, re-exported: defined beside the batch service and runners that use it.
+from switchyard.actors.batches.store import BatchStore as BatchStore
 from switchyard.actors.control.store import ControlConflict as ControlConflict
 from switchyard.actors.control.store import ControlStore as ControlStore
 
@@ -212,5 +215,6 @@ class RuntimePorts:
     control_secret: bytes | None = attrs.field(default=None, repr=False)   # keys the digests of their secrets
     control_off: str | None = None              # why there are no database keys, said to whoever asks for one
     alert_store: AlertStore | None = None       # the alerts table beside the ledger (None: usage.ledger memory)
+    batch_store: BatchStore | None = None       # files and batches beside the ledger (None: /v1/files answers 503)
     search: SearchApi | None = None             # the web_search providers' clients (None: :online is refused)
     tools_for: ToolsFor | None = None           # mcp_servers' sessions (protocol/mcp; None: /mcp has no tools)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,11 @@ import trio
 
 from switchyard.actors.alerts.actor import AlertActor
 from switchyard.actors.alerts.actor import Owners as AlertOwners
+from switchyard.actors.batches.owner_keys import owner_key
+from switchyard.actors.batches.relay import BatchRelay
+from switchyard.actors.batches.relay_poller import RelayPoller
+from switchyard.actors.batches.runner import BatchRunner
+from switchyard.actors.batches.service import Batches
 from switchyard.actors.cache.shared import SharedVectors
 from switchyard.actors.cache.stage import ResponseCache
 from switchyard.actors.cache.store import MemoryCacheStore
@@ -52,6 +58,7 @@ from switchyard.actors.stream_usage import StreamUsageMemory
 from switchyard.actors.supervisor import Actor, Supervisor
 from switchyard.actors.trace import ClientRefRejections
 from switchyard.actors.usage import UsageLedger, UsageRecord
+from switchyard.config.access import ApiKey
 from switchyard.config.load import ConfigError, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.schema import Snapshot
@@ -109,6 +116,16 @@ class Runtime:
         # Budget thresholds crossed and database keys revoked or expiring, POSTed to alerts.webhooks.
         self.alerts = AlertActor(ports.alert_store, lambda: self.snapshot.alerts, self._alert_owners,
                                  self.ledger.summary)
+        # Files and batches (/v1/files, /v1/batches), kept beside the ledger: relayed to OpenAI and Azure (their
+        # status synced by the poller), or run by this worker's runner (below) and the fleet's others.
+        self.batch_store = ports.batch_store
+        self.batch_relay = BatchRelay(ports.batch_store, self.upstream, self.ledger.record,
+                                      discovered=lambda: self.discovery.view,
+                                      routable=lambda name: self.health.view.routable(name),
+                                      organization=self._owner_organization) \
+            if ports.batch_store is not None else None
+        self.relay_poller = RelayPoller(self.batch_relay, current) if self.batch_relay is not None else None
+        self.batches = Batches(ports.batch_store, current, relay=self.batch_relay)
         self.limiter: Limiter = ports.limiter_for(current, self.ledger.summary) if ports.limiter_for is not None \
             else LocalLimiter(current, ledger=self.ledger.summary)
         self.smart = SmartRouter(self)     # model "auto": classify, pick a policy, pick a model in its tier
@@ -147,6 +164,10 @@ class Runtime:
             observe_tool = getattr(part, "observe_tool", None)
             if observe_tool is not None:
                 self.tool_calls.listeners.append(observe_tool)
+        # The batches the gateway runs itself: this worker's runner (its lease holder id: one per process), whose
+        # lines the protocol layer's App serves through its own doors (it sets run_line).
+        self.batch_runner = BatchRunner(ports.batch_store, lambda: self.snapshot.batches, uuid.uuid4().hex,
+                                        owner_key=self._batch_owner_key) if ports.batch_store is not None else None
         self._throughput: ThroughputView | None = None   # set only by assignment (tests); else the poller's
         self.calls = InFlight()             # RequestActors and sessions in flight, for the drain
         self.draining = False
@@ -167,6 +188,10 @@ class Runtime:
                 await self.response_owners.open()
             except Exception as exc:
                 raise StoreUnavailable(f"stored_responses (the usage.ledger's store): {exc}") from None
+            try:
+                await self.batches.open()
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(f"batches (the usage.ledger's store): {exc}") from None
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 self.supervisor = Supervisor(nursery)
@@ -183,6 +208,10 @@ class Runtime:
                 await self.supervisor.start(self.prompts)
                 if self.shared_vectors is not None:
                     await self.supervisor.start(self.shared_vectors)
+                if self.batch_runner is not None:
+                    await self.supervisor.start(self.batch_runner)
+                if self.relay_poller is not None:
+                    await self.supervisor.start(self.relay_poller)
                 if self.watcher is not None:
                     await self.supervisor.start(self.watcher)
                 if isinstance(self.tool_servers, Actor):   # the MCP servers' sessions (stdio ones: subprocesses)
@@ -196,6 +225,7 @@ class Runtime:
                 await self.response_owners.aclose()
                 await self.control.aclose()
                 await self.alerts.aclose()
+                await self.batches.aclose()
                 await self.cache.store.aclose()   # a Redis cache's connections
                 if self.spans is not None:   # queued spans out, bounded by the export timeout (its thread)
                     await trio.to_thread.run_sync(self.spans.close, abandon_on_cancel=True)
@@ -208,6 +238,20 @@ class Runtime:
         budgets = [("key", k.id, k.budget) for k in keys if k.budget is not None]
         budgets += [("organization", o.id, o.budget) for o in orgs.values() if o.budget is not None]
         return AlertOwners(budgets=tuple(budgets), keys=tuple(view.records.values()))
+
+    def _owner_organization(self, owner: str) -> str | None:
+        """The organization of a batch's owner (a key id), for a relayed batch's ledger records."""
+        for key in self.snapshot.api_keys.keys:
+            if key.id == owner:
+                return key.organization_id
+        record = self.control.view.records.get(owner)
+        return record.key.organization_id if record is not None else None
+
+    def _batch_owner_key(self, owner: str) -> ApiKey | None:
+        """A batch owner's key as each of its lines starts (``owner_keys.py``): the 401 when it is gone."""
+        snapshot, control = self.snapshot, self.control
+        return owner_key(owner, snapshot.api_keys, control.view, snapshot.api_keys.enabled or control.enabled,
+                         control.clock())
 
     def _classifier_try(self, rec: UsageRecord) -> None:
         """A classifier try's record reaches the ledger like a call's (purpose ``classifier``)."""

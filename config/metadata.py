@@ -56,14 +56,15 @@ class LongContext:
 
 @frozen
 class Pricing:
-    """USD per 1M tokens (``input_characters``: per 1M characters), except ``cached_input_discount`` (a 0..1
-    fraction), ``per_image`` (USD per image), ``per_search_unit`` (USD per rerank search unit) and
-    ``per_audio_minute`` (USD per minute of audio)."""
+    """USD per 1M tokens (``input_characters``: per 1M characters), except ``cached_input_discount`` and
+    ``batch_discount`` (0..1 fractions), ``per_image`` (USD per image), ``per_search_unit`` (USD per rerank
+    search unit) and ``per_audio_minute`` (USD per minute of audio)."""
 
     input_tokens: float | None = None
     output_tokens: float | None = None
     cached_input_discount: float | None = None
-    batch_discount: float | None = None          # a 0..1 fraction off a batch line's cost (the Batch API's price)
+    # The share taken off a batch line's whole cost (ledger purpose ``batch``): OpenAI's Batch API is half price.
+    batch_discount: float | None = None
     # Explicit prompt-cache rates (Anthropic's and Bedrock's price sheets): reads, in place of the discount;
     # writes (Anthropic's 5-minute cache), in place of input_tokens. Absent: the discount, the input rate.
     cache_read_input_tokens: float | None = None

@@ -107,6 +107,8 @@ class Simulation:
     # Fields are read in this order, so the failure's problems are listed first.
     failure: SimulatedFailure = section(SimulatedFailure, check=_check_failure)
     latency: float = field(0.05, rules.duration(maximum=3600, allow_zero=True))
+    # requests served at once (an engine's capacity); past it they wait their turn in arrival order; 0: no limit
+    max_concurrency: int = field(0, rules.integer(0, 1_000_000))
     tokens_per_second: float = field(0.0, rules.number(0, 1_000_000))
     chunks: int = field(8, rules.integer(1, 100_000))
     health_status: int = field(200, _STATUS)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import attrs
 import trio
 
+from switchyard.actors.batches.calls import store_call
 from switchyard.actors.batches.provider_api import FILE_TIMEOUT, ProviderApi
 from switchyard.actors.batches.records import FINALIZING, OUTPUT, TERMINAL, Batch, Line, StoredFile
 from switchyard.actors.batches.relay_records import OutputRecords
@@ -53,7 +54,6 @@ from switchyard.actors.batches.store import BatchStore
 from switchyard.actors.bodies import ResponseTooLarge, body_chunks, whole_body
 from switchyard.actors.errors import GatewayError, InternalError, Unavailable, UpstreamProtocolError
 from switchyard.actors.ledger.record import LedgerRecord
-from switchyard.actors.ports import Upstream
 from switchyard.actors.routing.aliases import dispatch_target
 from switchyard.actors.routing.candidates import Discovered, serving
 from switchyard.actors.uploads import Upload, Uploads, encode_form
@@ -71,7 +71,7 @@ def new_file_id() -> str:
 class BatchRelay:
     """The ``Relay`` the batch service is given (``actors/batches/service.py``)."""
 
-    def __init__(self, store: BatchStore, upstream: Upstream, record: Callable[[LedgerRecord], None], *,
+    def __init__(self, store: BatchStore, upstream: Any, record: Callable[[LedgerRecord], None], *,
                  discovered: Callable[[], Discovered] = lambda: {}, routable: Callable[[str], bool] = lambda name: True,
                  organization: Callable[[str], str | None] = lambda owner: None,
                  clock: Callable[[], float] = time.time, limiter: trio.CapacityLimiter | None = None) -> None:
@@ -240,7 +240,7 @@ class BatchRelay:
         return records
 
     async def _store(self, method: Callable[..., Any], *args: Any) -> Any:
-        return await trio.to_thread.run_sync(method, *args, limiter=self.limiter)
+        return await store_call(self.store, method, *args, limiter=self.limiter)
 
     async def _stored(self, batch: Batch) -> Batch:
         """The row as it now is (``batch`` itself if it is gone)."""

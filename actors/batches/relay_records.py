@@ -12,7 +12,6 @@ any size costs only its records in memory. Pure: no I/O.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from switchyard.actors.batches.records import Batch
@@ -24,14 +23,6 @@ from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.config.metadata import Pricing
 
 PURPOSE = "batch"
-
-
-def discounted(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
-    """What a batch line cost: ``cost_of`` its usage, less ``pricing.batch_discount`` (a 0..1 fraction)."""
-    cost = cost_of(pricing, counts)
-    if cost is None or pricing is None or pricing.batch_discount is None:
-        return cost
-    return cost * (1 - Decimal(repr(pricing.batch_discount)))
 
 
 class OutputRecords:
@@ -75,7 +66,7 @@ class OutputRecords:
         status = response.get("status_code")
         error = line.get("error") if isinstance(line.get("error"), dict) else None
         counts = counts_of(body.get("usage")) or TokenCounts()
-        cost = discounted(self.pricing, counts)
+        cost = cost_of(self.pricing, counts, batch=True)
         ident = line.get("id") if isinstance(line.get("id"), str) and line.get("id") else \
             f"{batch.id}/{line.get('custom_id')}"
         return LedgerRecord(

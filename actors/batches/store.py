@@ -94,7 +94,8 @@ class BatchStore(Protocol):
     def update(self, batch: Batch, worker: str | None) -> bool:
         """Write the batch's status, times, file ids, errors, model and relayed ids, and a relayed batch's
         counts (a gateway-run batch's are ``finish_line``'s); with ``worker``, only while it holds the lease.
-        True when written."""
+        A batch cancelling stays so unless ``batch`` is terminal, and keeps its ``cancelling_at`` (a cancel
+        the writer had not seen yet is never undone). True when written."""
         ...
 
     def update_open(self, batch: Batch) -> bool:

@@ -198,7 +198,7 @@ class ResponseCache:
             rt.limiter.settle(actor.ticket, 0, 0.0)
             actor.ticket = None
         record = call_record(trace, key=call.key, model=call.model, stream=call.stream, counts=TokenCounts(),
-                             cost=None, estimated=False, served=(backend, model))
+                             cost=None, estimated=False, served=(backend, model), purpose=actor.purpose)
         saved = entry.get("cost")
         rt.ledger.record(attrs.evolve(record, backend=backend, served_model=model, cost=0.0, cache_hit=True,
                                       saved_cost=float(saved) if isinstance(saved, (int, float)) else None))

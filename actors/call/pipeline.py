@@ -55,6 +55,7 @@ class Arrival:
     client_ip: str | None = None                   # set when rate_limiting.per_client_ip is
     hops: int = 0                                  # gateways passed before this one (actors/hops.py)
     client_address: Callable[[], str] | None = None   # without a key: the client's address, on demand (Call's)
+    purpose: str = "client"                        # the ledger's; "batch" for a batch line (never a client's say)
 
 
 @frozen
@@ -98,7 +99,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         try:
             call = await screen.screen_input(call)   # the input stage: before anything reads the prompt
         except GatewayError as err:
-            refused = RequestActor(runtime, call)
+            refused = RequestActor(runtime, call, arrival.purpose)
             refused.trace.route, refused.trace.guardrails = arrival.route, screen
             await refused.refuse(sink, err)
             return
@@ -108,11 +109,11 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
             call = await runtime.smart.route(
                 call, headers, load_state(arrival.in_flight, snapshot.server.max_concurrent_requests))
         except GatewayError as err:   # no candidate: refused like any call, with its route events
-            refused = RequestActor(runtime, call)
+            refused = RequestActor(runtime, call, arrival.purpose)
             refused.trace.route, refused.trace.guardrails = arrival.route, screen
             await refused.refuse(sink, err)
             return
-    actor = RequestActor(runtime, call)
+    actor = RequestActor(runtime, call, arrival.purpose)
     actor.trace.route = arrival.route   # the client-facing route (a metric label): one of the fixed routes
     actor.trace.guardrails = screen
     try:
@@ -193,4 +194,5 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: StreamingSink,
         runtime.traces.store(trace)
         # The follower's own record: it consumed nothing upstream (the leader's record has the spend).
         runtime.ledger.record(call_record(trace, key=call.key, model=call.model, stream=call.stream,
-                                          counts=NOTHING, cost=None, estimated=False, served=(None, None)))
+                                          counts=NOTHING, cost=None, estimated=False, served=(None, None),
+                                          purpose=actor.purpose))

@@ -56,6 +56,7 @@ from switchyard.actors.errors import (
 from switchyard.actors.events import CallTrace, FirstByteSink
 from switchyard.actors.ledger.entries import call_record
 from switchyard.actors.ledger.meter import CallMeter
+from switchyard.actors.ledger.record import BATCH
 from switchyard.actors.limits.tickets import Ticket
 from switchyard.actors.messages import Call
 from switchyard.actors.relay import AttemptFailed, AttemptRelaySettings, Relay, ResponseSink, Transform
@@ -83,7 +84,8 @@ OTHER_ROUTES = {Endpoint.COMPLETIONS: "/v1/completions", Endpoint.EMBEDDINGS: "/
 
 
 class RequestActor:
-    def __init__(self, runtime: "Runtime", call: Call) -> None:
+    def __init__(self, runtime: "Runtime", call: Call, purpose: str = "client") -> None:
+        """``purpose``: the ledger's (``batch``: a batch line, priced with its model's ``batch_discount``)."""
         self.runtime = runtime
         self.call = call
         self.attempts = 0
@@ -111,10 +113,11 @@ class RequestActor:
         # what the key and the client allow, per model
         self.reach = admission.Reach(runtime.pool, runtime.discovery, call, self.trace)
         self.route = RouteChoice(runtime, self.model, self.variant, self.reach, self.trace)
-        self.meter = CallMeter(call.payload, call.snapshot)   # what the attempts spent, for the ledger
+        # what the attempts spent, for the ledger
+        self.meter = CallMeter(call.payload, call.snapshot, batch=purpose == BATCH)
         self.ticket: Ticket | None = None   # the limiter's reservation, settled when the call ends
         self.search_cost = 0.0              # USD of the tool loop's searches (each its own ledger record)
-        self.purpose = "client"             # the ledger's purpose: "cache" for the semantic cache's embeddings
+        self.purpose = purpose              # the ledger's: "cache" for the semantic cache's embeddings, "batch"
         self.billed_key: Any = None         # the key the ledger names when the call itself carries none
         self.quality: QualityGate | None = None   # fallback.quality_check's, for a buffered call it judges
 

@@ -86,14 +86,15 @@ def call_record(trace: Any, *, key: Any, model: str | None, stream: bool, counts
 
 
 def refusal_record(request_id: str, route: str, *, key: Any, status: int, code: str | None, model: Any,
-                   stream: Any, trace_id: str | None, wall: float, latency: float) -> LedgerRecord:
+                   stream: Any, trace_id: str | None, wall: float, latency: float,
+                   purpose: str = "client") -> LedgerRecord:
     """The record of a call refused before it reached the pipeline (nothing was sent upstream)."""
     return LedgerRecord(
         request_id=request_id, time=wall, key_id=key.id if key is not None else None,
         organization_id=key.organization_id if key is not None else None, endpoint=endpoint_of(route),
         model=model if isinstance(model, str) else None, served_model=None, backend=None, attempts=0,
         status=status, error_code=code, latency_ms=round(latency * 1000, 3), stream=stream is True,
-        trace_id=trace_id)
+        trace_id=trace_id, purpose=purpose)
 
 
 

@@ -21,6 +21,7 @@ from attrs import frozen
 from switchyard.actors.ledger.counts import TokenCounts, counts_of
 from switchyard.actors.ledger.pricing import cost_of, priced
 from switchyard.actors.routing.token_estimate import estimate_tokens, text_tokens
+from switchyard.config.kinds import kind_of
 from switchyard.config.metadata import Pricing
 
 Images = tuple[tuple[str | None, str | None, int], ...]   # an images answer's (size, quality, n)
@@ -38,20 +39,26 @@ class AudioUse:
 
 
 class CallMeter:
-    __slots__ = ("payload", "snapshot", "counts", "cost", "estimated", "_pricing", "_prompt_estimate")
+    __slots__ = ("payload", "snapshot", "batch", "counts", "cost", "estimated", "_pricing", "_discounted",
+                 "_prompt_estimate")
 
-    def __init__(self, payload: Any, snapshot: Any) -> None:
+    def __init__(self, payload: Any, snapshot: Any, batch: bool = False) -> None:
         self.payload = payload
         self.snapshot = snapshot
+        self.batch = batch                        # a batch line's: priced with the model's batch_discount
         self.counts = TokenCounts()
         self.cost: Decimal | None = None          # None until a priced attempt consumed something
         self.estimated = False
         self._pricing: Pricing | None = None      # the attempt in progress's model on its backend
+        self._discounted = False                  # ... a batch line's, on a backend its batch price holds for
         self._prompt_estimate: int | None = None
 
     def begin(self, model: str, backend: str) -> None:
         meta = self.snapshot.metadata_for(model, backend)
         self._pricing = meta.pricing if meta is not None else None
+        if self.batch:   # a provider's regular API bills a batch line whole (config/kinds/base.py batch_priced)
+            config = self.snapshot.backend(backend)
+            self._discounted = config is None or kind_of(config).batch_priced
 
     def _estimate(self, output: int) -> TokenCounts:
         if self._prompt_estimate is None:
@@ -89,7 +96,7 @@ class CallMeter:
         if not priced(self._pricing):   # this attempt adds no cost: its usage need not be read here
             return self.cost
         found = self._counts(usage, output_estimate, images, search_units, audio)
-        this = cost_of(self._pricing, found[0]) if found is not None else None
+        this = cost_of(self._pricing, found[0], self._discounted) if found is not None else None
         if this is None:
             return self.cost
         return this if self.cost is None else self.cost + this
@@ -107,7 +114,7 @@ class CallMeter:
         counts, estimated = found
         self.counts = self.counts + counts
         self.estimated = self.estimated or estimated
-        cost = cost_of(pricing, counts)
+        cost = cost_of(pricing, counts, self._discounted)
         if cost is not None:
             self.cost = cost if self.cost is None else self.cost + cost
 

@@ -12,7 +12,9 @@ input tokens are priced at ``audio_input_tokens`` when it is set (else as text
 input); ``per_audio_minute`` prices the seconds of audio a transcription or
 translation heard, ``input_characters`` (per 1M) the characters speech spoke;
 when the prompt exceeds ``long_context.threshold_tokens``
-the tier's rates apply to the whole call (equal to it: the base rates).
+the tier's rates apply to the whole call (equal to it: the base rates); a
+batch line's cost (ledger purpose ``batch``) is the whole of it less the
+``batch_discount`` fraction, as providers price their Batch APIs.
 Decimal arithmetic, so a cost is exact to the last digit the rates allow.
 A model without pricing has no cost (None), never 0. Pure: no I/O, no clock.
 """
@@ -43,8 +45,9 @@ def priced(pricing: Pricing | None) -> bool:
         pricing.per_audio_minute, pricing.input_characters))
 
 
-def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
-    """USD for ``counts`` at ``pricing``; None when the model has no pricing."""
+def cost_of(pricing: Pricing | None, counts: TokenCounts, batch: bool = False) -> Decimal | None:
+    """USD for ``counts`` at ``pricing`` (``batch``: a batch line's, ``batch_discount`` taken off); None when
+    the model has no pricing."""
     if pricing is None or not priced(pricing):
         return None
     input_rate, output_rate = pricing.input_tokens, pricing.output_tokens
@@ -79,6 +82,8 @@ def cost_of(pricing: Pricing | None, counts: TokenCounts) -> Decimal | None:
         total += n * image_price(pricing.per_image, size, quality)
     if counts.search_units and pricing.per_search_unit is not None:
         total += counts.search_units * _rate(pricing.per_search_unit)
+    if batch and pricing.batch_discount is not None:
+        total *= 1 - _rate(pricing.batch_discount)
     return total
 
 

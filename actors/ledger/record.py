@@ -18,8 +18,11 @@ from switchyard.config.endpoints import Endpoint
 from switchyard.config.names import MAX_NAME_LENGTH
 
 # mcp: a tool call at /mcp (actors/mcp/records.py); cache: the semantic cache's embeddings call
-# (actors/cache/embed.py); guardrail: a moderation guardrail's moderations call (actors/guardrails/moderation.py)
-PURPOSES = ("client", "classifier", "web_search", "mcp", "cache", "guardrail")
+# (actors/cache/embed.py); guardrail: a moderation guardrail's moderations call (actors/guardrails/moderation.py);
+# batch: a line of a batch (actors/batches/runner.py, relay_records.py)
+PURPOSES = ("client", "batch", "classifier", "web_search", "mcp", "cache", "guardrail")
+BATCH = "batch"
+CALLS = ("client", BATCH)   # the purposes of a client's own model calls (a batch line is one, made later)
 MESSAGES = "messages"   # the endpoint of the Anthropic door's calls: chat calls, recorded under their own door
 MCP = "mcp"             # the endpoint of a tool call at /mcp (actors/mcp/records.py)
 # Every endpoint a record can carry, and so every value the usage queries' endpoint filter takes: each API a
@@ -86,7 +89,7 @@ class LedgerRecord:
     latency_ms: float = 0.0           # arrival to end
     ttfb_ms: float | None = None      # arrival to the answer's first byte to the client
     stream: bool = False
-    # client | classifier | web_search | mcp | cache | guardrail (PURPOSES)
+    # client | batch | classifier | web_search | mcp | cache | guardrail (PURPOSES)
     purpose: str = field(default="client", converter=_id)
     trace_id: str | None = field(default=None, converter=_id)
     # The call's route events as JSON (GET /admin/requests/{id}/events' answer), kept for every call but one

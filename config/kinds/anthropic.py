@@ -91,6 +91,6 @@ KIND = Kind(
     stream_usage=StreamUsage.REPORTED, carries=ALL, narrowing=Narrowing("anthropic_version", carried),
     # Anthropic has no JSON mode (a forced tool call is its form); auto asks it for none so far
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header="request-id",
-    dial_spans_answer=False, in_process=InProcess.SIMULATED_HOST,
+    dial_spans_answer=False, batch_priced=False, in_process=InProcess.SIMULATED_HOST,
     keys=(Key("anthropic_version"), Key("anthropic_betas")), settle=settle,
 )

@@ -41,5 +41,6 @@ KIND = Kind(
     responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS - {"top_k", "min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,
+    batch_priced=False,
     in_process=InProcess.SIMULATED_HOST, keys=(STREAM_USAGE,), settle=as_read,
 )

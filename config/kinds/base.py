@@ -191,6 +191,10 @@ class Kind:
     request_id_header: str | None    # its own answer's request-id header, passed to the client
     dial_spans_answer: bool          # a fallback dial's permit is held to the end of a buffered answer
     in_process: InProcess
+    # a batch line the gateway runs on it is priced with pricing.batch_discount: an engine the operator runs
+    # (the discount is theirs to give); False for a provider's regular API, which bills the whole price and
+    # gives its batch price only to batches relayed to its own Batch API
+    batch_priced: bool
     # --- its own keys -----------------------------------------------------------------------------
     keys: tuple[Key, ...]
     settle: Callable[[Reader, Draft], Draft]   # its own checks and derived values, after its keys are read

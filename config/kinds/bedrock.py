@@ -74,5 +74,5 @@ KIND = Kind(
     stream_usage=StreamUsage.REPORTED, carries=frozenset(), narrowing=None,
     # a buffered answer has no handshake boundary in its transport: the dial's permit is held to its end
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=True,
-    in_process=InProcess.NEVER, keys=(Key("region"), Key("aws_profile")), settle=settle,
+    batch_priced=False, in_process=InProcess.NEVER, keys=(Key("region"), Key("aws_profile")), settle=settle,
 )

@@ -46,5 +46,5 @@ KIND = Kind(
     # generationConfig: maxOutputTokens, temperature, topP, topK, penalties
     stream_usage=StreamUsage.WIRE, carries=ALL_PARAMS - {"min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,
-    in_process=InProcess.NEVER, keys=(), settle=settle,
+    batch_priced=False, in_process=InProcess.NEVER, keys=(), settle=settle,
 )

@@ -31,5 +31,5 @@ KIND = Kind(
     api=Api.OPENAI, endpoints=TEXT | {*IMAGES, *SCORING, *AUDIO, Endpoint.REALTIME}, responses_api=False,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS, narrowing=None,
     prefill=Prefill.NONE, structured_output="prompt_only", request_id_header=None, dial_spans_answer=False,
-    in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
+    batch_priced=True, in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
 )

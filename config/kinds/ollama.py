@@ -28,5 +28,5 @@ KIND = Kind(
     api=Api.OPENAI, endpoints=TEXT, responses_api=False,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS - {"top_k", "min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="json_object", request_id_header=None, dial_spans_answer=False,
-    in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
+    batch_priced=True, in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
 )

@@ -30,5 +30,6 @@ KIND = Kind(
                                   Endpoint.REALTIME}, responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS - {"top_k", "min_p"}, narrowing=None,
     prefill=Prefill.NONE, structured_output="json_schema", request_id_header=None, dial_spans_answer=False,
+    batch_priced=False,
     in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
 )

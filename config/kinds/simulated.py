@@ -38,5 +38,5 @@ KIND = Kind(
     api=Api.OPENAI, endpoints=TEXT | {Endpoint.COMPACT, *IMAGES, *SCORING, *AUDIO}, responses_api=True,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS, narrowing=None,
     prefill=Prefill.AS_IS, structured_output="json_schema", request_id_header=None, dial_spans_answer=False,
-    in_process=InProcess.ALWAYS, keys=(STREAM_USAGE,), settle=as_read,
+    batch_priced=True, in_process=InProcess.ALWAYS, keys=(STREAM_USAGE,), settle=as_read,
 )

@@ -30,5 +30,5 @@ KIND = Kind(
     api=Api.OPENAI, endpoints=TEXT | {Endpoint.RERANK, *TRANSCRIBING}, responses_api=False,
     stream_usage=StreamUsage.OPTION, carries=ALL_PARAMS, narrowing=None,
     prefill=Prefill.CONTINUE_FINAL, structured_output="json_schema", request_id_header=None,
-    dial_spans_answer=False, in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
+    dial_spans_answer=False, batch_priced=True, in_process=InProcess.NEVER, keys=(STREAM_USAGE,), settle=as_read,
 )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 import trio
 
 from switchyard.actors.errors import InvalidRequest, MethodNotAllowed, RouteNotFound, Unavailable
-from switchyard.actors.ledger.record import LedgerRecord, StoreUnavailable, UsageQuery
+from switchyard.actors.ledger.record import CALLS, LedgerRecord, StoreUnavailable, UsageQuery
 from switchyard.protocol.admin.usage_format import RECORD_COLUMNS, csv_chunks, group_columns, record_view
 from switchyard.protocol.admin.usage_query import (
     QUERY_PARAMS,
@@ -90,7 +90,7 @@ class UsageAdmin:
         request_id = scope["path"][len(REQUEST_PREFIX):]
         records = await ask(runtime, lambda reader: reader.for_request(request_id))
         # a model call's record, or a /mcp tool call's (purpose mcp: docs/mcp.md)
-        client = [r for r in records if r.purpose == "client"] or [r for r in records if r.purpose == "mcp"]
+        client = [r for r in records if r.purpose in CALLS] or [r for r in records if r.purpose == "mcp"]
         if not client:
             raise RouteNotFound(f"No usage record for request id '{request_id}' (the ledger keeps "
                                 "usage.retention; a call's record arrives within usage.flush_interval of its end)",
@@ -105,7 +105,7 @@ async def kept_route_events(runtime: "Runtime", request_id: str) -> dict[str, An
     none. 503 when its store cannot answer."""
     records = await ask(runtime, lambda reader: reader.for_request(request_id))
     for rec in records:
-        if rec.purpose == "client" and rec.route_events is not None:
+        if rec.purpose in CALLS and rec.route_events is not None:
             events: dict[str, Any] = json.loads(rec.route_events)   # a trace's as_dict() (ledger/entries.py)
             return events
     return None

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from switchyard.actors.trace import TraceContext
     from switchyard.config.endpoints import Endpoint
     from switchyard.protocol.doors.models import ModelRoutes
-    from switchyard.protocol.http.asgi import Receive, Scope
+    from switchyard.protocol.http.asgi import Receive, Scope, Send
     from switchyard.protocol.http.gate import Gate, Identity
 
 
@@ -25,6 +25,9 @@ class DoorHost(Protocol):
                    endpoint: "Endpoint" = ..., parse: Callable[..., "Call"] = ...,
                    shape: Callable[["Call"], "Call"] | None = ...
                    ) -> Awaitable[None]: ...   # the call's coroutine, for the door to await
+
+    async def http(self, scope: "Scope", receive: "Receive", send: "Send", settled: "Identity | None" = ...
+                   ) -> None: ...   # a request served whole (``settled``: an in-process call's Identity)
 
     def trace_context(self, scope: "Scope", request_id: str,
                       id_headers: list[tuple[bytes, bytes]]) -> "TraceContext | None": ...

@@ -77,6 +77,9 @@ class Identity:
     credentials: Headers = attrs.field(repr=False)   # where the key was read (a browser's subprotocol too)
     control: "ControlPlane | None" = attrs.field(default=None, repr=False, eq=False)   # database keys' judge
     record: "KeyRecord | None" = attrs.field(default=None, repr=False, eq=False)   # a database key's, as judged
+    # The ledger's purpose: "batch" for a batch line, which the gateway calls in process
+    # (protocol/doors/batch_lines.py) with its owner's key looked up by id; a client's is always "client".
+    purpose: str = "client"
 
     @credentials.default
     def _headers(self) -> Headers:
@@ -84,8 +87,9 @@ class Identity:
 
     def key_now(self, snapshot: "Snapshot") -> "ApiKey | None":
         """The key as ``snapshot`` judges it: the one judged at the edge when that was this revision, else
-        asked again (a key revoked by a reload meanwhile is a 401, one narrowed is the narrower key)."""
-        if snapshot is self.revision:
+        asked again (a key revoked by a reload meanwhile is a 401, one narrowed is the narrower key). A batch
+        line has no secret to judge again: its key is the one its runner looked up as the line began."""
+        if snapshot is self.revision or self.purpose != "client":
             return self.key
         judged = judge(self.credentials, snapshot.api_keys, self.control)
         if judged.lookup:   # a database key the view knew at the edge and no longer does (deleted)
@@ -108,7 +112,7 @@ class Identity:
         per_ip = snapshot.rate_limiting.per_client_ip is not None
         return Arrival(snapshot, key, self.trace, request_id or self.request_id, self.route, dict(self.headers),
                        in_flight, self.client_ip(trusted) if per_ip else None, self.hops,
-                       self.client_address(trusted) if key is None else None)
+                       self.client_address(trusted) if key is None else None, self.purpose)
 
 
 class Passage:

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
+import attrs
 import trio
 
 from switchyard.actors import log_fields
@@ -35,8 +36,11 @@ from switchyard.config.schema import ServerConfig, Snapshot
 from switchyard.protocol.admin.api import AdminApi
 from switchyard.protocol.doors import anthropic as anthropic_ingress
 from switchyard.protocol.doors import audio, endpoints, images, key_info, mcp, responses_stored, responses_ws, scoring
+from switchyard.protocol.doors import batches as batch_door
+from switchyard.protocol.doors import files as file_door
 from switchyard.protocol.doors import responses as responses_api
 from switchyard.protocol.doors.anthropic_sink import respond_error
+from switchyard.protocol.doors.batch_lines import attach as serve_batch_lines
 from switchyard.protocol.doors.models import MODEL_PREFIX, ModelRoutes
 from switchyard.protocol.doors.openai import (
     parse_chat_payload,
@@ -67,6 +71,7 @@ log = logging.getLogger("switchyard.app")
 
 ANTHROPIC_PREFIX = "/anthropic/"
 ANTHROPIC_MODEL_PREFIX = "/anthropic/v1/models/"
+BodyReader = Callable[[Scope, Receive, Snapshot], Awaitable[bytes]]   # a door's own body reader
 
 
 def ambiguous_framing(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -90,6 +95,8 @@ class App:
         self.runtime = runtime
         self.config_path = config_path
         self.watch = watch
+        if runtime is not None:
+            serve_batch_lines(self, runtime)   # its batch runner calls this App's doors
         self.admin = AdminApi(respond, link_login=link_login)
         self.gate = Gate(lambda: self.runtime)   # who asks, whether it may come in, how many are in
         self.model_routes = ModelRoutes()   # the model list, its cache and its rate limits
@@ -111,6 +118,9 @@ class App:
             "/v1/audio/speech": {"POST": self._door(audio.speech)},
             "/v1/responses": {"POST": self._door(responses_api.responses)},
             "/v1/responses/compact": {"POST": self._door(responses_api.compact)},
+            file_door.PATH: {"POST": self._door(file_door.upload, read=file_door.read_upload),
+                             "GET": self._door(file_door.listing, body=False)},
+            batch_door.PATH: {"POST": self._door(batch_door.create), "GET": self._door(batch_door.listing, body=False)},
             "/anthropic/v1/messages": {"POST": self._door(anthropic_ingress.messages)},
             "/anthropic/v1/messages/count_tokens": {"POST": self._door(anthropic_ingress.count_tokens)},
             "/anthropic/v1/models": {"GET": self._door(anthropic_ingress.models, body=False)},
@@ -130,6 +140,10 @@ class App:
         # Every other path under /v1/responses/ names a stored response (protocol/doors/responses_stored.py).
         stored = self._door(responses_stored.stored_response, body=False)
         self.stored_response_route = {"GET": stored, "POST": stored, "DELETE": stored}
+        # ... under /v1/files/ a file, under /v1/batches/ a batch (protocol/doors/files.py, batches.py).
+        file_item, batch_item = self._door(file_door.item, body=False), self._door(batch_door.item, body=False)
+        self.file_route = {"GET": file_item, "DELETE": file_item}
+        self.batch_route = {"GET": batch_item, "POST": batch_item}
 
     @property
     def active_requests(self) -> int:
@@ -153,8 +167,9 @@ class App:
             async with trio.open_nursery() as nursery:
                 try:
                     snapshot = self._load()
-                    self.runtime = await nursery.start(
-                        new_runtime(snapshot, config_path=self.config_path, watch=self.watch).run)
+                    runtime = new_runtime(snapshot, config_path=self.config_path, watch=self.watch)
+                    serve_batch_lines(self, runtime)
+                    self.runtime = await nursery.start(runtime.run)
                 except Exception as exc:
                     if isinstance(exc, (StoreUnavailable, ConfigError)):   # the operator's to fix: the reason only
                         log.error("startup failed: %s", exc)
@@ -174,11 +189,13 @@ class App:
             self.runtime = None
         await send({"type": "lifespan.shutdown.complete"})
 
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def http(self, scope: Scope, receive: Receive, send: Send, settled: Identity | None = None) -> None:
+        """``settled``: an in-process call's Identity (a batch line's: protocol/doors/batch_lines.py), whose key
+        its caller looked up; no key is read from its headers."""
         arrived, wall = trio.current_time(), time.time()
-        request_id = new_request_id()
+        request_id = new_request_id() if settled is None else settled.request_id
         trace: TraceContext | None = None
-        who: Identity | None = None   # settled at the edge: no key before it (a 401, a hop guard's refusal)
+        who: Identity | None = settled   # settled at the edge: no key before it (a 401, a hop guard's refusal)
         # x-continuum-request-id is always ours; x-request-id joins it when tracing is on.
         id_headers = [(b"x-continuum-request-id", request_id.encode())]
         started = False
@@ -207,7 +224,8 @@ class App:
                 await self.admin.handle(self._runtime(), scope, receive, send_with_id)
                 return
             # The hop guard, then the key: before the path is looked at, like the admin token.
-            who = await self.gate.identify(scope, request_id, trace=trace)
+            who = await self.gate.identify(scope, request_id, trace=trace) if settled is None \
+                else attrs.evolve(settled, trace=trace)
             methods = self.routes.get(path)
             if methods is None and path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):
                 methods = self.model_route
@@ -215,6 +233,10 @@ class App:
                 methods = self.anthropic_model_route
             elif methods is None and path.startswith(responses_stored.PREFIX):
                 methods = self.stored_response_route
+            elif methods is None and path.startswith(file_door.PREFIX):
+                methods = self.file_route
+            elif methods is None and path.startswith(batch_door.PREFIX):
+                methods = self.batch_route
             if methods is None:
                 raise RouteNotFound(f"No route for {scope['method']} {path}")
             handler = methods.get(scope["method"])
@@ -222,7 +244,8 @@ class App:
                 raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}", allowed=tuple(methods))
             await handler(who, scope, receive, send_with_id)
         except GatewayError as err:
-            account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace)
+            account_refusal(self.runtime, scope, err, request_id, arrived, wall, who.key if who else None, trace,
+                            who.purpose if who else "client")
             if unread_body(scope):   # the server closes a connection whose body it did not read: say so
                 err = err.with_headers([(b"connection", b"close")])
             if scope["path"].startswith(ANTHROPIC_PREFIX):   # Anthropic SDKs read their own error shape
@@ -237,7 +260,7 @@ class App:
             if not started:
                 internal = InternalError()
                 account_refusal(self.runtime, scope, internal, request_id, arrived, wall, who.key if who else None,
-                                trace)
+                                trace, who.purpose if who else "client")
                 if scope["path"].startswith(ANTHROPIC_PREFIX):
                     await respond_error(send_with_id, internal, request_id)
                 else:
@@ -310,8 +333,8 @@ class App:
         return serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                           disconnect_waiter(receive))
 
-    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True, upload: bool = False
-              ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
+    def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True, upload: bool = False,
+              read: BodyReader | None = None) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
         """A door that lives in a module of its own: ``handler(app, runtime, who, scope, receive, send[, body])``."""
         if not body:
             async def serve(runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
@@ -321,7 +344,7 @@ class App:
         async def serve_body(runtime: Runtime, who: Identity, scope: Scope, receive: Receive, send: Send,
                              raw: bytes) -> None:
             await handler(self, runtime, who, scope, receive, send, raw)
-        return self._with_body(serve_body, upload=upload)
+        return self._with_body(serve_body, upload=upload, read=read)
 
     def _capped(self, handler: Callable[..., Awaitable[None]]
                 ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
@@ -332,17 +355,20 @@ class App:
                 await handler(passage.runtime, who, scope, receive, send)
         return capped
 
-    def _with_body(self, handler: Callable[..., Awaitable[None]], upload: bool = False
-                   ) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
+    def _with_body(self, handler: Callable[..., Awaitable[None]], upload: bool = False,
+                   read: BodyReader | None = None) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:
         """``handler(runtime, who, scope, receive, send, body)``, the body read first, under its deadlines
-        (``protocol/http/asgi.py``; ``upload``: a file upload's, bounded by ``server.max_upload_bytes``),
+        (``protocol/http/asgi.py``; ``upload``: a file upload's, bounded by ``server.max_upload_bytes``;
+        ``read``: the door's own reader, given the revision: /v1/files' bound is ``batches.max_file_bytes``),
         and only then counted against ``server.max_concurrent_requests``: a client still uploading holds
         no slot, so slow bodies cannot starve the calls."""
         async def capped(who: Identity, scope: Scope, receive: Receive, send: Send) -> None:
-            def read(server: ServerConfig) -> Awaitable[bytes]:
+            def reader(server: ServerConfig) -> Awaitable[bytes]:
+                if read is not None:
+                    return read(scope, receive, self._runtime().snapshot)
                 return read_upload(scope, receive, server) if upload else \
                     read_body(scope, receive, server.max_body_bytes, server)
-            with await self.gate.admit(read=read) as passage:
+            with await self.gate.admit(read=reader) as passage:
                 await handler(passage.runtime, who, scope, receive, send, passage.body)
         return capped
 

@@ -23,6 +23,7 @@ most ``MODEL_LABEL_LIMIT`` of them per process; anything else is
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -60,6 +61,11 @@ MODEL_NAME_MAX = 200       # characters; a longer name is never a label
 MODEL_ROUTE = "/v1/models/"   # GET /v1/models/{model} (as App routes it)
 ANTHROPIC_MODEL_ROUTE = "/anthropic/v1/models/"   # GET /anthropic/v1/models/{model}
 STORED_RESPONSE_ROUTE = "/v1/responses/"   # /v1/responses/{id}[/cancel|/input_items] (stored responses)
+# a file's and a batch's routes, by template: one label however many ids (protocol/doors/files.py, batches.py)
+ITEM_ROUTES = ((re.compile(r"/v1/files/[^/]+"), "/v1/files/{file_id}"),
+               (re.compile(r"/v1/files/[^/]+/content"), "/v1/files/{file_id}/content"),
+               (re.compile(r"/v1/batches/[^/]+"), "/v1/batches/{batch_id}"),
+               (re.compile(r"/v1/batches/[^/]+/cancel"), "/v1/batches/{batch_id}/cancel"))
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # attempt_failed detail.timeout values: the gateway's limits, and httpx's own (connect, read, write, pool).
 TIMEOUT_KINDS = frozenset({"first_byte", "chunk_interval", "total", "fallback_budget",
@@ -263,7 +269,8 @@ class GatewayMetrics:
 
 
 def http_route(path: str, routes: Mapping[str, Any]) -> str:
-    """The route label of ``path``: a route of the table, ``/v1/models/{model}``, ``/admin/*``, or ``other``."""
+    """The route label of ``path``: a route of the table, ``/v1/models/{model}``, ``/admin/*``, a file's or a
+    batch's template, or ``other``."""
     if path in routes:
         return path
     if path.startswith(MODEL_ROUTE) and len(path) > len(MODEL_ROUTE):
@@ -274,4 +281,7 @@ def http_route(path: str, routes: Mapping[str, Any]) -> str:
         return "/admin/*"
     if path.startswith(STORED_RESPONSE_ROUTE) and len(path) > len(STORED_RESPONSE_ROUTE):
         return STORED_RESPONSE_ROUTE + "{id}"   # and its /cancel, /input_items
+    for pattern, label in ITEM_ROUTES:
+        if pattern.fullmatch(path):
+            return label
     return OTHER

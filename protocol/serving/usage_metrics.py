@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter
 
-from switchyard.actors.ledger.record import LedgerRecord
+from switchyard.actors.ledger.record import CALLS, LedgerRecord
 from switchyard.protocol.serving.label_children import LabelChildren
 from switchyard.protocol.serving.store_metrics import LEDGER, CountersCollector
 
@@ -83,7 +83,7 @@ class UsageMetrics:
 
     def observe(self, rec: LedgerRecord) -> None:
         """Count one ledger record (a client one that spent something; others are ignored)."""
-        if rec.purpose != "client":
+        if rec.purpose not in CALLS:
             return
         if not (rec.input_tokens or rec.output_tokens or rec.cost):
             return   # spent nothing (refused, an unknown model): no series, so junk names take no label

@@ -45,8 +45,8 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--model", help="only calls that asked for this model")
     report.add_argument("--backend", help="only calls this backend answered (or last tried)")
     report.add_argument("--endpoint", help=f"only calls to this endpoint: {', '.join(RECORD_ENDPOINTS)}")
-    report.add_argument("--purpose", help="client (the default), classifier, web_search, mcp, cache, guardrail "
-                                          "or all")
+    report.add_argument("--purpose", help="client (the default), batch, classifier, web_search, mcp, cache, "
+                                          "guardrail or all")
     report.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
 
 

@@ -24,6 +24,7 @@ from switchyard.protocol.search.client import ProviderSearch
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
 from switchyard.protocol.stores import open_store
 from switchyard.protocol.stores.alerts import open_alert_store
+from switchyard.protocol.stores.batches import open_batch_store
 from switchyard.protocol.stores.control import open_control_store
 from switchyard.protocol.stores.control_secret import control_secret
 from switchyard.protocol.stores.response_owners import open_owner_store
@@ -65,7 +66,7 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
         metrics_for=GatewayMetrics, spans_for=spans_for,
         control_store=open_control_store(snapshot.usage, data) if secret is not None else None,
         control_secret=secret, control_off=off, alert_store=open_alert_store(snapshot.usage, data),
-        tools_for=McpServers)
+        batch_store=open_batch_store(snapshot.usage, snapshot.batches, data), tools_for=McpServers)
     return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
                    config_path=config_path, watch=watch)
 

@@ -29,6 +29,9 @@ to tool output listing numbered sources cites them (``protocol/simulated/tools.p
 ``when_body_contains`` the failure hits only requests whose body holds that text (a request-specific
 crash); the others are served as if no failure were set.
 
+With ``Simulation.max_concurrency`` set, that many requests are served at
+once and the rest wait their turn in arrival order (``slots.py``).
+
 With ``Simulation.engine`` set, ``GET`` on a path ending in ``/metrics``
 answers the Prometheus page a vLLM or SGLang engine would serve (its own
 metric names, rendered by prometheus-client): the configured queue depth and
@@ -75,6 +78,7 @@ from switchyard.protocol.simulated.parts import (
 from switchyard.protocol.simulated.responses import answer as responses_answer
 from switchyard.protocol.simulated.scoring import PATHS as SCORING_PATHS
 from switchyard.protocol.simulated.scoring import answer as scoring_answer
+from switchyard.protocol.simulated.slots import Slots
 from switchyard.protocol.simulated.tools import arguments_for, cite, ends_with_tool_output, offered
 
 
@@ -96,6 +100,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self._requests: deque[httpx.Request] = deque(maxlen=self.keep)
         self.served = 0                # chat requests taken in (their ids count them)
         self.in_flight = 0             # chat requests not yet answered in full
+        self.peak_in_flight = 0        # the most at once, since start (tests read it)
+        self.slots = Slots()           # simulation.max_concurrency: past it, requests wait their turn
         self.responses_script: deque[Any] = deque()   # Responses turns queued by script_responses
         self.stored_responses: OrderedDict[str, dict[str, Any]] = OrderedDict()   # what /v1/responses keeps
         self.response_ids = 0          # Response ids handed out (not ``served``: those answered at once share it)
@@ -171,15 +177,22 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         return render_page(engine, self.models[0] if self.models else self.name, running, tokens)
 
     async def _chat(self, request: httpx.Request) -> httpx.Response:
+        await self.slots.take(self.simulation.max_concurrency)
         self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             response = await self._reply(request)
         except BaseException:
-            self.in_flight -= 1
+            self.ended()
             raise
         if not isinstance(response.stream, SimulatedStream):
-            self.in_flight -= 1       # an error answer: nothing left running
+            self.ended()       # an error answer: nothing left running
         return response
+
+    def ended(self) -> None:
+        """A request answered in full (or given up): it stops running, and its slot goes to the next."""
+        self.in_flight -= 1
+        self.slots.give()
 
     async def _arrive(self, request: httpx.Request) -> tuple[Simulation, Any, bool, httpx.Response | None]:
         """A chat request taken in, held for its latency: its Simulation, body, stream flag, scripted error answer."""

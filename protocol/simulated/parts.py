@@ -83,6 +83,8 @@ class Simulator(Protocol):
 
     def record(self, kind: str) -> None: ...
 
+    def ended(self) -> None: ...         # a request answered in full: no longer running, its slot free
+
     def reply_pieces(self, sim: "Simulation", body: dict[str, Any], chat: bool = True) -> list[str]: ...
 
     def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncGenerator[tuple[int, str], None]: ...
@@ -113,4 +115,4 @@ class SimulatedStream(httpx.AsyncByteStream):
     def _release(self) -> None:
         if not self.released:   # the request stops counting as running on the engine page
             self.released = True
-            self.owner.in_flight -= 1
+            self.owner.ended()

@@ -2,7 +2,8 @@
 
 It keeps the port's every rule (owners, leases, a line finished once), so
 what runs on it runs the same on SQLite or PostgreSQL; only sharing and
-surviving a restart need those.
+surviving a restart need those. ``cancelled`` and ``updated`` are the
+changes to a batch's row both kinds of store make.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from switchyard.actors.batches.records import (
 
 class MemoryBatchStore:
     name = "memory"
+    in_memory = True   # its callers call it in their task, not in a thread (actors/batches/calls.py)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()    # the methods run in worker threads
@@ -92,8 +94,7 @@ class MemoryBatchStore:
                 return None
             if found.status in TERMINAL or found.status == CANCELLING:
                 return found
-            found = attrs.evolve(found, status=CANCELLING, times={**found.times, "cancelling_at": at})
-            self._batches[batch_id] = found
+            found = self._batches[batch_id] = cancelled(found, at)
             return found
 
     def claim(self, worker: str, now: float, until: float) -> Batch | None:
@@ -147,28 +148,43 @@ class MemoryBatchStore:
             found = self._batches.get(batch.id)
             if found is None or (worker is not None and found.lease_owner != worker):
                 return False
-            return self._write(found, batch)
-
-    def _write(self, found: Batch, batch: Batch) -> bool:
-        """``update``'s write of ``batch`` over the stored ``found`` (the lock held)."""
-        counted = batch if found.relayed or batch.relayed else found   # a gateway-run batch's: finish_line's
-        self._batches[batch.id] = attrs.evolve(
-            found, status=batch.status, times=dict(batch.times), output_file_id=batch.output_file_id,
-            error_file_id=batch.error_file_id, errors=batch.errors, model=batch.model, backend=batch.backend,
-            upstream_id=batch.upstream_id, total=counted.total, completed=counted.completed, failed=counted.failed)
-        return True
+            self._batches[batch.id] = updated(found, batch)
+            return True
 
     def update_open(self, batch: Batch) -> bool:
         with self._lock:
             found = self._batches.get(batch.id)
             if found is None or found.status in TERMINAL:
                 return False
-            return self._write(found, batch)
+            self._batches[batch.id] = updated(found, batch)
+            return True
 
     def relayed_open(self, limit: int) -> list[Batch]:
         with self._lock:
             open_ = [b for b in self._batches.values() if b.relayed and b.status not in TERMINAL]
         return sorted(open_, key=lambda b: (b.created_at, b.id))[:limit]
+
+
+def cancelled(found: Batch, at: float) -> Batch:
+    """``cancel``'s change to a batch not yet terminal nor cancelling."""
+    return attrs.evolve(found, status=CANCELLING, times={**found.times, "cancelling_at": at})
+
+
+def updated(found: Batch, batch: Batch) -> Batch:
+    """The row ``found`` as ``update(batch)`` leaves it: status, times, file ids, errors, model and relayed ids
+    from ``batch``, and a relayed batch's counts (a gateway-run batch's are ``finish_line``'s). A cancel the
+    writer had not seen wins over the non-terminal status it writes, and ``cancelling_at`` is kept: a runner
+    moving a batch to in_progress just after a client cancelled it must not undo the cancel."""
+    counted = batch if found.relayed or batch.relayed else found
+    status, times = batch.status, dict(batch.times)
+    if found.status == CANCELLING and status not in TERMINAL:
+        status = CANCELLING
+    if "cancelling_at" in found.times:
+        times.setdefault("cancelling_at", found.times["cancelling_at"])
+    return attrs.evolve(found, status=status, times=times, output_file_id=batch.output_file_id,
+                        error_file_id=batch.error_file_id, errors=batch.errors, model=batch.model,
+                        backend=batch.backend, upstream_id=batch.upstream_id, total=counted.total,
+                        completed=counted.completed, failed=counted.failed)
 
 
 def _page(rows: list, after: str | None, limit: int, newest_first: bool) -> list:   # type: ignore[type-arg]

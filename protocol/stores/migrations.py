@@ -45,6 +45,15 @@ Bedrock's ``cacheWriteInputTokens``), priced at their own rate.
 
 Migration 11 adds ``saved_cost``: what a response cache hit saved (the
 original call's cost, kept with the cached answer).
+
+Migration 12 adds the Files and Batch APIs' tables (``protocol/stores/batches.py``):
+``batch_files`` (a file's row; its bytes inline up to ``batches.inline_bytes``,
+else the name of its file under ``batches.directory``), ``batches`` (a batch:
+its counts, times and errors as JSON, a relayed batch's backend and id there,
+a gateway-run batch's lease) and ``batch_lines`` (one row per request, by
+batch and number). The indexes serve the runners' queries: runnable batches
+by status and age (claims), a batch's lines by status and number; and an
+owner's lists, newest first.
 """
 
 from __future__ import annotations
@@ -181,6 +190,59 @@ SQLITE: tuple[Migration, ...] = (
     ),
     ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",),
     ("ALTER TABLE usage_records ADD COLUMN saved_cost REAL",),
+    (
+        """CREATE TABLE batch_files (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            filename TEXT NOT NULL,
+            bytes INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL,
+            backend TEXT,
+            upstream_id TEXT,
+            lines INTEGER NOT NULL,
+            content BLOB,
+            path TEXT
+        )""",
+        "CREATE INDEX batch_files_owner ON batch_files (owner, created_at, id)",
+        """CREATE TABLE batches (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            endpoint TEXT NOT NULL,
+            input_file_id TEXT NOT NULL,
+            completion_window TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            total INTEGER NOT NULL,
+            completed INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            model TEXT,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            errors TEXT NOT NULL,
+            times TEXT NOT NULL,
+            backend TEXT,
+            upstream_id TEXT,
+            lease_owner TEXT,
+            lease_until REAL NOT NULL
+        )""",
+        "CREATE INDEX batches_owner ON batches (owner, created_at, id)",
+        "CREATE INDEX batches_status ON batches (status, created_at, id)",
+        """CREATE TABLE batch_lines (
+            batch_id TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            custom_id TEXT NOT NULL,
+            url TEXT NOT NULL,
+            body TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result TEXT,
+            PRIMARY KEY (batch_id, number)
+        )""",
+        "CREATE INDEX batch_lines_status ON batch_lines (batch_id, status, number)",
+    ),
 )
 
 POSTGRESQL: tuple[Migration, ...] = (
@@ -310,4 +372,57 @@ POSTGRESQL: tuple[Migration, ...] = (
     ),
     ("ALTER TABLE usage_records ADD COLUMN cache_write_tokens integer NOT NULL DEFAULT 0",),
     ("ALTER TABLE usage_records ADD COLUMN saved_cost double precision",),
+    (
+        """CREATE TABLE batch_files (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            purpose text NOT NULL,
+            filename text NOT NULL,
+            bytes bigint NOT NULL,
+            created_at double precision NOT NULL,
+            expires_at double precision,
+            backend text,
+            upstream_id text,
+            lines bigint NOT NULL,
+            content bytea,
+            path text
+        )""",
+        'CREATE INDEX batch_files_owner ON batch_files (owner, created_at, id COLLATE "C")',
+        """CREATE TABLE batches (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            endpoint text NOT NULL,
+            input_file_id text NOT NULL,
+            completion_window text NOT NULL,
+            status text NOT NULL,
+            created_at double precision NOT NULL,
+            expires_at double precision NOT NULL,
+            total bigint NOT NULL,
+            completed bigint NOT NULL,
+            failed bigint NOT NULL,
+            metadata text NOT NULL,
+            model text,
+            output_file_id text,
+            error_file_id text,
+            errors text NOT NULL,
+            times text NOT NULL,
+            backend text,
+            upstream_id text,
+            lease_owner text,
+            lease_until double precision NOT NULL
+        )""",
+        'CREATE INDEX batches_owner ON batches (owner, created_at, id COLLATE "C")',
+        'CREATE INDEX batches_status ON batches (status, created_at, id COLLATE "C")',
+        """CREATE TABLE batch_lines (
+            batch_id text NOT NULL,
+            number bigint NOT NULL,
+            custom_id text NOT NULL,
+            url text NOT NULL,
+            body text NOT NULL,
+            status text NOT NULL,
+            result text,
+            PRIMARY KEY (batch_id, number)
+        )""",
+        "CREATE INDEX batch_lines_status ON batch_lines (batch_id, status, number)",
+    ),
 )

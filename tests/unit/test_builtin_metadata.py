@@ -47,7 +47,7 @@ def test_with_no_metadata_file_a_builtin_model_is_described(tmp_path):
     snap = load_text(config(tmp_path), base_dir=tmp_path).snapshot
     meta = snap.metadata_for("gpt-4o", "openai")
     assert meta is not None and meta.limits.context_window == 128000
-    assert meta.pricing == Pricing(input_tokens=2.5, output_tokens=10.0, cached_input_discount=0.5)
+    assert meta.pricing == Pricing(input_tokens=2.5, output_tokens=10.0, cached_input_discount=0.5, batch_discount=0.5)
 
 
 def test_a_metadata_file_overrides_one_field_and_keeps_the_builtin_others(tmp_path):

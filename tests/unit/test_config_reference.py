@@ -105,13 +105,14 @@ def test_a_key_that_waits_for_a_restart_says_so_and_no_other(path, body):
 
 def test_the_list_of_what_waits_for_a_restart_is_the_declared_one():
     section = REFERENCE.split("## What reloads live", 1)[1].split("\nPrompt files", 1)[0]
-    listed, last = set(), ""
-    for name in re.findall(r"\[`([^`\]]+)`", section) + re.findall(r", `(\.[a-z_]+)`", section) + \
-            re.findall(r"and `(\.[a-z_]+)`\]", section):
-        if name.startswith("."):   # `response_cache.store`, `.max_entries`: the section is the last one named
-            name = last.rsplit(".", 1)[0] + name
-        listed.add(name)
-        last = name
+    listed = set()
+    for link in re.findall(r"\[([^\]]*`[^\]]*)\]\(", section):   # each link's text, in order
+        first = ""
+        for name in re.findall(r"`([^`]+)`", link):
+            if name.startswith("."):   # `response_cache.store`, `.max_entries`: the section is the link's first
+                name = first.rsplit(".", 1)[0] + name
+            first = first or name
+            listed.add(name)
     assert listed == {path for path, _ in RESTART_FIELDS}
 
 

@@ -44,6 +44,7 @@ def warnings_for(tmp_path, meta: str) -> list[str]:
     ("{pricing: {input_tokens: -1}}", "pricing.input_tokens", "must be at least 0, got -1", -1.0),
     ("{pricing: {output_tokens: -2}}", "pricing.output_tokens", "must be at least 0, got -2", -2.0),
     ("{pricing: {cached_input_discount: 1.5}}", "pricing.cached_input_discount", "must be at most 1, got 1.5", 1.5),
+    ("{pricing: {batch_discount: 1.5}}", "pricing.batch_discount", "must be at most 1, got 1.5", 1.5),
     ("{pricing: {image_input_tokens: -1}}", "pricing.image_input_tokens", "must be at least 0, got -1", -1.0),
     ("{pricing: {cached_image_input_tokens: -1}}", "pricing.cached_image_input_tokens",
      "must be at least 0, got -1", -1.0),

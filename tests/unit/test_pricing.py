@@ -116,3 +116,36 @@ def test_chat_usage_carries_cache_writes_in_its_details():
     usage = {"prompt_tokens": 30, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 10,
                                                                                     "cache_write_tokens": 15}}
     assert counts_of(usage) == TokenCounts(input=30, output=1, cached=10, cache_write=15)
+
+
+def test_a_batch_line_costs_the_whole_less_the_batch_discount():
+    pricing = Pricing(input_tokens=5.0, output_tokens=30.0, cached_input_discount=0.9, batch_discount=0.5)
+    counts = TokenCounts(input=1000, output=100, cached=200)
+    assert cost_of(pricing, counts) == Decimal("0.0071")
+    assert cost_of(pricing, counts, batch=True) == Decimal("0.00355")
+    assert cost_of(GPT, counts, batch=True) == cost_of(GPT, counts)   # no batch_discount: the full price
+
+
+def _meter_cost(backend_type: str) -> Decimal | None:
+    """A batch line's cost on one backend of ``backend_type`` serving ``m`` (half price in its metadata)."""
+    from switchyard.actors.ledger.meter import CallMeter
+    from switchyard.config.load import load_text
+    snapshot = load_text(f"""
+backends:
+  - {{name: b, type: {backend_type}, url: "http://127.0.0.1:9", api_key: x, models: [m], discovery: false,
+      model_configs: [{{id: m, metadata: {{pricing: {{input_tokens: 10.0, output_tokens: 10.0,
+                                                        batch_discount: 0.5}}}}}}]}}
+""").snapshot
+    meter = CallMeter({}, snapshot, batch=True)
+    meter.begin("m", "b")
+    meter.settle({"prompt_tokens": 50_000, "completion_tokens": 50_000}, None)
+    return meter.cost
+
+
+def test_a_batch_line_the_gateway_runs_on_an_engine_is_priced_with_the_batch_discount():
+    assert _meter_cost("vllm") == Decimal("0.5")
+
+
+def test_a_batch_line_the_gateway_runs_on_a_providers_regular_api_is_priced_whole():
+    """OpenAI bills a chat call at its full price; its batch price is only for batches relayed to it."""
+    assert _meter_cost("openai") == Decimal("1")

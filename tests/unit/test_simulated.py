@@ -366,3 +366,21 @@ def test_bad_retry_after_error_code_and_conflicts():
     ]
     assert errors_of(sim_config("{failure: {status: 500, retry_after: [1]}}")) == [
         "backends[0].simulation.failure.retry_after: must be a number of seconds or an HTTP date, got list"]
+
+
+async def test_past_max_concurrency_requests_wait_their_turn_in_arrival_order(autojump_clock):
+    http, sim = client(Simulation(latency=1.0, max_concurrency=2))
+    ended: dict[int, float] = {}
+
+    async def one(n: int) -> None:
+        reply = await http.post("/v1/chat/completions", json=chat(user=str(n)))
+        assert reply.status_code == 200
+        ended[n] = trio.current_time()
+
+    async with http, trio.open_nursery() as nursery:
+        for n in range(5):   # arriving 0.1 s apart
+            nursery.start_soon(one, n)
+            await trio.sleep(0.1)
+    # two at once, each a second: 0 and 1 end at 1.0 and 1.1, then 2 and 3 take their slots, then 4
+    assert ended == {0: 1.0, 1: 1.1, 2: 2.0, 3: 2.1, 4: 3.0}
+    assert sim.peak_in_flight == 2 and sim.in_flight == 0 and sim.slots.busy == 0

@@ -80,7 +80,11 @@ def test_purpose_selects_the_gateways_own_internal_calls(purpose):
 
 def test_purpose_must_be_client_classifier_mcp_or_all():
     assert refused({"purpose": "gateway"}, "purpose") == \
-        "purpose must be one of client, classifier, web_search, mcp, cache, guardrail, all, got 'gateway'"
+        "purpose must be one of client, batch, classifier, web_search, mcp, cache, guardrail, all, got 'gateway'"
+
+
+def test_purpose_batch_selects_the_lines_of_batches_the_gateway_runs():
+    assert parse_query({"purpose": "batch"}).purpose == "batch"
 
 
 def test_a_bare_date_is_midnight_utc():

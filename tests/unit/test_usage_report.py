@@ -118,7 +118,7 @@ def test_a_bad_time_exits_2_naming_the_option(config, capsys):
 
 def test_a_bad_purpose_exits_2_naming_the_option(config, capsys):
     assert report(config, *SPAN, "--group-by", "day", "--purpose", "everything") == 2
-    assert "--purpose must be one of client, classifier, web_search, mcp, cache, guardrail, all" in \
+    assert "--purpose must be one of client, batch, classifier, web_search, mcp, cache, guardrail, all" in \
         capsys.readouterr().err
 
 

@@ -1,0 +1,71 @@
+"""A gateway-run batch's output: each finished line's result, and the output and error files made of them.
+
+The shapes are OpenAI's Batch API's, so the openai SDK and any code written
+against OpenAI reads them unchanged: one JSON object per line,
+``{"id": "batch_req_...", "custom_id", "response": {"status_code",
+"request_id", "body"}, "error": null}``; a line the window closed on before
+it ran has ``"response": null`` and ``"error": {"code": "batch_expired",
+...}``. A 2xx answer makes a done line (the output file), anything else an
+error line (the error file): a client's mistake in one line never fails the
+batch. Pure: the runner does the store's I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any, Sequence
+
+import attrs
+
+from switchyard.actors.batches.lines import LineAnswer
+from switchyard.actors.batches.records import DONE, ERROR, OUTPUT, Batch, Line, StoredFile
+from switchyard.actors.ids import random_hex
+
+EXPIRED = {"code": "batch_expired",
+           "message": "This request could not be executed before the completion window expired."}
+
+
+def answered(line: Line, answer: LineAnswer) -> Line:
+    """``line`` finished with the door's ``answer``: done for a 2xx, error otherwise."""
+    response = {"status_code": answer.status, "request_id": answer.request_id, "body": _json(answer.body)}
+    status = DONE if 200 <= answer.status < 300 else ERROR
+    return attrs.evolve(line, status=status, result=_result(line, response, None))
+
+
+def expired(line: Line) -> Line:
+    """``line`` never ran: the batch's completion window closed first."""
+    return attrs.evolve(line, status=ERROR, result=_result(line, None, EXPIRED))
+
+
+def files(batch: Batch, done: Sequence[Line], failed: Sequence[Line], now: float,
+          retention: float) -> tuple[Batch, list[tuple[StoredFile, bytes]]]:
+    """The output file (``done``'s results) and the error file (``failed``'s), each in line order and only
+    when it has a line, as ``batch_output`` files of the batch's owner kept ``retention`` seconds, named as
+    OpenAI names them (``batch_<24 hex>_output.jsonl``); and ``batch`` naming them."""
+    made: list[tuple[StoredFile, bytes]] = []
+    ids: dict[str, str | None] = {"output": None, "error": None}
+    for kind, lines in (("output", done), ("error", failed)):
+        if not lines:
+            continue
+        ordered = sorted(lines, key=lambda line: line.number)
+        content = "".join(f"{line.result}\n" for line in ordered).encode()
+        file = StoredFile(id="file-" + secrets.token_hex(12), owner=batch.owner, purpose=OUTPUT,
+                          filename=f"{batch.id}_{kind}.jsonl", bytes=len(content), created_at=now,
+                          expires_at=now + retention)
+        ids[kind] = file.id
+        made.append((file, content))
+    return attrs.evolve(batch, output_file_id=ids["output"], error_file_id=ids["error"]), made
+
+
+def _result(line: Line, response: dict[str, Any] | None, error: dict[str, str] | None) -> str:
+    return json.dumps({"id": "batch_req_" + random_hex(12), "custom_id": line.custom_id, "response": response,
+                       "error": error}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(body: bytes) -> Any:
+    """The answer's JSON; a body that is not JSON (no batchable door answers one) as its text."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")

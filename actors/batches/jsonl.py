@@ -18,7 +18,7 @@ from typing import Any
 
 from attrs import frozen
 
-from switchyard.actors import json_read
+from switchyard.actors import json_read, safe_text
 from switchyard.actors.errors import InvalidRequest
 
 # the endpoints a batch line may call, in the order the errors list them
@@ -113,8 +113,9 @@ def _request(number: int, raw: bytes) -> Request:
     if unknown:
         raise bad_line(number, str(unknown[0]), f"unknown field; a line holds {', '.join(FIELDS)}")
     custom_id = _required(number, line, "custom_id")
-    if not isinstance(custom_id, str) or not custom_id or not _unicode(custom_id):
-        raise bad_line(number, "custom_id", f"must be a non-empty string of Unicode text, got {shown(custom_id)}")
+    if not isinstance(custom_id, str) or not custom_id or safe_text.problem(custom_id) is not None:
+        raise bad_line(number, "custom_id", f"must be a non-empty string of text (no NUL, no lone surrogate), "
+                                            f"got {shown(custom_id)}")
     method = _required(number, line, "method")
     if method != "POST":
         raise bad_line(number, "method", f"must be \"POST\", got {shown(method)}")
@@ -127,8 +128,9 @@ def _request(number: int, raw: bytes) -> Request:
     if "model" not in body:
         raise bad_line(number, "body.model", "is required")
     model = body["model"]
-    if not isinstance(model, str) or not model or not _unicode(model):
-        raise bad_line(number, "body.model", f"must be a non-empty string of Unicode text, got {shown(model)}")
+    if not isinstance(model, str) or not model or safe_text.problem(model) is not None:
+        raise bad_line(number, "body.model", f"must be a non-empty string of text (no NUL, no lone surrogate), "
+                                             f"got {shown(model)}")
     if body.get("stream") not in (None, False):
         raise bad_line(number, "body.stream", "a batch line is answered whole; leave stream out or false")
     try:

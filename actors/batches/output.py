@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import attrs
 
+from switchyard.actors import safe_text
 from switchyard.actors.batches.lines import LineAnswer
 from switchyard.actors.batches.records import DONE, ERROR, OUTPUT, Batch, Line, StoredFile
 from switchyard.actors.ids import random_hex
@@ -59,8 +60,11 @@ def files(batch: Batch, done: Sequence[Line], failed: Sequence[Line], now: float
 
 
 def _result(line: Line, response: dict[str, Any] | None, error: dict[str, str] | None) -> str:
-    return json.dumps({"id": "batch_req_" + random_hex(12), "custom_id": line.custom_id, "response": response,
-                       "error": error}, ensure_ascii=False, separators=(",", ":"))
+    """The output line's JSON text, UTF-8 encodable: an answer may carry a lone surrogate (``"\\ud800"``, valid
+    JSON), which no store can write as text, so such a line keeps it as its escape."""
+    result = {"id": "batch_req_" + random_hex(12), "custom_id": line.custom_id, "response": response, "error": error}
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+    return text if safe_text.is_clean(text) else json.dumps(result, separators=(",", ":"))
 
 
 def _json(body: bytes) -> Any:

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import attrs
 from attrs import frozen
 
+from switchyard.actors import safe_text
 from switchyard.actors.batches.records import RUNNABLE, TERMINAL, Batch, Line
 from switchyard.actors.errors import UpstreamProtocolError
 from switchyard.actors.routing.body_merge import merge_body
@@ -54,8 +55,10 @@ def input_file(lines: Sequence[Line], wire_model: str, backend: BackendConfig) -
     out = []
     for line in lines:
         body = merge_body({**json.loads(line.body), "model": wire_model}, backend.request_extensions)
-        out.append(json.dumps({"custom_id": line.custom_id, "method": "POST", "url": line.url, "body": body},
-                              ensure_ascii=False, separators=(",", ":")))
+        request = {"custom_id": line.custom_id, "method": "POST", "url": line.url, "body": body}
+        text = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+        # a lone surrogate (valid JSON the upload kept as its escape) has no UTF-8: such a line stays escaped
+        out.append(text if safe_text.is_clean(text) else json.dumps(request, separators=(",", ":")))
     return ("\n".join(out) + "\n").encode()
 
 

@@ -30,6 +30,7 @@ from switchyard.actors.batches.records import INPUT, TERMINAL, VALIDATING, Batch
 from switchyard.actors.batches.store import BatchStore
 from switchyard.actors.errors import BodyTooLarge, GatewayError, InvalidRequest
 from switchyard.actors.ledger.record import StoreUnavailable
+from switchyard.config.access import ApiKey
 from switchyard.config.schema import Snapshot
 
 log = logging.getLogger("switchyard.batches")
@@ -116,13 +117,23 @@ class Batches:
     async def call(self, fn: Callable[..., R], *args: Any) -> R:
         """One blocking store call in a worker thread (a cancel waits for it: a write is never half-known);
         the store away is ``BatchesUnavailable``."""
-        name = self._store().name
         try:
             return await store_call(self._store(), fn, *args, limiter=self._calls, to_thread=self._to_thread)
         except StoreUnavailable as exc:
-            log.warning("batch store (%s) failed: %s", name, exc)
-            raise BatchesUnavailable(f"Files and batches are kept in the {name} store (usage.ledger), which is not "
-                                     f"answering; retry shortly") from None
+            raise self._away(exc) from None
+
+    async def _relayed(self, work: Awaitable[Batch]) -> Batch:
+        """The relay's answer; the store away as it writes the provider's view is ``BatchesUnavailable`` too."""
+        try:
+            return await work
+        except StoreUnavailable as exc:
+            raise self._away(exc) from None
+
+    def _away(self, exc: StoreUnavailable) -> BatchesUnavailable:
+        name = self._store().name
+        log.warning("batch store (%s) failed: %s", name, exc)
+        return BatchesUnavailable(f"Files and batches are kept in the {name} store (usage.ledger), which is not "
+                                  f"answering; retry shortly")
 
     # --- files --------------------------------------------------------------------
 
@@ -178,9 +189,10 @@ class Batches:
     # --- batches ------------------------------------------------------------------
 
     async def create(self, owner: str, input_file_id: str, endpoint: str, completion_window: str,
-                     metadata: Mapping[str, str]) -> Batch:
+                     metadata: Mapping[str, str], key: ApiKey | None = None) -> Batch:
         """A batch of the owner's input file, whose lines must all call ``endpoint``: relayed, or kept for the
-        runners as ``validating``."""
+        runners as ``validating``. Only a batch its ``key`` may send to the chosen backend is relayed (the
+        provider checks no allowlist): any other is run here, each line refused as the key's own call is."""
         if endpoint not in jsonl.ENDPOINTS:
             raise InvalidRequest(f"endpoint: must be one of {', '.join(jsonl.ENDPOINTS)}, got "
                                  f"{jsonl.shown(endpoint)}", param="endpoint", code="invalid_value")
@@ -209,6 +221,9 @@ class Batches:
         lines = [Line(batch.id, r.number, r.custom_id, r.url, r.body) for r in parsed.requests]
         backend = self.relay.choose(snapshot, lines) \
             if self.relay is not None and snapshot.batches.relay else None
+        if backend is not None and key is not None and \
+                not (parsed.model is not None and key.allows_model(parsed.model) and key.allows_backend(backend)):
+            backend = None
         if backend is not None:
             assert self.relay is not None
             batch = await self.relay.create(snapshot, batch, lines)
@@ -224,7 +239,7 @@ class Batches:
             raise no_batch(batch_id)
         if found.relayed and found.status not in TERMINAL and self.relay is not None:
             try:
-                return await self.relay.refresh(self._current(), found)
+                return await self._relayed(self.relay.refresh(self._current(), found))
             except GatewayError as err:
                 log.warning("batch %s: its backend %s did not say how it is doing (%s); answering the last known "
                             "state", batch_id, found.backend, err.message)
@@ -241,7 +256,7 @@ class Batches:
         if found is None:
             raise no_batch(batch_id)
         if found.relayed and found.status not in TERMINAL:
-            return await self._relay(found.backend).cancel(self._current(), found)
+            return await self._relayed(self._relay(found.backend).cancel(self._current(), found))
         cancelled = await self.call(self._store().cancel, owner, batch_id, self._clock())
         if cancelled is None:
             raise no_batch(batch_id)

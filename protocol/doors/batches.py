@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from switchyard.actors.errors import InvalidRequest
+from switchyard.actors.response_owners import owner_of
 from switchyard.protocol.doors import batch_queries as q
 from switchyard.protocol.doors.openai import parse_json_object
 from switchyard.protocol.http.asgi import Receive, Scope, Send
@@ -45,8 +46,12 @@ async def create(app: "DoorHost", runtime: "Runtime", who: "Identity", scope: Sc
             raise InvalidRequest(f"{name}: unknown parameter (a batch takes {', '.join(FIELDS)}){detail}", param=name,
                                  code="unknown_parameter")
     input_file_id, endpoint, window = (_text(payload, name) for name in FIELDS[:3])
-    batch = await runtime.batches.create(q.owner(runtime, who), input_file_id, endpoint, window,
-                                         _metadata(payload.get("metadata")))
+    if re.fullmatch(q.ID, input_file_id) is None:   # the store takes no NUL; no id of ours has other characters
+        raise InvalidRequest(f"input_file_id: must be the id of a file uploaded to /v1/files, got "
+                             f"{input_file_id[:200]!r}", param="input_file_id", code="invalid_value")
+    key = who.key_now(runtime.snapshot)
+    batch = await runtime.batches.create(owner_of(key), input_file_id, endpoint, window,
+                                         _metadata(payload.get("metadata")), key)
     await q.answer(send, batch.body())
 
 

@@ -13,6 +13,7 @@ import trio
 from switchyard.actors.batches.records import Batch, Line
 from switchyard.actors.batches.relay import BatchRelay
 from switchyard.actors.batches.relay_poller import RelayPoller
+from switchyard.actors.batches.relay_wire import input_file
 from switchyard.actors.errors import UpstreamStatusError
 from switchyard.actors.ledger.record import LedgerRecord
 from switchyard.config.load import load_text
@@ -79,6 +80,14 @@ def test_the_first_healthy_backend_in_config_order_takes_the_batch():
                     backend("oai-2", "openai", OFFLINE, ["gpt-4o-mini"]))
     relay = BatchRelay(MemoryBatchStore(), Upstream(snap), lambda rec: None, routable=lambda name: name != "oai-1")
     assert relay.choose(snap, lines("gpt-4o-mini")) == "oai-2"
+
+
+def test_a_line_holding_a_lone_surrogate_is_sent_as_its_escape():
+    # the upload keeps it (valid JSON); sent unescaped it had no UTF-8, and POST /v1/batches answered 500
+    snap = snapshot(backend("oai", "openai", OFFLINE, ["gpt-4o-mini"]))
+    line = Line("batch_1", 1, "req-1", "/v1/embeddings", '{"model": "gpt-4o-mini", "input": "\\ud800"}')
+    [sent] = input_file([line], "gpt-4o-mini-2024-07-18", snap.backends[0]).splitlines()
+    assert json.loads(sent)["body"] == {"model": "gpt-4o-mini-2024-07-18", "input": "\ud800"}
 
 
 class World:

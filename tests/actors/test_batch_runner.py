@@ -14,6 +14,7 @@ import attrs
 import pytest
 import trio
 
+from switchyard.actors.batches.lines import LineAnswer, LineCall
 from switchyard.actors.batches.records import CANCELLED, COMPLETED, EXPIRED
 from switchyard.actors.ledger.record import UsageQuery
 from switchyard.config.access import Access, ApiKey
@@ -141,6 +142,18 @@ async def test_at_expires_at_the_lines_not_run_are_batch_expired_error_lines(aut
         assert line["response"] is None
         assert line["error"] == {"code": "batch_expired", "message": "This request could not be executed "
                                                                       "before the completion window expired."}
+
+
+async def test_an_answer_holding_a_lone_surrogate_is_kept_as_its_escape(autojump_clock):
+    # valid JSON no store can write as text: unescaped, the batch crashed at finalizing on every claim, forever
+    async def echo(call: LineCall) -> LineAnswer:
+        return LineAnswer(200, b'{"text": "\\ud800"}', call.request_id)
+
+    async with gateway(CONFIG) as app:
+        virtual(app).runtime.batch_runner.run_line = echo
+        batch = await ended(app, add_batch(app, [chat_line()]))
+        [line] = file_lines(app, batch.output_file_id)
+    assert batch.status == COMPLETED and line["response"]["body"] == {"text": "\ud800"}
 
 
 async def test_a_line_is_a_batch_record_priced_with_the_batch_discount(autojump_clock):

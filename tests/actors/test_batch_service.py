@@ -10,10 +10,12 @@ from typing import Any, Sequence
 import attrs
 import pytest
 
-from switchyard.actors.batches.errors import BatchNotFound
+from switchyard.actors.batches.errors import BatchesUnavailable, BatchNotFound
 from switchyard.actors.batches.records import CANCELLING, IN_PROGRESS, PENDING, VALIDATING, Batch, Line, StoredFile
 from switchyard.actors.batches.service import Batches
 from switchyard.actors.errors import UpstreamStatusError
+from switchyard.actors.ledger.record import StoreUnavailable
+from switchyard.config.access import ApiKey
 from switchyard.config.load import load_text
 from switchyard.config.schema import Snapshot
 from switchyard.protocol.stores.batches_memory import MemoryBatchStore
@@ -36,6 +38,7 @@ class Recording:
     backend: str | None = "oai"
     asked: list[tuple[str, Any]] = attrs.Factory(list)
     fail_refresh: bool = False
+    store_away: bool = False   # the store fails as the relay writes the provider's view into it
 
     def choose(self, snapshot: Snapshot, lines: Sequence[Line]) -> str | None:
         self.asked.append(("choose", [line.custom_id for line in lines]))
@@ -47,12 +50,16 @@ class Recording:
 
     async def refresh(self, snapshot: Snapshot, batch: Batch) -> Batch:
         self.asked.append(("refresh", batch.id))
+        if self.store_away:
+            raise StoreUnavailable("usage ledger: database is locked")
         if self.fail_refresh:
             raise UpstreamStatusError("oai", 500, b"{}", b"application/json")
         return attrs.evolve(batch, status=IN_PROGRESS)
 
     async def cancel(self, snapshot: Snapshot, batch: Batch) -> Batch:
         self.asked.append(("cancel", batch.id))
+        if self.store_away:
+            raise StoreUnavailable("usage ledger: database is locked")
         return attrs.evolve(batch, status=CANCELLING)
 
     async def content(self, snapshot: Snapshot, file: StoredFile) -> bytes:
@@ -91,6 +98,18 @@ async def test_without_a_relay_choice_the_batch_is_kept_for_the_runners():
             assert ("create", 3) not in relay.asked and (relay_on or relay.asked == [])
 
 
+async def test_a_batch_the_key_may_not_send_to_the_provider_is_run_by_the_gateway_not_relayed():
+    # the provider checks no allowlist: relayed, the batch would run a model or reach a backend the key may not
+    for key in (ApiKey("key-a", "sk-a-0123456789abcdef", allowed_models=("gpt-*",)),
+                ApiKey("key-a", "sk-a-0123456789abcdef", allowed_backends=("sim",))):
+        relay = Recording()
+        batches, store = service(relay)
+        file = await batches.upload("key-a", "in.jsonl", "batch", LINES)
+        made = await batches.create("key-a", file.id, "/v1/embeddings", "24h", {}, key)
+        assert (made.status, made.backend) == (VALIDATING, None) and ("create", 3) not in relay.asked
+        assert len(store.lines(made.id, PENDING, 0, 10)) == 3   # each line refused by the door, as the key's call
+
+
 async def test_a_relayed_batch_is_refreshed_on_retrieve_and_cancelled_at_its_provider():
     relay = Recording()
     batches, store = service(relay)
@@ -103,6 +122,17 @@ async def test_a_relayed_batch_is_refreshed_on_retrieve_and_cancelled_at_its_pro
     assert (await batches.batch("key-a", made.id)) == store.batch("key-a", made.id)
     with pytest.raises(BatchNotFound):
         await batches.cancel("key-b", made.id)
+
+
+async def test_the_store_away_under_a_relayed_batch_is_a_503_never_a_500():
+    relay = Recording()
+    batches, store = service(relay)
+    file = await batches.upload("key-a", "in.jsonl", "batch", LINES)
+    made = await batches.create("key-a", file.id, "/v1/embeddings", "24h", {})
+    relay.store_away = True
+    assert (await batches.batch("key-a", made.id)) == store.batch("key-a", made.id)   # the row as last synced
+    with pytest.raises(BatchesUnavailable):
+        await batches.cancel("key-a", made.id)
 
 
 async def test_a_relayed_file_is_read_and_deleted_at_its_backend():

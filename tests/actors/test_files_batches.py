@@ -72,6 +72,7 @@ async def test_a_batch_body_is_checked_field_by_field():
                             ({**good, "output_expires_after": {"anchor": "created_at", "seconds": 3600}},
                              "output_expires_after"),
                             ({"endpoint": "/v1/embeddings", "completion_window": "24h"}, "input_file_id"),
+                            ({**good, "input_file_id": "file-\u0000"}, "input_file_id"),   # a 503 on PostgreSQL
                             ({**good, "endpoint": 3}, "endpoint"),
                             ({**good, "endpoint": "/v1/images/generations"}, "endpoint"),
                             ({**good, "metadata": {"k": 1}}, "metadata.k"),

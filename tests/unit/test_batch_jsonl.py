@@ -140,3 +140,9 @@ def test_a_lone_surrogate_in_a_body_is_kept_as_its_escape():
     raw = b'{"custom_id": "a", "method": "POST", "url": "/v1/embeddings", "body": {"model": "e", "input": "\\ud800"}}'
     [request] = parse(raw, 10).requests
     assert request.body.encode() and json.loads(request.body)["input"] == "\ud800"
+
+
+def test_a_nul_in_a_custom_id_or_a_model_is_refused_at_upload():
+    # PostgreSQL's text takes no NUL: kept, such a line made POST /v1/batches a 503 (the store "away")
+    assert refusal(jsonl(line("a\u0000b")))["param"] == "line 1: custom_id"
+    assert refusal(jsonl(line(model="gpt\u0000")))["param"] == "line 1: body.model"

@@ -12,8 +12,8 @@ batch. Pure: the runner does the store's I/O.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import secrets
 from typing import Any, Sequence
 
 import attrs
@@ -51,12 +51,18 @@ def files(batch: Batch, done: Sequence[Line], failed: Sequence[Line], now: float
             continue
         ordered = sorted(lines, key=lambda line: line.number)
         content = "".join(f"{line.result}\n" for line in ordered).encode()
-        file = StoredFile(id="file-" + secrets.token_hex(12), owner=batch.owner, purpose=OUTPUT,
+        file = StoredFile(id=file_id(batch.id, kind), owner=batch.owner, purpose=OUTPUT,
                           filename=f"{batch.id}_{kind}.jsonl", bytes=len(content), created_at=now,
                           expires_at=now + retention)
         ids[kind] = file.id
         made.append((file, content))
     return attrs.evolve(batch, output_file_id=ids["output"], error_file_id=ids["error"]), made
+
+
+def file_id(batch_id: str, kind: str) -> str:
+    """A batch's output or error file's id, the same whichever worker writes it: a finalize begun by a worker
+    whose lease lapsed and done again by the next one leaves one file, not two."""
+    return "file-" + hashlib.sha256(f"{batch_id}:{kind}".encode()).hexdigest()[:24]
 
 
 def _result(line: Line, response: dict[str, Any] | None, error: dict[str, str] | None) -> str:

@@ -66,6 +66,8 @@ log = logging.getLogger("switchyard.batches")
 STORE_THREADS = 2    # store calls at once, each in a worker thread
 PAGE = 256           # lines read from the store at a time
 RELEASE_WITHIN = 5.0   # seconds a stopping worker gives its release
+PURGE_EVERY = 3600.0   # seconds between two purges of expired files and ended batches' lines
+PURGE_PAGE = 1000      # files deleted per store call
 
 OwnerKey = Callable[[str], "ApiKey | None"]   # an owner's key now; raises its 401 when it is gone (owner_keys.py)
 
@@ -109,6 +111,7 @@ class BatchRunner:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._purge)
             task_status.started()
             while True:
                 config = self.config()
@@ -120,6 +123,18 @@ class BatchRunner:
                     log.warning("batches: the store cannot say (%s); looking again in %gs", exc, config.poll_interval)
                 with trio.move_on_after(config.poll_interval):
                     await self._room.wait()
+
+    async def _purge(self) -> None:
+        """Every ``PURGE_EVERY``: the files past their ``expires_at`` (``batches.file_retention``) and the lines
+        of ended batches deleted, a bounded page at a time (every worker does it; it is idempotent)."""
+        while True:
+            await trio.sleep(PURGE_EVERY)
+            try:
+                purged = PURGE_PAGE
+                while purged == PURGE_PAGE:   # a full page: more may be due (each call a checkpoint)
+                    purged = await self._call(self.store.purge, self.clock(), PURGE_PAGE)
+            except StoreUnavailable as exc:
+                log.warning("batches: expired files not purged (%s); trying again in %gs", exc, PURGE_EVERY)
 
     async def _claim(self, nursery: trio.Nursery, config: BatchesConfig) -> None:
         """Claim batches while a slot is free and no held batch has lines left to start (they would take it)."""
@@ -277,9 +292,9 @@ class BatchRunner:
         for file, content in made:
             await self._call(self.store.add_file, file, content)
         held.batch = _reached(batch, status, self.clock())
-        if not await self._update(held):   # the lease went meanwhile: the files are nobody's
-            for file, _ in made:
-                await self._call(self.store.delete_file, file.owner, file.id)
+        # The lease gone meanwhile, the files stay: their ids are the batch's (output.file_id), so the worker that
+        # took it over writes the same files again, with the same lines, and ends it.
+        await self._update(held)
 
     async def _finished(self, batch_id: str, status: str) -> list[Line]:
         out: list[Line] = []
@@ -331,4 +346,6 @@ class BatchRunner:
 
 
 def _reached(batch: Batch, status: str, at: float) -> Batch:
-    return attrs.evolve(batch, status=status, times={**batch.times, f"{status}_at": at})
+    """``batch`` in ``status`` since ``at``; a status reached before (a finalize begun by a worker whose lease
+    lapsed) keeps its first instant."""
+    return attrs.evolve(batch, status=status, times={f"{status}_at": at, **batch.times})

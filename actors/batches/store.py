@@ -25,7 +25,8 @@ class BatchStore(Protocol):
     # --- files --------------------------------------------------------------------
 
     def add_file(self, file: StoredFile, content: bytes | None) -> None:
-        """Keep ``file`` with its ``content`` (None: a relayed file, whose content its backend holds)."""
+        """Keep ``file`` with its ``content`` (None: a relayed file, whose content its backend holds); a file of
+        the same id is replaced (a batch's output file written again by the worker that took it over)."""
         ...
 
     def file(self, owner: str | None, file_id: str) -> StoredFile | None:
@@ -62,7 +63,9 @@ class BatchStore(Protocol):
 
     def cancel(self, owner: str, batch_id: str, at: float) -> Batch | None:
         """Ask ``owner``'s batch to stop: one not yet terminal nor cancelling becomes ``cancelling``
-        (``cancelling_at`` = ``at``); the batch as it then is, None when there is no such batch."""
+        (``cancelling_at`` = ``at``), for its runner to end; a gateway-run batch still ``validating`` whose lease
+        is free or lapsed (nothing of it ran) becomes ``cancelled`` at once. The batch as it then is, None when
+        there is no such batch."""
         ...
 
     # --- the workers that run batches ---------------------------------------------
@@ -104,6 +107,12 @@ class BatchStore(Protocol):
         provider view is written this way: a late, older view never overwrites a batch that has ended, and
         of workers that saw it end together exactly one moves it to terminal, and so alone registers its
         output files and writes its ledger records (``relay.py``)."""
+        ...
+
+    def purge(self, now: float, limit: int) -> int:
+        """Delete up to ``limit`` files whose ``expires_at`` is past (their content too), and the lines of
+        terminal batches (their results are in the batch's files); how many files went. Idempotent: every
+        worker may purge."""
         ...
 
     def relayed_open(self, limit: int) -> list[Batch]:

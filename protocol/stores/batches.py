@@ -72,8 +72,10 @@ class SqlBatchStore:
         self._files = ", ".join(FILE_COLUMNS)
         self._batches = ", ".join(BATCH_COLUMNS)
         self._lines = ", ".join(LINE_COLUMNS)
+        # an output file written again (a finalize a lapsed worker began, finished by another) replaces itself
+        kept = ", ".join(f"{c} = excluded.{c}" for c in (*FILE_COLUMNS[1:], "content", "path"))
         self._add_file = (f"INSERT INTO batch_files ({self._files}, content, path) "
-                          f"VALUES ({db.dialect.params(len(FILE_COLUMNS) + 2)})")
+                          f"VALUES ({db.dialect.params(len(FILE_COLUMNS) + 2)}) ON CONFLICT (id) DO UPDATE SET {kept}")
         self._add_batch = f"INSERT INTO batches ({self._batches}) VALUES ({db.dialect.params(len(BATCH_COLUMNS))})"
         self._add_line = f"INSERT INTO batch_lines ({self._lines}) VALUES ({db.dialect.params(len(LINE_COLUMNS))})"
         self._one_batch = f"SELECT {self._batches} FROM batches WHERE id = {p}"
@@ -242,6 +244,18 @@ class SqlBatchStore:
             self._store(cur, updated(found, batch))
             return True
         return bool(self.db.transact(work))
+
+    def purge(self, now: float, limit: int) -> int:
+        p = self._p
+        rows = self.db.transact(lambda cur: cur.execute(
+            f"DELETE FROM batch_files WHERE id IN (SELECT id FROM batch_files WHERE expires_at IS NOT NULL "
+            f"AND expires_at <= {p} LIMIT {p}) RETURNING path", [now, limit]).fetchall())
+        for (path,) in rows:
+            if path is not None:
+                self.disk.delete(path)
+        self.db.transact(lambda cur: cur.execute(
+            f"DELETE FROM batch_lines WHERE batch_id IN (SELECT id FROM batches WHERE status IN ({_in(TERMINAL)}))"))
+        return len(rows)
 
     def relayed_open(self, limit: int) -> list[Batch]:
         rows = self.db._fetch(f"SELECT {self._batches} FROM batches WHERE backend IS NOT NULL "

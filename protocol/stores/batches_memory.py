@@ -14,11 +14,13 @@ from typing import Sequence
 import attrs
 
 from switchyard.actors.batches.records import (
+    CANCELLED,
     CANCELLING,
     DONE,
     PENDING,
     RUNNABLE,
     TERMINAL,
+    VALIDATING,
     Batch,
     Line,
     StoredFile,
@@ -159,6 +161,17 @@ class MemoryBatchStore:
             self._batches[batch.id] = updated(found, batch)
             return True
 
+    def purge(self, now: float, limit: int) -> int:
+        with self._lock:
+            gone = [f.id for f in self._files.values() if f.expires_at is not None and f.expires_at <= now][:limit]
+            for file_id in gone:
+                del self._files[file_id]
+                self._content.pop(file_id, None)
+            for batch_id, batch in self._batches.items():
+                if batch.status in TERMINAL and self._lines.get(batch_id):
+                    self._lines[batch_id] = []
+            return len(gone)
+
     def relayed_open(self, limit: int) -> list[Batch]:
         with self._lock:
             open_ = [b for b in self._batches.values() if b.relayed and b.status not in TERMINAL]
@@ -166,8 +179,13 @@ class MemoryBatchStore:
 
 
 def cancelled(found: Batch, at: float) -> Batch:
-    """``cancel``'s change to a batch not yet terminal nor cancelling."""
-    return attrs.evolve(found, status=CANCELLING, times={**found.times, "cancelling_at": at})
+    """``cancel``'s change to a batch not yet terminal nor cancelling: ``cancelling``, for its runner to stop
+    it and write the files of what finished; a gateway-run batch no worker has started (``validating``, its
+    lease free or lapsed: nothing of it ran) is ``cancelled`` at once, with no files to write."""
+    times = {**found.times, "cancelling_at": at}
+    if found.status == VALIDATING and not found.relayed and (found.lease_owner is None or found.lease_until < at):
+        return attrs.evolve(found, status=CANCELLED, times={**times, "cancelled_at": at})
+    return attrs.evolve(found, status=CANCELLING, times=times)
 
 
 def updated(found: Batch, batch: Batch) -> Batch:

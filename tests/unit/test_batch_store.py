@@ -254,15 +254,49 @@ def test_release_frees_the_lease_at_once(stores):
     assert two.claim("w2", T0 + 1, T0 + 31).lease_owner == "w2"
 
 
-def test_cancel_moves_an_open_batch_to_cancelling_once(stores):
+def test_cancel_moves_a_running_batch_to_cancelling_once(stores):
     store = stores()
     store.add_batch(batch(), lines())
     store.add_batch(batch("batch_done", status=COMPLETED), [])
+    store.claim("w1", T0, T0 + 30)
     cancelling = store.cancel("key-a", "batch_1", T0 + 5)
     assert (cancelling.status, cancelling.times) == (CANCELLING, {"cancelling_at": T0 + 5})
     assert store.cancel("key-a", "batch_1", T0 + 9).times == {"cancelling_at": T0 + 5}
     assert store.cancel("key-a", "batch_done", T0 + 5).status == COMPLETED
     assert store.batch("key-a", "batch_1") == cancelling
+
+
+def test_a_cancel_ends_at_once_a_batch_no_worker_has_started(stores):
+    store = stores()
+    store.add_batch(batch(), lines())
+    store.add_batch(batch("batch_lapsed", at=T0 + 1), lines("batch_lapsed"))
+    store.claim("w1", T0, T0 + 30)   # the oldest: batch_1; its worker stopped before moving it on
+    ended = store.cancel("key-a", "batch_lapsed", T0 + 5)
+    assert (ended.status, ended.times) == (CANCELLED, {"cancelling_at": T0 + 5, "cancelled_at": T0 + 5})
+    assert store.cancel("key-a", "batch_1", T0 + 31).status == CANCELLED   # its lease lapsed at T0 + 30
+    assert store.claim("w2", T0 + 32, T0 + 60) is None   # nothing left to run
+
+
+def test_purge_deletes_the_expired_files_and_the_lines_of_ended_batches(stores):
+    store = stores()
+    store.add_file(attrs.evolve(stored(file_id="file-old"), expires_at=T0 + 10), b'{"x": 1}\n')
+    store.add_file(attrs.evolve(stored(file_id="file-big", size=200), expires_at=T0 + 10), b"y" * 200)
+    store.add_file(attrs.evolve(stored(file_id="file-new"), expires_at=T0 + 99), b'{"x": 2}\n')
+    store.add_file(stored(file_id="file-input"), b'{"x": 3}\n')   # no expiry: an upload stays until deleted
+    store.add_batch(batch("batch_done", status=COMPLETED), lines("batch_done"))
+    store.add_batch(batch(), lines())
+    assert store.purge(T0 + 10, 1) == 1 and store.purge(T0 + 10, 100) == 1 and store.purge(T0 + 10, 100) == 0
+    assert sorted(f.id for f in store.files("key-a", None, None, 10)) == ["file-input", "file-new"]
+    assert store.content("file-big") is None
+    assert store.lines("batch_done", PENDING, 0, 10) == [] and len(store.lines("batch_1", PENDING, 0, 10)) == 3
+
+
+def test_a_file_added_again_under_its_id_replaces_itself(stores):
+    store = stores()
+    store.add_file(stored(file_id="file-out", size=9), b'{"a": 1}\n')
+    store.add_file(stored(file_id="file-out", size=9), b'{"b": 2}\n')
+    assert store.content("file-out") == b'{"b": 2}\n'
+    assert [f.id for f in store.files("key-a", None, None, 10)] == ["file-out"]
 
 
 def test_a_cancel_the_runner_has_not_seen_survives_its_update(stores):

@@ -15,9 +15,11 @@ import trio
 
 from switchyard.actors.errors import ModelNotFound, NoHealthyBackend
 from switchyard.actors.health import HealthView
+from switchyard.actors.kv.pick import KvPick, KvRoute
 from switchyard.actors.messages import Call
 from switchyard.actors.routing.affinity import AffinityKey, CacheAffinity, Placement, affinity_key
 from switchyard.actors.routing.candidates import serving
+from switchyard.actors.routing.kv_index import KvIndex
 from switchyard.actors.routing.strategies import PickContext, make_picker, prompt_prefix
 from switchyard.actors.signals import NO_SIGNALS, Signals, SignalTerms
 from switchyard.config.endpoints import Endpoint
@@ -29,7 +31,7 @@ AFFINITY_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.COMP
 
 
 class BackendPool:
-    def __init__(self, snapshot: Snapshot, rng: random.Random | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, rng: random.Random | None = None, kv_index: KvIndex | None = None) -> None:
         self.snapshot = snapshot
         self.picker = make_picker(snapshot.selection_strategy, snapshot.consistent_hash, snapshot.prefix_routing)
         self.in_flight: defaultdict[str, int] = defaultdict(int)
@@ -48,6 +50,9 @@ class BackendPool:
         self.affinity = CacheAffinity(snapshot.prefix_routing.virtual_nodes)
         # (backend, key kind, outcome) -> picks, for routing_cache_affinity_decisions_total
         self.affinity_decisions: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        # the KV index (the KvIndexActor's), read by each pick; its (backend, reason) -> routing_kv_decisions_total
+        self.kv = KvPick(kv_index or KvIndex())
+        self.kv_decisions = self.kv.decisions
 
     def reconfigure(self, snapshot: Snapshot) -> None:
         """A new revision: in-flight counts and latency averages stay; the strategy is
@@ -85,14 +90,16 @@ class BackendPool:
                now: float, exclude: frozenset[str] = frozenset(),
                prefer: Callable[[list[BackendConfig]], list[BackendConfig]] | None = None,
                allowed: frozenset[str] | None = None, signals: Signals = NO_SIGNALS,
-               placed: Callable[[Placement], None] | None = None) -> BackendConfig:
+               placed: Callable[[Placement], None] | None = None,
+               kv_routed: Callable[[KvRoute], None] | None = None) -> BackendConfig:
         """A backend for ``model``: visible, serving it, allowed, healthy, circuit closed, not excluded.
 
         ``allowed`` (the API key's and the client's reach; None: everything) narrows first.
         ``prefer`` (a variant's or the client's ranking) may narrow the admitted set before the
         strategy picks; it runs after health, so it never brings back a backend health ruled out.
-        The live-signal terms (``actors/signals.py``) come next, over what is left; then cache
-        affinity, for a call with a key, among the candidates still equal (``placed`` hears where
+        The KV index's scorer (``kv_cache_index``) comes next and may choose outright (``kv_routed``
+        hears its verdict); then the live-signal terms (``actors/signals.py``) over what is left; then
+        cache affinity, for a call with a key, among the candidates still equal (``placed`` hears where
         it put the call); the strategy picks the rest."""
         candidates = self.serving(model, discovered, call.snapshot)
         if allowed is not None:
@@ -106,6 +113,23 @@ class BackendPool:
         self.signals.admit(call.snapshot, model, healthy, signals, now)
         if prefer is not None:
             healthy = prefer(healthy) or healthy
+        consulted = self.kv.consult(call, model, healthy, signals.engines, self.in_flight, now)
+        decision = consulted.decision if consulted is not None else None
+        if decision is not None and decision.chosen is not None:
+            chosen = next(b for b in healthy if b.name == decision.chosen)
+        else:
+            if decision is not None and decision.keep:
+                healthy = [b for b in healthy if b.name in decision.keep]
+            chosen = self._pick(call, healthy, signals, now, placed)
+        if consulted is not None:
+            route = self.kv.settle(consulted, call.snapshot, chosen.name, now)
+            if kv_routed is not None:
+                kv_routed(route)
+        return chosen
+
+    def _pick(self, call: Call, healthy: list[BackendConfig], signals: Signals, now: float,
+              placed: Callable[[Placement], None] | None) -> BackendConfig:
+        """The live-signal terms, cache affinity and the strategy, over ``healthy``."""
         healthy, decided = self.signals.rank(call.snapshot, healthy, signals, now, self.in_flight)
         if decided is not None:
             return decided

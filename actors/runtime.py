@@ -40,6 +40,7 @@ from switchyard.actors.events import TraceLog
 from switchyard.actors.guardrails.verdicts import GuardrailVerdicts
 from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.in_flight import InFlight
+from switchyard.actors.kv.actor import KvIndexActor
 from switchyard.actors.ledger import spill
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
@@ -98,7 +99,9 @@ class Runtime:
         self.discovery = ModelDiscoveryActor(snapshot, self.upstream)
         self.engine_stats = EngineStatsPoller(snapshot, self.upstream)
         self.quota = QuotaObserver(snapshot)
-        self.pool = BackendPool(snapshot)
+        # What each engine's KV cache holds (kv_cache_index): the event sources' readers feed it, picks read it.
+        self.kv_index = KvIndexActor(snapshot)
+        self.pool = BackendPool(snapshot, kv_index=self.kv_index.index)
         self.stream_usage = StreamUsageMemory()   # the backends that refused stream_options, until changed
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
@@ -205,6 +208,7 @@ class Runtime:
                 await self.supervisor.start(self.discovery)
                 await self.supervisor.start(self.engine_stats)
                 await self.supervisor.start(self.quota)
+                await self.supervisor.start(self.kv_index)
                 await self.supervisor.start(self.prompts)
                 if self.shared_vectors is not None:
                     await self.supervisor.start(self.shared_vectors)
@@ -329,6 +333,7 @@ class Runtime:
         self.discovery.reconfigure(snapshot)
         self.engine_stats.reconfigure(snapshot)
         self.quota.reconfigure(snapshot)
+        self.kv_index.reconfigure(snapshot)
         self.pool.reconfigure(snapshot)
         self.stream_usage.reconfigure(snapshot)
         self.prompts.reconfigure(snapshot.global_prompts)

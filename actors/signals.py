@@ -6,6 +6,8 @@ Order within one pick (``routing`` config; each term off by default):
    narrows the set: when every healthy candidate reports fresh KV usage above the threshold, the pick is refused
    with ``EnginesSaturated``, a retryable 503 the route loop treats like "no
    healthy backend" (so a fallback chain takes over);
+   (the pool then applies the client's preferences and the KV-overlap scorer,
+   ``actors/kv/pick.py``, whose choice ends the pick; what it leaves goes on)
 2. engine load (``engine_load``): the candidates with the lightest fresh
    queue and KV pressure, once the spread leaves the dead band;
 3. usage weight (``usage_weight``, with ``quota_aware`` observations): the

@@ -26,7 +26,7 @@ class Unsupported:
 
 UNSUPPORTED: dict[str, Unsupported] = {u.path: u for u in (
     Unsupported("prefix_routing.salt_echo"),
-    Unsupported("kv_cache_index"),
+    Unsupported("kv_cache_index.backend"),
     Unsupported("server.socket_mode"),
     Unsupported("control_plane"),
 )}

@@ -40,6 +40,8 @@ from switchyard.config.fields import load_section, read
 from switchyard.config.guardrails import guardrails as load_guardrails
 from switchyard.config.kinds import kind_of
 from switchyard.config.kinds.base import Api, InProcess
+from switchyard.config.kv_cache_index import check as check_kv_cache_index
+from switchyard.config.kv_cache_index import kv_cache_index as load_kv_cache_index
 from switchyard.config.mcp_servers import McpTools
 from switchyard.config.mcp_servers import mcp_servers as load_mcp_servers
 from switchyard.config.operations import Admin, Logging, Tracing
@@ -177,6 +179,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
     dedup = load_section(Dedup, top.section("dedup"))
     engine_stats = load_telemetry.engine_stats(top.section("engine_stats"))
     routing = load_section(RoutingConfig, top.section("routing"))
+    kv_index = load_kv_cache_index(top.section("kv_cache_index"), base_dir or Path.cwd(),
+                                   [b.name for b in backends])
     smart = load_smart_routing.smart_routing(top.section("smart_routing"))
     responses_tools = load_responses_tools.responses_tools(top.section("responses_tools"))
     stored_responses = load_section(StoredResponses, top.section("stored_responses"))
@@ -228,6 +232,7 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
         load_limits.check_per_model(rate_limiting, backends, load_access.dispatch_aliases(backends, models.aliases),
                                     problems)
     load_telemetry.check(engine_stats, routing, backends, problems)
+    check_kv_cache_index(kv_index, prefix.enabled, problems)
     return Snapshot(server=server, backends=backends, selection_strategy=strategy,
                     health_checks=health, consistent_hash=chash, prefix_routing=prefix,
                     timeouts=timeouts, discovery=discovery, retry=retry, fallback=fallback,
@@ -235,7 +240,8 @@ def build_snapshot(raw: Any, problems: Problems, base_dir: Path | None = None) -
                     streaming=streaming, tracing=tracing, logging=logging_, admin=admin, proxy=proxy,
                     api_keys=api_keys, request_params=request_params, request_presets=request_presets,
                     global_prompts=global_prompts, dedup=dedup, engine_stats=engine_stats, routing=routing,
-                    smart_routing=smart, responses_tools=responses_tools, stored_responses=stored_responses,
+                    kv_cache_index=kv_index, smart_routing=smart, responses_tools=responses_tools,
+                    stored_responses=stored_responses,
                     model_metadata_file=metadata_file, model_metadata_dirs=metadata_dirs, models=models,
                     usage=usage, rate_limiting=rate_limiting, organizations=organizations, state=state,
                     guardrails=guardrails, response_cache=response_cache, alerts=alerts, batches=batches,

@@ -21,6 +21,7 @@ from switchyard.config.batches import BatchesConfig
 from switchyard.config.cache_injection import CacheControlInjection
 from switchyard.config.fields import field, restart_section, section
 from switchyard.config.guardrails import Guardrail
+from switchyard.config.kv_cache_index import KvCacheIndex
 from switchyard.config.limits import Organization, RateLimiting, State
 from switchyard.config.mcp_servers import McpServer, McpTools
 from switchyard.config.metadata import (
@@ -275,6 +276,7 @@ class Snapshot:
     dedup: Dedup = Dedup()
     engine_stats: EngineStatsConfig = EngineStatsConfig()
     routing: RoutingConfig = RoutingConfig()
+    kv_cache_index: KvCacheIndex = KvCacheIndex()   # what each engine's KV cache holds (config/kv_cache_index.py)
     smart_routing: SmartRouting = SmartRouting()
     responses_tools: ResponsesTools = ResponsesTools()   # POST /v1/responses hosted tools and resource ids
     stored_responses: StoredResponses = StoredResponses()   # which backend holds which stored response

@@ -32,6 +32,7 @@ from switchyard.actors.errors import (
     RouteCapabilityUnavailable,
     UnsupportedModelVariant,
 )
+from switchyard.actors.kv.pick import KvRoute
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import variants
 from switchyard.actors.routing.affinity import Placement
@@ -255,7 +256,8 @@ class RouteChoice:
             return rt.pool.choose(call, model, rt.health.view, rt.discovery.view, trio.current_time(),
                                   exclude=frozenset(exclude), prefer=self._ranking(call, model),
                                   allowed=self.reach.of(model), signals=Signals(rt.engine_stats.view, rt.quota.view),
-                                  placed=lambda p: self._placed(p, model))
+                                  placed=lambda p: self._placed(p, model),
+                                  kv_routed=lambda r: self._kv_routed(r, model))
         except (ModelNotFound, NoHealthyBackend) as err:
             if model != call.model and model == self.routed:
                 raise _naming(err, model, call.model) from None  # the client's name, not ours
@@ -266,6 +268,12 @@ class RouteChoice:
         (never the key itself: a prompt or a client's identifier)."""
         self.trace.add("cache_affinity", backend=placement.backend, model=model, key=placement.kind,
                        home=placement.home, moved=placement.moved)
+
+    def _kv_routed(self, route: KvRoute, model: str) -> None:
+        """The KV index was consulted: its reason (None: one candidate), the prompt's full blocks and the
+        leading blocks each candidate held (None: its state is unknown); never the prompt or its keys."""
+        self.trace.add("kv_route", backend=route.backend, model=model, reason=route.reason,
+                       total_blocks=route.total_blocks, held=dict(route.held))
 
     def _ranking(self, call: Call, model: str) -> Callable[[list[BackendConfig]], list[BackendConfig]] | None:
         """The client's provider ranking, then a variant's narrowing inside its best group."""

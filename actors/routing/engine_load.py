@@ -5,10 +5,14 @@ KV cache usage, when it was read). ``rank`` turns those samples into a
 narrowing of the live candidate set; ``admission_refuses`` says when every
 candidate is saturated and queueing one more request would only make it wait.
 
-Switchyard has no additive KV-overlap scorer, so the term is not a score added
-to another one: it sets aside the fresh candidates that are clearly busier and
-leaves the rest to whichever ``selection_strategy`` is configured, which
-rotates (or hashes) among what is left. How it decides:
+Two uses. With ``kv_cache_index`` enabled, ``scores`` is a term of the
+KV-overlap scorer (``kv_scorer.py``): subtracted from each candidate's
+overlap score, so the engine holding a prefix is traded against its queue.
+When that scorer decides nothing, and always without the index, ``rank`` is
+a narrowing rather than a score added to another one: it sets aside the
+fresh candidates that are clearly busier and leaves the rest to whichever
+``selection_strategy`` is configured, which rotates (or hashes) among what
+is left. How it decides:
 
 * Freshness: a sample is fresh while ``now - observed_at <= interval *
   max_staleness_intervals`` (the boundary instant is still fresh). A stale or

@@ -174,12 +174,13 @@ class AdminApi:
         await self.respond(send, 200, json.dumps(public(runtime.snapshot)).encode())
 
     async def backends(self, runtime: "Runtime", scope: Scope, receive: Any, send: Send) -> None:
-        """Every configured backend: its config, health, circuits, discovered models and load."""
+        """Every configured backend: its config, health, circuits, discovered models, load and KV index."""
         now = trio.current_time()
         view, pool, discovered = runtime.health.view, runtime.pool, runtime.discovery.view
         out = []
         for b in runtime.snapshot.backends:
             health = view.backends.get(b.name)
+            kv = runtime.kv_index.index.view(b.name)
             circuits = {model: {"state": c.state.value, "failures": c.failures, "cooldown": c.cooldown,
                                 "opened_at": None if c.state is CircuitState.CLOSED else c.opened_at}
                         for (name, model), c in sorted(view.circuits.items()) if name == b.name}
@@ -198,8 +199,12 @@ class AdminApi:
                 # kinds asked for a stream's usage (OpenAI's wire): whether streams are, and when it refused that
                 "stream_usage": {"setting": b.stream_usage, "refused_at": runtime.stream_usage.refused_at(b)}
                 if kind_of(b).stream_usage is StreamUsage.OPTION else None,
+                # what the KV index knows of its engine's cache (docs/kv-routing.md)
+                "kv_index": None if kv is None else {"state": kv.state, "entries": kv.entries, "picks": kv.picks,
+                                                     "hits": kv.hits, "hit_ratio": kv.hit_ratio},
             })
-        body = {"now": now, "health_checks_enabled": view.checks_enabled, "backends": out}
+        body = {"now": now, "health_checks_enabled": view.checks_enabled,
+                "kv_cache_index_enabled": runtime.snapshot.kv_cache_index.enabled, "backends": out}
         await self.respond(send, 200, json.dumps(body).encode())
 
 

@@ -45,6 +45,8 @@ ROUTING_DECISIONS = (
      "reason"),
     ("routing_quota_aware_decisions", "routing.quota_aware verdicts, one per candidate per pick, by backend and "
      "reason"),
+    ("routing_kv_decisions", "kv_cache_index scorer verdicts, one per pick of several candidates, by the backend "
+     "chosen and reason"),
 )
 
 
@@ -131,7 +133,8 @@ class RuntimeCollector(Collector):
                 age.add_metric([backend], snap.age(now))
         yield age
         pool = rt.pool
-        decisions = (pool.engine_load_decisions, pool.usage_weight_decisions, pool.quota_decisions)
+        decisions = (pool.engine_load_decisions, pool.usage_weight_decisions, pool.quota_decisions,
+                     pool.kv_decisions)
         for (name, doc), counts in zip(ROUTING_DECISIONS, decisions, strict=True):
             family = CounterMetricFamily(name, doc, labels=["backend", "reason"])
             for (backend, reason), count in sorted(counts.items()):
@@ -144,6 +147,21 @@ class RuntimeCollector(Collector):
         for (backend, kind, outcome), count in sorted(pool.affinity_decisions.items()):
             affinity.add_metric([backend, kind, outcome], count)
         yield affinity
+        yield from _kv_index(rt)
+
+
+def _kv_index(rt: "Runtime") -> Iterator[Metric]:
+    """The KV index: each backend's entries, and the engine events it could not apply."""
+    index = rt.kv_index.index
+    entries = GaugeMetricFamily("kv_index_entries", "Blocks the KV index holds for the backend (kv_cache_index)",
+                                labels=["backend"])
+    for b in rt.snapshot.backends:
+        found = index.view(b.name)
+        if found is not None:
+            entries.add_metric([b.name], found.entries)
+    yield entries
+    yield _counted("kv_index_events_skipped", "Engine KV events the index skipped, by backend and reason",
+                   ["backend", "reason"], index.skipped)
 
 
 def _counted(name: str, doc: str, labels: list[str], counts: Mapping[Any, int],
@@ -185,7 +203,7 @@ def _mailbox_drops(rt: "Runtime") -> dict[str, int]:
     """Each actor mailbox's drop count, by the mailbox's name; every actor that has one, from the start."""
     out: dict[str, int] = {}
     actors: tuple[Any, ...] = (rt.quota, rt.health, rt.discovery, rt.engine_stats, rt.prompts,
-                               rt.watcher)
+                               rt.watcher, rt.kv_index)
     for actor in actors:
         mailbox = getattr(actor, "mailbox", None)
         if isinstance(mailbox, Mailbox):

@@ -15,8 +15,8 @@ What a block may be, so a writer knows the rule:
   one holding ``error: ...`` lines (what ``config validate`` prints), they are exactly its errors.
 
 ``${VAR}`` references get a placeholder value. The files a block names (a metadata file or
-directory, global_prompts' prompt files) are created in the block's config directory: a metadata
-file with no models, a prompt file of one line.
+directory, global_prompts' prompt files, kv_cache_index's tokenizer files) are created in the block's
+config directory: a metadata file with no models, a prompt file of one line, a tokenizer file of ``{}``.
 """
 
 from __future__ import annotations
@@ -94,6 +94,11 @@ def create_named_files(config: Mapping[str, Any], directory: Path) -> None:
         write(directory / config["model_metadata_file"], "models: []\n")
     for name in config.get("model_metadata_dirs") or ():
         (directory / name).mkdir(parents=True, exist_ok=True)
+    index = config.get("kv_cache_index")
+    for files in (index.get("tokenizers") or {}).values() if isinstance(index, dict) else ():
+        for key in ("tokenizer", "chat_template"):
+            if isinstance(files, dict) and isinstance(files.get(key), str):
+                write(directory / files[key], "{}\n")
     prompts = config.get("global_prompts")
     if isinstance(prompts, dict):
         sandbox = directory / str(prompts.get("prompts_dir") or ".")

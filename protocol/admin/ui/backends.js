@@ -1,5 +1,5 @@
-// Backends: health and why, circuits per model, engine load, observed quota and calls in flight, every few
-// seconds, from GET /admin/backends and GET /admin/stats/backends. Times there are the gateway's own clock:
+// Backends: health and why, circuits per model, engine load, observed quota, the KV index and calls in flight,
+// every few seconds, from GET /admin/backends and GET /admin/stats/backends. Times there are the gateway's own clock:
 // ages are `now` minus them, read from the same answer.
 "use strict";
 
@@ -66,6 +66,17 @@
       el("div", {class: q.fresh ? "muted" : "stale"}, `${age(q.age)}${q.fresh ? "" : ` (older than ${q.ttl} s)`}`));
   }
 
+  // What the KV index knows of the backend's engine cache: its state (events, unknown, approximate), the blocks it
+  // holds, and the share of the calls sent there that found some of their prompt held.
+  function kvIndex(b, enabled) {
+    const k = b.kv_index;
+    if (!enabled || !k) return el("span", {class: "muted"}, "index off");
+    return el("div", null, badge(k.state),
+      el("div", null, `${count(k.entries)} block(s)`),
+      el("div", {class: "muted"}, k.hit_ratio === null ? "no call scored yet"
+        : `hit ratio ${percent(k.hit_ratio)} of ${count(k.picks)} call(s)`));
+  }
+
   async function render() {
     const [backends, stats] = await Promise.all([Console.get("backends"), Console.get("stats/backends")]);
     const byName = Object.fromEntries(stats.backends.map((s) => [s.name, s]));
@@ -85,6 +96,7 @@
       {title: "Latency (avg)", numeric: true, value: (b) => ms(b.latency_avg === null ? null : b.latency_avg * 1000)},
       {title: "Engine load", value: (b) => engine(byName[b.name])},
       {title: "Observed quota", value: (b) => quota(byName[b.name])},
+      {title: "KV index", value: (b) => kvIndex(b, backends.kv_cache_index_enabled)},
     ], rows, (b) => ({"data-backend": b.name, "data-state": state(b, checksOn)}), "No backends configured.");
     replace(content, summary, section("Backends", grid));
   }

@@ -1,0 +1,34 @@
+"""Which tokenizer turns a call's prompt into the token ids the KV index keys blocks by.
+
+In order: the tokenizer the operator configured for the model
+(``kv_cache_index.tokenizers``), else the simulated engines' own when every
+candidate is a simulated backend, else none: the prompt's canonical text is
+read as bytes (``actors/routing/kv_blocks.py``), which keys the gateway's
+own record consistently but never matches an engine's events.
+"""
+
+from __future__ import annotations
+
+from switchyard.actors.kv.prompt_tokens import PromptTokenizer
+from switchyard.actors.kv.sim_tokens import SimulatedTokenizer
+from switchyard.config.schema import BackendType, Snapshot
+
+SIMULATED = SimulatedTokenizer()
+
+
+def configured(snapshot: Snapshot, model: str) -> PromptTokenizer | None:
+    """The loaded tokenizer of ``model``'s ``kv_cache_index.tokenizers`` entry (its files are
+    ``snapshot.kv_cache_index.tokenizer_files(model)``). Loading the files is not built yet: a model
+    with files configured is tokenized like one without."""
+    return None
+
+
+def tokenizer_for(snapshot: Snapshot, model: str, backend_kind: BackendType | None) -> PromptTokenizer | None:
+    """``model``'s tokenizer on candidates of ``backend_kind`` (None: of several kinds); None: the bytes
+    fallback."""
+    found = configured(snapshot, model)
+    if found is not None:
+        return found
+    if backend_kind is BackendType.SIMULATED:
+        return SIMULATED
+    return None

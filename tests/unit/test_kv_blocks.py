@@ -1,0 +1,83 @@
+"""The KV index's block keys (actors/routing/kv_blocks.py): one test per rule."""
+
+from switchyard.actors.routing.kv_blocks import (
+    BYTES_PER_TOKEN,
+    ROOT,
+    KeyCache,
+    block_key,
+    byte_chain,
+    canonical_chat,
+    chain,
+    fnv1a64,
+)
+
+
+def test_fnv1a64_is_the_standard_64_bit_fnv_1a():
+    # the published test vectors of FNV-1a 64
+    assert fnv1a64(b"") == 0xCBF29CE484222325
+    assert fnv1a64(b"a") == 0xAF63DC4C8601EC8C
+    assert fnv1a64(b"foobar") == 0x85944171F73967E8
+
+
+def test_the_root_is_fnv1a64_of_the_project_seed():
+    assert ROOT == fnv1a64(b"switchyard-kv")
+
+
+def test_a_block_key_hashes_the_parent_as_8_bytes_then_each_token_as_4_bytes_big_endian():
+    encoded = ROOT.to_bytes(8, "big") + bytes([0, 0, 0, 1, 0, 0, 1, 44])
+    assert block_key(ROOT, [1, 300]) == fnv1a64(encoded)
+
+
+def test_each_key_chains_from_the_one_before():
+    tokens = list(range(48))
+    keys = chain(tokens, 16)
+    assert keys == [block_key(ROOT, tokens[:16]), block_key(keys[0], tokens[16:32]),
+                    block_key(keys[1], tokens[32:])]
+
+
+def test_only_full_blocks_are_keyed():
+    assert len(chain(list(range(47)), 16)) == 2
+    assert chain(list(range(15)), 16) == []
+
+
+def test_a_chain_may_start_from_a_given_parent():
+    tokens = list(range(32))
+    assert chain(tokens[16:], 16, parent=chain(tokens[:16], 16)[0]) == chain(tokens, 16)[1:]
+
+
+def test_a_shared_prefix_gives_the_same_leading_keys_and_a_different_block_differs_from_there():
+    a, b = list(range(64)), list(range(40)) + [9] * 24
+    ka, kb = chain(a, 16), chain(b, 16)
+    assert ka[:2] == kb[:2] and ka[2] != kb[2] and ka[3] != kb[3]
+
+
+def test_the_bytes_fallback_keys_blocks_of_block_size_times_four_bytes_one_byte_each():
+    data = bytes(range(200))
+    width = 16 * BYTES_PER_TOKEN
+    keys = byte_chain(data, 16)
+    assert len(keys) == 3   # 200 // 64
+    assert keys[0] == fnv1a64(ROOT.to_bytes(8, "big") + data[:width])
+    assert keys[1] == fnv1a64(keys[0].to_bytes(8, "big") + data[width:2 * width])
+
+
+def test_the_key_cache_answers_what_the_hash_would():
+    cache = KeyCache(size=4)
+    tokens = list(range(160))
+    assert chain(tokens, 16, cache=cache) == chain(tokens, 16)
+    assert chain(tokens, 16, cache=cache) == chain(tokens, 16)   # served from the cache
+    assert len(cache) == 4                                        # bounded: first in, first out
+
+
+def test_a_conversations_next_turn_starts_with_the_whole_previous_one():
+    first = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+    second = [*first, {"role": "assistant", "content": "Hi!"}, {"role": "user", "content": "Bye"}]
+    assert canonical_chat(second).startswith(canonical_chat(first))
+
+
+def test_the_canonical_text_keeps_roles_text_parts_tools_and_tool_calls():
+    text = canonical_chat([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"},
+                                                        {"type": "text", "text": "b"}]},
+                           {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}],
+                          tools=[{"type": "function"}])
+    assert text == ('<|tools|>\n[{"type":"function"}]\n<|user|>\nab\n<|assistant|>\n\n[{"id":"1"}]\n'
+                    "<|assistant|>\n")

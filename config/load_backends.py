@@ -21,7 +21,7 @@ from switchyard.config.kinds import KEYS, KINDS, foreign_key, listed, types_wher
 from switchyard.config.kinds.base import Draft, InProcess, Kind, read_own
 from switchyard.config.rules import Problems, Reader, child
 from switchyard.config.schema import BackendConfig, BackendType
-from switchyard.config.simulation import Simulation
+from switchyard.config.simulation import Simulation, check_simulation
 from switchyard.config.unix_socket import backend_url, is_unix
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -103,7 +103,12 @@ def _simulation(r: Reader, kind: Kind, url: str) -> Simulation | None:
     section = r.section("simulation")   # read even when empty, so `simulation:` alone is no unknown key
     on_host = kind.in_process is InProcess.SIMULATED_HOST
     if kind.in_process is InProcess.ALWAYS or on_host and (urlsplit(url).hostname or "").endswith(".simulated"):
-        return load_section(Simulation, section)
+        simulation = load_section(Simulation, section, check_simulation)
+        if simulation.engine_kv is not None and on_host:   # a provider's API, not an engine the operator runs
+            r.problems.error(child(child(r.path, "simulation"), "engine_kv"),
+                             "is only allowed on backends of type "
+                             f"{listed(types_where(lambda k: k.in_process is InProcess.ALWAYS))}")
+        return simulation
     if r.has("simulation"):
         always = listed(types_where(lambda k: k.in_process is InProcess.ALWAYS))
         r.problems.error(child(r.path, "simulation"), f"is only allowed on an {kind.type.value} backend whose url "

@@ -2,8 +2,10 @@
 
 Only for demos and tests; the simulators live in ``protocol/simulated``.
 Some rules span fields and run as checks: ``retry_after`` and ``error_code``
-need a ``status``, ``when_body_contains`` a failure mode to narrow, and an
-engine's ``total_slots`` is an SGLang metric.
+need a ``status``, ``when_body_contains`` a failure mode to narrow, an
+engine's ``total_slots`` is an SGLang metric, and ``engine_kv`` (the engine's
+own queue, KV cache and pace) reports and paces what ``engine`` and
+``tokens_per_second`` would otherwise script.
 """
 
 from __future__ import annotations
@@ -103,6 +105,39 @@ def _check_engine(engine: SimulatedEngine, r: Reader) -> None:
 
 
 @frozen
+class EngineKv:
+    """``simulation.engine_kv``: the backend serves chat and completions as a prefix-caching engine would.
+
+    The prompt (the simulated tokenizer's ids) is cut into blocks; the leading
+    blocks the cache holds are hits, the rest are prefilled one request after
+    another at ``prefill_tokens_per_second``, then the answer is decoded at
+    ``decode_tokens_per_second``; least recently used free blocks are evicted
+    when the cache is full (``protocol/simulated/kv_engine.py``).
+    """
+
+    blocks: int = field(4096, rules.integer(1, 10_000_000))          # the KV cache's size, in blocks
+    block_size: int = field(16, rules.integer(1, 4096))              # tokens per block (vLLM's --block-size)
+    prefill_tokens_per_second: float = field(10_000.0, rules.number(1, 1e9))
+    decode_tokens_per_second: float = field(50.0, rules.number(1, 1e9))   # per request
+    # publish its KV events (blocks stored, removed, all cleared) to in-process listeners, in vLLM's shapes
+    events: bool = field(False, rules.boolean)
+
+
+def check_simulation(sim: "Simulation", r: Reader) -> None:
+    """``engine_kv`` paces decoding and reports the queue and the cache: the keys that would script them are refused."""
+    if sim.engine_kv is None:
+        return
+    if sim.tokens_per_second:
+        r.problems.error(child(r.path, "tokens_per_second"),
+                         "cannot be combined with engine_kv: its decode_tokens_per_second paces the answer")
+    if sim.engine is not None:
+        for key in ("waiting", "running", "kv_cache_usage"):
+            if getattr(sim.engine, key):
+                r.problems.error(child(child(r.path, "engine"), key),
+                                 "cannot be combined with engine_kv: the engine model reports its own")
+
+
+@frozen
 class Simulation:
     # Fields are read in this order, so the failure's problems are listed first.
     failure: SimulatedFailure = section(SimulatedFailure, check=_check_failure)
@@ -129,6 +164,8 @@ class Simulation:
     supports_stream_options: bool = field(True, rules.boolean)
     # an engine Prometheus page on GET .../metrics
     engine: SimulatedEngine | None = section(SimulatedEngine, optional=True, check=_check_engine)
+    # an engine's queue (max_concurrency), prefix-cached KV cache, prefill and decode (and its engine page)
+    engine_kv: EngineKv | None = section(EngineKv, optional=True)
     # embeddings: `hash` (a vector per exact input) or `words` (counts of the lower-cased words, each word
     # hashed to one dimension: texts sharing words have a known cosine; the tests' controllable embedding)
     embedding: str = field("hash", values.words("hash", "words"))

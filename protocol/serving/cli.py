@@ -1,4 +1,5 @@
-"""``switchyard serve | config validate | metadata show | usage report | keys ... | orgs ... | admins ...``."""
+"""``switchyard serve | config validate | metadata show | usage report | keys ... | orgs ... | admins ... |
+simulate``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from switchyard.config.contract import DOC as CONTRACT_DOC
 from switchyard.config.load import ConfigError, load_demo, load_file
 from switchyard.config.load_limits import workers_refusal
 from switchyard.config.rules import Invalid
-from switchyard.protocol.serving import admins_cli, keys_cli, orgs_cli, usage_report
+from switchyard.protocol.serving import admins_cli, keys_cli, orgs_cli, simulate, usage_report
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     keys_cli.add_parser(sub)
     admins_cli.add_parser(sub)
     orgs_cli.add_parser(sub)
+    simulate.add_parser(sub)
 
     args, unread = parser.parse_known_args(argv)
     if unread:   # told by the (sub)command that was being read, with its exit status
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return admins_cli.admins_command(args)
     if args.command == "orgs":
         return orgs_cli.orgs_command(args)
+    if args.command == "simulate":
+        return simulate.simulate_command(args)
     if args.command == "config":
         return validate_command(args.file)
     if args.command == "metadata":

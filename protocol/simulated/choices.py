@@ -14,9 +14,12 @@ position, so a test can compute what any backend answered.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switchyard.protocol.simulated.parts import TOOL_CALL_ID, TOOL_NAME
+
+if TYPE_CHECKING:
+    from switchyard.config.simulation import Simulation
 
 MAX_CHOICES = 128         # OpenAI's bound on ``n``
 MAX_TOP_LOGPROBS = 20     # and on ``top_logprobs``
@@ -87,3 +90,15 @@ def chunk_choice(body: dict[str, Any], index: int, delta: dict[str, Any], piece:
     return {"index": index, "delta": delta,
             "logprobs": logprobs([piece], position, top, tool_call) if piece and top is not None else None,
             "finish_reason": finish}
+
+
+def chat_delta(sim: "Simulation", k: int, token: str, name: str = TOOL_NAME) -> dict[str, Any]:
+    """Chunk ``k``'s delta: a piece of the text, or of the tool call's arguments (the first names the call)."""
+    if sim.failure.tool_call:
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": token}}
+        if k == 1:
+            call = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
+                    "function": {"name": name, "arguments": token}}
+            return {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
+        return {"tool_calls": [call]}
+    return {"role": "assistant", "content": token, "refusal": None} if k == 1 else {"content": token}

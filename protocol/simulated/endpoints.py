@@ -130,7 +130,7 @@ async def _completion_sse(owner: "Simulator", sim: Simulation, cid: str, model: 
         return b"data: " + json.dumps({**obj, **extra}, separators=(",", ":")).encode() + b"\n\n"
 
     produced = 0
-    async with aclosing(owner.paced_pieces(sim, owner.reply_pieces(sim, body, chat=False))) as paced:
+    async with aclosing(owner.paced_pieces(sim, owner.reply_pieces(sim, body, chat=False), body)) as paced:
         async for k, token in paced:
             if fail.malformed_chunk == k:
                 yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"text": \n\n'

@@ -38,6 +38,11 @@ metric names, rendered by prometheus-client): the configured queue depth and
 KV usage, running requests plus the streams open now, and a generation
 counter that grows with every token streamed plus the engine's background
 rate. Every other ``GET`` is the health route.
+
+With ``Simulation.engine_kv`` it serves as an engine with a prefix-cached KV
+cache would (``kv_engine.py``: queue, prefill of the uncached prompt, decode,
+KV events), and its engine page (with ``engine``) reports that engine's
+queue, KV usage and prefix-cache counters.
 """
 
 from __future__ import annotations
@@ -58,22 +63,26 @@ from switchyard.protocol.simulated import responses_store
 from switchyard.protocol.simulated.audio import AUDIO_PATHS
 from switchyard.protocol.simulated.audio import answer as audio_answer
 from switchyard.protocol.simulated.checks import refusal
-from switchyard.protocol.simulated.choices import buffered_choices, call_id, choice_count, chunk_choice
+from switchyard.protocol.simulated.choices import buffered_choices, call_id, chat_delta, choice_count, chunk_choice
 from switchyard.protocol.simulated.endpoints import answer as endpoints_answer
-from switchyard.protocol.simulated.engine import MetricsReply, render_page
+from switchyard.protocol.simulated.engine import KvStats, MetricsReply, render_page
 from switchyard.protocol.simulated.images import IMAGE_PATHS, form_of
 from switchyard.protocol.simulated.images import answer as images_answer
+from switchyard.protocol.simulated.kv_engine import KvEngine
 from switchyard.protocol.simulated.parts import (
     _WORDS,
     IN_BAND_ERROR,
     PREFILL_UNSUPPORTED,
+    STREAM_OPTIONS_UNSUPPORTED,
     TOOL_ARGUMENTS,
-    TOOL_CALL_ID,
     TOOL_NAME,
     SimulatedStream,
+    paced,
     prefill_of,
+    prompt_token_count,
     split_even,
     split_words,
+    sse_event,
 )
 from switchyard.protocol.simulated.responses import answer as responses_answer
 from switchyard.protocol.simulated.scoring import PATHS as SCORING_PATHS
@@ -108,6 +117,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self.generated = 0             # tokens streamed so far, for the engine's generation counter
         self.background = 0.0          # tokens generated "for other clients" up to the last engine page
         self.engine_at: float | None = None      # when the last engine page was rendered
+        self.kv = KvEngine(name)       # simulation.engine_kv: its KV cache, prefill queue and event listeners
 
     @property
     def events(self) -> list[tuple[float, str]]:
@@ -173,8 +183,12 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             self.background += engine.background_tokens_per_second * (now - self.engine_at)
         self.engine_at = now
         tokens = self.generated + self.background
-        running = engine.running + self.in_flight
-        return render_page(engine, self.models[0] if self.models else self.name, running, tokens)
+        kv = None
+        if self.simulation.engine_kv is not None:   # queued for a slot or for the prefill: vLLM's waiting queue
+            kv = KvStats(waiting=self.slots.waiting + self.kv.queued, usage=self.kv.usage(), queries=self.kv.queries,
+                         hits=self.kv.hits)
+        running = engine.running + self.in_flight - (self.kv.queued if kv else 0)
+        return render_page(engine, self.models[0] if self.models else self.name, running, tokens, kv)
 
     async def _chat(self, request: httpx.Request) -> httpx.Response:
         await self.slots.take(self.simulation.max_concurrency)
@@ -295,21 +309,22 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         self.record("prefill_ignored")
         return tokens
 
-    async def paced_pieces(self, sim: Simulation, pieces: list[str]) -> AsyncGenerator[tuple[int, str], None]:
-        """Pieces with their 1-based number, paced and failing as scripted."""
+    async def paced_pieces(self, sim: Simulation, pieces: list[str],
+                           body: Any = None) -> AsyncGenerator[tuple[int, str], None]:
+        """Pieces with their 1-based number, paced and failing as scripted (``engine_kv``: after the prefill of
+        ``body``'s prompt, at the engine's decode rate)."""
         fail = sim.failure
-        gap = 1.0 / sim.tokens_per_second if sim.tokens_per_second > 0 else 0.0
-        for k, token in enumerate(pieces, start=1):
-            if k > 1 and gap:
-                await trio.sleep(gap)
-            self.generated += 1 if token else 0
-            yield k, token
-            if fail.stall_after_chunk == k:
-                self.record(f"stall_after:{k}")
-                await trio.sleep_forever()
-            if fail.reset_after_chunk == k:
-                self.record(f"reset_after:{k}")
-                raise httpx.ReadError("simulated connection reset by peer")
+        timed = self.kv.serve(sim.engine_kv, pieces, body) if sim.engine_kv else paced(pieces, sim.tokens_per_second)
+        async with aclosing(timed):
+            async for k, token in timed:
+                self.generated += 1 if token else 0
+                yield k, token
+                if fail.stall_after_chunk == k:
+                    self.record(f"stall_after:{k}")
+                    await trio.sleep_forever()
+                if fail.reset_after_chunk == k:
+                    self.record(f"reset_after:{k}")
+                    raise httpx.ReadError("simulated connection reset by peer")
 
     async def _sse(self, sim: Simulation, cid: str, model: str, body: dict[str, Any],
                    name: str = TOOL_NAME) -> AsyncIterator[bytes]:
@@ -321,26 +336,26 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         produced, n = 0, choice_count(body)
 
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-            return _event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                           "choices": choices, **extra})
+            return sse_event({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                              "choices": choices, **extra})
 
-        async with aclosing(self.paced_pieces(sim, pieces)) as paced:
-            async for k, token in paced:
+        async with aclosing(self.paced_pieces(sim, pieces, body)) as timed:
+            async for k, token in timed:
                 if fail.malformed_chunk == k:
                     yield b'data: {"id": "' + cid.encode() + b'", "choices": [ {"delta": \n\n'
                 else:
                     produced += n if token else 0
                     for i in range(n):   # one choice a chunk, as OpenAI streams n > 1
-                        yield chunk([chunk_choice(body, i, _delta(sim, k, token, name), token, k - 1,
+                        yield chunk([chunk_choice(body, i, chat_delta(sim, k, token, name), token, k - 1,
                                                   fail.tool_call)])
                 if fail.error_event_after_chunk == k:
                     self.record(f"error_event_after:{k}")
-                    yield _event(IN_BAND_ERROR)
+                    yield sse_event(IN_BAND_ERROR)
                     return
                 if fail.truncate_after_chunk == k:
                     self.record(f"truncated_after:{k}")
                     return
-        prompt = _prompt_tokens(body)
+        prompt = prompt_token_count(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
         finish = "tool_calls" if fail.tool_call else "stop"
         for j in range(1, sim.tool_calls if fail.tool_call else 1):   # the other calls, each whole in one delta
@@ -361,7 +376,7 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         fail = sim.failure
 
         def render(tokens: list[str]) -> str:
-            prompt, produced = _prompt_tokens(body), choice_count(body) * sum(1 for t in tokens if t)
+            prompt, produced = prompt_token_count(body), choice_count(body) * sum(1 for t in tokens if t)
             return json.dumps({
                 "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": buffered_choices(body, tokens, fail.tool_call, name, sim.tool_calls),
@@ -375,8 +390,8 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
         fail = sim.failure
         tokens: list[str] = []
         cut = None
-        async with aclosing(self.paced_pieces(sim, self.reply_pieces(sim, body))) as paced:
-            async for k, token in paced:
+        async with aclosing(self.paced_pieces(sim, self.reply_pieces(sim, body), body)) as timed:
+            async for k, token in timed:
                 if fail.malformed_chunk == k:
                     self.record("completed")
                     yield b'{"id": "' + cid.encode() + b'", "choices": ['
@@ -396,29 +411,3 @@ class SimulatedTransport(httpx.AsyncBaseTransport):
             return
         self.record("completed")
         yield text.encode()
-
-
-# What a server that takes no stream_options answers a body carrying one (Simulation.supports_stream_options).
-STREAM_OPTIONS_UNSUPPORTED = {"error": {"message": "Unrecognized request argument supplied: stream_options",
-                                        "type": "invalid_request_error", "param": "stream_options",
-                                        "code": "unsupported_parameter"}}
-
-
-def _delta(sim: Simulation, k: int, token: str, name: str = TOOL_NAME) -> dict[str, Any]:
-    if sim.failure.tool_call:
-        call: dict[str, Any] = {"index": 0, "function": {"arguments": token}}
-        if k == 1:
-            call = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
-                    "function": {"name": name, "arguments": token}}
-            return {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
-        return {"tool_calls": [call]}
-    return {"role": "assistant", "content": token, "refusal": None} if k == 1 else {"content": token}
-
-
-def _event(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _prompt_tokens(body: dict[str, Any]) -> int:
-    text = json.dumps(body.get("messages", []))
-    return max(1, len(text) // 4)

@@ -3,11 +3,13 @@ that paces an answer (``protocol/simulated/openai.py`` and the endpoint simulato
 
 from __future__ import annotations
 
+import json
 import re
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Protocol
 
 import httpx
+import trio
 
 if TYPE_CHECKING:
     from switchyard.config.simulation import Simulation
@@ -23,6 +25,11 @@ IN_BAND_ERROR = {"error": {"message": "simulated in-band error", "type": "server
 PREFILL_UNSUPPORTED = {"error": {"message": "assistant prefill is not supported",
                                  "type": "invalid_request_error", "param": "messages",
                                  "code": "prefill_unsupported"}}
+
+# What a server that takes no stream_options answers a body carrying one (Simulation.supports_stream_options).
+STREAM_OPTIONS_UNSUPPORTED = {"error": {"message": "Unrecognized request argument supplied: stream_options",
+                                        "type": "invalid_request_error", "param": "stream_options",
+                                        "code": "unsupported_parameter"}}
 
 _WORDISH = re.compile(r"\s*\S+|\s+")
 
@@ -53,6 +60,25 @@ def _group(tokens: list[str], n: int) -> list[str]:
         out.append("".join(tokens[at:at + take]))
         at += take
     return out
+
+
+def sse_event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def prompt_token_count(body: dict[str, Any]) -> int:
+    """A chat body's ``usage.prompt_tokens``: about four characters a token."""
+    text = json.dumps(body.get("messages", []))
+    return max(1, len(text) // 4)
+
+
+async def paced(pieces: list[str], tokens_per_second: float) -> AsyncGenerator[tuple[int, str], None]:
+    """Pieces with their 1-based number, one every ``1/tokens_per_second`` after the first (0: all at once)."""
+    gap = 1.0 / tokens_per_second if tokens_per_second > 0 else 0.0
+    for k, piece in enumerate(pieces, start=1):
+        if k > 1 and gap:
+            await trio.sleep(gap)
+        yield k, piece
 
 
 def prefill_of(body: dict[str, Any]) -> str | None:
@@ -87,7 +113,8 @@ class Simulator(Protocol):
 
     def reply_pieces(self, sim: "Simulation", body: dict[str, Any], chat: bool = True) -> list[str]: ...
 
-    def paced_pieces(self, sim: "Simulation", pieces: list[str]) -> AsyncGenerator[tuple[int, str], None]: ...
+    def paced_pieces(self, sim: "Simulation", pieces: list[str],
+                     body: Any = None) -> AsyncGenerator[tuple[int, str], None]: ...
 
     def buffered_body(self, sim: "Simulation", cid: str, body: dict[str, Any],
                       render: Callable[[list[str]], str]) -> AsyncGenerator[bytes, None]: ...

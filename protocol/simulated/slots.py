@@ -18,6 +18,11 @@ class Slots:
         self.limit = 0                    # the last one asked for (0: none)
         self._waiting: deque[trio.Event] = deque()
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot."""
+        return len(self._waiting)
+
     async def take(self, limit: int) -> None:
         """A slot for one request, waiting in line while ``limit`` (0: no limit) are busy."""
         self.limit = limit

@@ -221,20 +221,24 @@ class DedupCoordinator:
         return self._flights.get(key)
 
     async def serve(self, key: bytes | None, sink: StreamingSink, disconnected: Disconnected, lead: Lead,
-                    nursery: trio.Nursery, flight_id: str = "") -> Served:
+                    nursery: trio.Nursery, flight_id: str = "",
+                    following: Callable[[], None] | None = None) -> Served:
         """Answer one call into ``sink``: lead a flight, follow one, or run ``lead`` alone.
 
         ``lead(sink, disconnected)`` makes the upstream call (a RequestActor's
         ``run``); ``nursery`` hosts a flight's lead and must outlive every
         client (the Runtime's). ``flight_id`` names this call to its
-        followers (its request id). Returns when this client's answer is out
-        or its client is gone.
+        followers (its request id); ``following`` is called as this call
+        joins another's flight. Returns when this client's answer is out or
+        its client is gone.
         """
         settings = self.settings
         flight = self._flights.get(key) if key is not None and settings.enabled else None
         if flight is not None and flight.joinable:
             role = Role.FOLLOWED
             log.debug("following the shared call of request %s", flight.leader)
+            if following is not None:
+                following()
         elif flight is None and key is not None and settings.enabled and len(self._flights) < settings.max_entries:
             role = Role.LED
             flight = self._flights[key] = Flight(key, flight_id, sink.streaming)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
+from switchyard.actors.timing import Timing
+
 if TYPE_CHECKING:
     from switchyard.actors.relay import Relay, ResponseSink
 
@@ -52,7 +54,7 @@ class CallTrace:
 
     __slots__ = ("request_id", "revision", "started", "steps", "attempt", "terminal", "trace_id", "x_request_id",
                  "client_ref", "route", "first_byte", "first_byte_backend", "ended", "wall", "parent_id", "flags",
-                 "spent", "guardrails", "span_id")
+                 "spent", "guardrails", "span_id", "timing")
 
     def __init__(self, request_id: str, revision: str, *, trace_id: str | None = None,
                  x_request_id: str | None = None, client_ref: str | None = None,
@@ -84,6 +86,9 @@ class CallTrace:
         # The call's own span (router.request) when something inside the call needs it as a parent while the
         # call runs (an MCP tool call of its tool loop); None: the span export picks one.
         self.span_id: str | None = None
+        # A client's call: where its time went (the gateway's own, the upstreams'), for its Server-Timing and
+        # switchyard_gateway_overhead_seconds; None for a call the gateway makes for itself, or a realtime session.
+        self.timing: Timing | None = None
 
     def add(self, event: str, *, backend: str | None = None, model: str | None = None, **detail: Any) -> None:
         at = trio.current_time() - self.started
@@ -92,10 +97,11 @@ class CallTrace:
             self.ended = at
         self.steps.append((event, at, self.attempt, backend, model, detail or None))
 
-    def answered(self, backend: str | None) -> None:
-        """The first byte of the answer went to the client now, from ``backend``; later calls change nothing."""
+    def answered(self, backend: str | None, at: float | None = None) -> None:
+        """The first byte of the answer went to the client now (or at ``at``), from ``backend``; later calls
+        change nothing."""
         if self.first_byte is None:
-            self.first_byte = trio.current_time() - self.started
+            self.first_byte = (trio.current_time() if at is None else at) - self.started
             self.first_byte_backend = backend
 
     @property
@@ -169,8 +175,12 @@ class FirstByteSink:
         if self.relay is not None and self.relay.sink is self:
             self.relay.sink = self.sink
         backend = self.backend()
+        now = trio.current_time()
+        timing = self.trace.timing
+        if timing is not None:
+            timing.reach(now)   # the upstream's part ends here; what the sinks do next is the gateway's
         await self.sink.start(status, headers)
-        self.trace.answered(backend)
+        self.trace.answered(backend, now)
 
     async def send(self, chunk: bytes) -> None:
         await self.sink.send(chunk)

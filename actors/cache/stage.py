@@ -172,6 +172,8 @@ class ResponseCache:
         backend, model = entry["backend"], entry["model"]
         completion = with_model(entry["answer"], call.model if actor.variant is not None else None)
         kind = "exact" if similarity is None else "semantic"
+        if trace.timing is not None:
+            trace.timing.cached = True   # its Server-Timing says so
         trace.add("cache_hit", backend=backend, model=model, kind=kind,
                   **({} if similarity is None else {"similarity": round(similarity, 4)}))
         params = header_value(call.param_tokens)   # x-continuum-request-params, as a fresh answer has it

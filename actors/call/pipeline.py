@@ -31,6 +31,7 @@ from switchyard.actors.params import apply_preset
 from switchyard.actors.ports import CallMetrics, Limiter
 from switchyard.actors.provider_prefs import parse_provider
 from switchyard.actors.relay import ResponseSink
+from switchyard.actors.timing import Timing
 from switchyard.config.endpoints import Endpoint
 from switchyard.config.schema import Snapshot
 
@@ -56,6 +57,8 @@ class Arrival:
     hops: int = 0                                  # gateways passed before this one (actors/hops.py)
     client_address: Callable[[], str] | None = None   # without a key: the client's address, on demand (Call's)
     purpose: str = "client"                        # the ledger's; "batch" for a batch line (never a client's say)
+    # The request's Server-Timing instants (App.http's); None: a websocket turn, timed from its call's start.
+    timing: Timing | None = attrs.field(default=None, repr=False, eq=False)
 
 
 @frozen
@@ -99,8 +102,7 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         try:
             call = await screen.screen_input(call)   # the input stage: before anything reads the prompt
         except GatewayError as err:
-            refused = RequestActor(runtime, call, arrival.purpose)
-            refused.trace.route, refused.trace.guardrails = arrival.route, screen
+            refused = _actor(runtime, call, arrival, screen)
             await refused.refuse(sink, err)
             return
     # Smart routing runs on /v1/chat/completions only (not behind the Messages door), as the spec says.
@@ -109,13 +111,10 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
             call = await runtime.smart.route(
                 call, headers, load_state(arrival.in_flight, snapshot.server.max_concurrent_requests))
         except GatewayError as err:   # no candidate: refused like any call, with its route events
-            refused = RequestActor(runtime, call, arrival.purpose)
-            refused.trace.route, refused.trace.guardrails = arrival.route, screen
+            refused = _actor(runtime, call, arrival, screen)
             await refused.refuse(sink, err)
             return
-    actor = RequestActor(runtime, call, arrival.purpose)
-    actor.trace.route = arrival.route   # the client-facing route (a metric label): one of the fixed routes
-    actor.trace.guardrails = screen
+    actor = _actor(runtime, call, arrival, screen)
     try:
         actor.admit()
     except GatewayError as err:
@@ -134,6 +133,16 @@ async def serve_call(runtime: "Runtime", arrival: Arrival, payload: dict[str, An
         await dispatch(runtime, actor, sink, disconnected, nursery, run)
     else:   # the common case, one frame shorter on every wake-up
         await run(sink, disconnected)
+
+
+def _actor(runtime: "Runtime", call: Call, arrival: Arrival, screen: Any) -> RequestActor:
+    """The call's RequestActor, its trace labelled with the client-facing route (a metric label: one of the
+    fixed routes), its guardrail screen, and the request's timing."""
+    actor = RequestActor(runtime, call, arrival.purpose)
+    trace = actor.trace
+    trace.route, trace.guardrails = arrival.route, screen
+    trace.timing = arrival.timing if arrival.timing is not None else Timing(trace.started)
+    return actor
 
 
 async def within_limits(limiter: Limiter, metrics: CallMetrics | None, actor: RequestActor, sink: ResponseSink,
@@ -161,6 +170,14 @@ async def within_limits(limiter: Limiter, metrics: CallMetrics | None, actor: Re
     return True
 
 
+def _waits_on_flight(actor: RequestActor) -> Callable[[], None]:
+    """What a follower does as it joins a flight: its wait on the flight's upstream call begins."""
+    def following() -> None:
+        if actor.trace.timing is not None:
+            actor.trace.timing.dial(trio.current_time())
+    return following
+
+
 async def dispatch(runtime: "Runtime", actor: RequestActor, sink: StreamingSink,
                    disconnected: Callable[[], Awaitable[None]], nursery: trio.Nursery,
                    run: Callable[[ResponseSink, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None) -> None:
@@ -173,7 +190,7 @@ async def dispatch(runtime: "Runtime", actor: RequestActor, sink: StreamingSink,
     key = dedup_key(call, call.key.id if call.key is not None else None, actor.model) if shares else None
     try:
         served = await runtime.dedup.serve(key, sink, disconnected, run or actor.run, nursery,
-                                           flight_id=call.request_id)
+                                           flight_id=call.request_id, following=_waits_on_flight(actor))
     except BaseException:
         # Cancelled from outside (a drain's end, say) before this call's actor ran: nothing else would
         # give its reservation back. An actor that runs (or ran) settles its own ticket when it ends.

@@ -338,11 +338,17 @@ class RequestActor:
             if isinstance(step, Retry):
                 # No retry into an open circuit (these very failures, or others', may
                 # have opened it): the call moves on as if the retries were spent.
-                due = trio.current_time() + step.delay
+                now = trio.current_time()
+                due = now + step.delay
                 if rt.health.view.admits(backend.name, plan.model, due):
                     self.trace.add("retry_scheduled", backend=backend.name, model=plan.model,
                                    delay_ms=round(step.delay * 1000, 3))
+                    timing = self.trace.timing
+                    if timing is not None:
+                        timing.dial(now)   # a backoff the upstream's failure asked for: its time, not ours
                     await trio.sleep_until(due)
+                    if timing is not None:
+                        timing.hang_up(due)
                     if rt.health.view.admits(backend.name, plan.model, trio.current_time()):
                         continue
                 step = MoveOn(sibling=True, chain=plan.chain_allows(failure))
@@ -422,8 +428,11 @@ class RequestActor:
         attempt = AttemptBudget(limits, budget)
         probe = rt.health.dispatching(backend.name, model, trio.current_time())
         settled = False   # the route's circuit heard how it went
+        timing = self.trace.timing
         with rt.pool.dispatched(backend.name):
             began = trio.current_time()
+            if timing is not None:
+                timing.dial(began)
             try:
                 with attempt.scope:
                     with rt.upstream.errors(backend.name):
@@ -483,6 +492,10 @@ class RequestActor:
                 # 500, never the backend's failure; its circuit hears nothing (a probe is given back below).
                 raise our_failure(exc, backend.name) from None
             finally:
+                if timing is not None:
+                    # A whole answer's wait ended when it was in hand; a stream's, or a failed attempt's, ends now.
+                    reached = timing.reached
+                    timing.hang_up(reached if reached is not None and not _streams(call) else trio.current_time())
                 if whole is not None:
                     whole.release()
                 self.meter.settle(self.relay.usage, self.relay.output_seen, self.relay.images,
@@ -503,6 +516,11 @@ class RequestActor:
                    *self.call.route_headers]
         rt = self.runtime
         return answer(rt.pool, rt.response_owners, self.call, self.relay, backend, response, attempt, began, headers)
+
+
+def _streams(call: Call) -> bool:
+    """The answer goes on coming from the backend after its first byte went out (speech: always)."""
+    return call.stream or call.endpoint == Endpoint.AUDIO_SPEECH
 
 
 async def _never() -> None:

@@ -25,7 +25,7 @@ from switchyard.actors.addressing import api_url, auth_headers
 from switchyard.actors.bodies import body_chunks
 from switchyard.actors.errors import GatewayError, MethodNotAllowed, RouteNotFound, UpstreamTimeout
 from switchyard.actors.response_owners import owner_of
-from switchyard.protocol.http.asgi import Receive, Scope, Send
+from switchyard.protocol.http.asgi import TIMING, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from switchyard.actors.runtime import Runtime
@@ -91,9 +91,16 @@ async def stored_response(app: "DoorHost", runtime: "Runtime", who: "Identity", 
     request = runtime.upstream.request(scope["method"], url, headers=headers, content=body)
     timeouts = snapshot.timeouts
     streamed = action == "retrieve" and b"stream=true" in query
+    timing = scope.get(TIMING)   # the answer's Server-Timing: the wait for the backend's headers is its
     with runtime.upstream.errors(backend.name):
         with trio.move_on_after(timeouts.standard.first_byte) as waited:
-            response = await runtime.upstream.send(request)
+            if timing is not None:
+                timing.dial(trio.current_time())
+            try:
+                response = await runtime.upstream.send(request)
+            finally:
+                if timing is not None:
+                    timing.hang_up(trio.current_time())
         if waited.cancelled_caught:
             raise UpstreamTimeout(f"Backend '{backend.name}' did not answer within "
                                   f"{timeouts.standard.first_byte:g}s", details={"timeout": "first_byte"})

@@ -8,7 +8,7 @@ call gets a ``disconnected`` awaitable that waits on ``receive()`` for
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import trio
 
@@ -21,6 +21,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON = [(b"content-type", b"application/json")]
+TIMING = "switchyard.timing"   # the scope's key of the request's Timing (actors/timing.py: its Server-Timing)
 
 
 SSE_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -97,6 +98,14 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
     headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def whole(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """An answer's headers say its length (``respond``'s): its whole body goes with them, not a stream."""
+    for name, _ in headers:
+        if name == b"content-length":
+            return True
+    return False
 
 
 async def refuse_handshake(scope: Scope, send: Send, err: GatewayError, headers: list[tuple[bytes, bytes]]) -> None:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from switchyard.actors.control.plane import ControlPlane
     from switchyard.actors.control.records import KeyRecord
     from switchyard.actors.runtime import Runtime
+    from switchyard.actors.timing import Timing
     from switchyard.actors.trace import TraceContext
     from switchyard.config.access import ApiKey
     from switchyard.config.schema import ServerConfig, Snapshot
@@ -104,15 +105,16 @@ class Identity:
         has no address (a Unix socket, an in-process test)."""
         return functools.partial(limits.client_ip, self.peer, self.headers, trusted_proxies) if self.peer else None
 
-    def arrival(self, snapshot: "Snapshot", in_flight: int, request_id: str | None = None) -> Arrival:
+    def arrival(self, snapshot: "Snapshot", in_flight: int, request_id: str | None = None,
+                timing: "Timing | None" = None) -> Arrival:
         """The pipeline's ``Arrival`` for a call on ``snapshot`` (its key judged by it); ``request_id``: the
-        call's own when it is not the request's (a socket's turn)."""
+        call's own when it is not the request's (a socket's turn); ``timing``: the request's (Server-Timing)."""
         key = self.key_now(snapshot)
         trusted = snapshot.server.trusted_proxies
         per_ip = snapshot.rate_limiting.per_client_ip is not None
         return Arrival(snapshot, key, self.trace, request_id or self.request_id, self.route, dict(self.headers),
                        in_flight, self.client_ip(trusted) if per_ip else None, self.hops,
-                       self.client_address(trusted) if key is None else None, self.purpose)
+                       self.client_address(trusted) if key is None else None, self.purpose, timing)
 
 
 class Passage:

@@ -29,6 +29,8 @@ from switchyard.actors.errors import (
 from switchyard.actors.ledger.record import StoreUnavailable
 from switchyard.actors.messages import Call
 from switchyard.actors.runtime import Runtime
+from switchyard.actors.timing import HEADER as SERVER_TIMING
+from switchyard.actors.timing import Timing
 from switchyard.actors.trace import TraceContext
 from switchyard.config.endpoints import Endpoint
 from switchyard.config.load import ConfigError, load_demo, load_file
@@ -48,6 +50,7 @@ from switchyard.protocol.doors.openai import (
 )
 from switchyard.protocol.doors.realtime import serve_websocket
 from switchyard.protocol.http.asgi import (
+    TIMING,
     AsgiSink,
     ClientGone,
     Receive,
@@ -58,6 +61,7 @@ from switchyard.protocol.http.asgi import (
     read_body,
     respond,
     unread_body,
+    whole,
 )
 from switchyard.protocol.http.gate import Gate, Identity
 from switchyard.protocol.http.multipart import read_upload
@@ -200,12 +204,16 @@ class App:
         id_headers = [(b"x-continuum-request-id", request_id.encode())]
         started = False
         status: int | None = None   # what the client got, for the metrics
+        # Where the answer's time goes: a call notes its upstream waits on it (actors/timing.py).
+        scope[TIMING] = timing = Timing(arrived)
 
         async def send_with_id(message: dict[str, Any]) -> None:
             nonlocal started, status
             if message["type"] == "http.response.start":
                 started, status = True, message["status"]
-                message = {**message, "headers": [*message.get("headers", ()), *id_headers]}
+                headers = message.get("headers", ())
+                message = {**message, "headers": [
+                    *headers, *id_headers, (SERVER_TIMING, timing.header(trio.current_time(), whole(headers)))]}
             await send(message)
 
         bound_fields = log_fields.bind(request_id=request_id)
@@ -329,7 +337,7 @@ class App:
         scope["switchyard.model"], scope["switchyard.stream"] = payload.get("model"), payload.get("stream")
         # The revision the call runs on is the one current once its body is in; a key
         # revoked or narrowed while a slow body was uploading is judged by it too.
-        arrival = who.arrival(runtime.snapshot, self.gate.active)
+        arrival = who.arrival(runtime.snapshot, self.gate.active, timing=scope.get(TIMING))
         return serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
                           disconnect_waiter(receive))
 
@@ -368,7 +376,11 @@ class App:
                     return read(scope, receive, self._runtime().snapshot)
                 return read_upload(scope, receive, server) if upload else \
                     read_body(scope, receive, server.max_body_bytes, server)
+            began = trio.current_time()
             with await self.gate.admit(read=reader) as passage:
+                timing = scope.get(TIMING)
+                if timing is not None:   # the client's upload is not the gateway's time
+                    timing.arrived += trio.current_time() - began
                 await handler(passage.runtime, who, scope, receive, send, passage.body)
         return capped
 

@@ -79,6 +79,8 @@ TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.
 
 # Admission is a dictionary lookup in memory or one Redis round trip: microseconds to tens of ms.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+# The gateway's own time in a call: a fraction of a millisecond, up to a second with features that call out.
+OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class GatewayMetrics:
@@ -100,6 +102,10 @@ class GatewayMetrics:
             "switchyard_time_to_first_token_seconds", "Accepted to the first byte of the answer sent to the "
             "client (a stream's first data event; a buffered answer's whole body)", ["route", "model", "backend"],
             buckets=TTFT_BUCKETS, registry=r)
+        self.overhead = Histogram(
+            "switchyard_gateway_overhead_seconds", "The gateway's own time in a call: from the request being in "
+            "to the call's end, less its waits on upstreams (its Server-Timing gateway metric)", ["route"],
+            buckets=OVERHEAD_BUCKETS, registry=r)
         self.stream_errors = Counter(
             "switchyard_stream_errors", "Answers that had started (HTTP 200 sent) and ended with an in-band "
             "error event and no [DONE]", ["route", "model", "backend"], registry=r)
@@ -208,6 +214,8 @@ class GatewayMetrics:
             self._child(self.stream_errors, route, model, backend).inc()
         if trace.ended is not None:
             self._child(self.duration, route, model).observe(trace.ended)
+            if trace.timing is not None:   # a client's call (not one the gateway made for itself)
+                self._child(self.overhead, route).observe(trace.timing.gateway(trace.started + trace.ended))
         if trace.first_byte is not None:
             self._child(self.ttft, route, model, trace.first_byte_backend or NONE).observe(trace.first_byte)
         for kind, _, _, step_backend, step_model, d in steps:

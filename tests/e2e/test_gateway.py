@@ -70,10 +70,15 @@ async def test_streaming_chunks_concatenate_to_the_content_and_end_cleanly(start
     assert gw.sim("sim-a").count("completed") == 1
 
 
-async def test_metrics_count_a_call_served_over_a_real_socket(start_gateway):
+async def test_metrics_and_server_timing_tell_of_a_call_served_over_a_real_socket(start_gateway):
     gw = await start_gateway(gateway_config(backend("sim-a")))
     with sdk(gw) as client:
-        await in_thread(client.chat.completions.create, **CHAT)
+        raw = await in_thread(client.chat.completions.with_raw_response.create, **CHAT)
+    assert raw.parse().choices[0].message.content == five_tokens("sim-a")
+    timing = dict(item.strip().split(";dur=") for item in raw.headers["server-timing"].split(","))
+    assert set(timing) == {"gateway", "upstream", "total"}
+    gateway_ms, upstream_ms, total_ms = (float(timing[k]) for k in ("gateway", "upstream", "total"))
+    assert gateway_ms > 0 and upstream_ms > 0 and gateway_ms + upstream_ms == pytest.approx(total_ms, abs=0.002)
     labels = {"route": "/v1/chat/completions", "model": "demo", "backend": "sim-a"}
     registry = gw.app.runtime.metrics.registry
     # the call's trace is stored just after its last byte: the client may see [DONE] first
@@ -84,6 +89,7 @@ async def test_metrics_count_a_call_served_over_a_real_socket(start_gateway):
     assert 'switchyard_time_to_first_token_seconds_count{backend="sim-a",model="demo",' \
            'route="/v1/chat/completions"} 1.0' in scraped
     assert 'switchyard_http_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1.0' in scraped
+    assert 'switchyard_gateway_overhead_seconds_count{route="/v1/chat/completions"} 1.0' in scraped
 
 
 async def test_round_robin_alternates_between_two_backends(start_gateway):

@@ -216,5 +216,8 @@ class RuntimePorts:
     control_off: str | None = None              # why there are no database keys, said to whoever asks for one
     alert_store: AlertStore | None = None       # the alerts table beside the ledger (None: usage.ledger memory)
     batch_store: BatchStore | None = None       # files and batches beside the ledger (None: /v1/files answers 503)
+    # kv_cache_index.event_sources' readers (protocol/kv/), given the index's actor to feed and the sources;
+    # None: no reader (the fleet simulator feeds the index itself)
+    kv_sources_for: Callable[[Any, Mapping[str, Any]], Any] | None = None
     search: SearchApi | None = None             # the web_search providers' clients (None: :online is refused)
     tools_for: ToolsFor | None = None           # mcp_servers' sessions (protocol/mcp; None: /mcp has no tools)

@@ -41,6 +41,7 @@ from switchyard.actors.guardrails.verdicts import GuardrailVerdicts
 from switchyard.actors.health import BackendHealthActor
 from switchyard.actors.in_flight import InFlight
 from switchyard.actors.kv.actor import KvIndexActor
+from switchyard.actors.kv.tokenizer_files import Tokenizers, load_tokenizers
 from switchyard.actors.ledger import spill
 from switchyard.actors.ledger.actor import LedgerActor
 from switchyard.actors.ledger.entries import classifier_record
@@ -102,6 +103,13 @@ class Runtime:
         # What each engine's KV cache holds (kv_cache_index): the event sources' readers feed it, picks read it.
         self.kv_index = KvIndexActor(snapshot)
         self.pool = BackendPool(snapshot, kv_index=self.kv_index.index)
+        # ... the operator's tokenizer files (a file that cannot be read stops the start, naming its entry)
+        self.kv_tokenizers = self._kv_tokenizers(snapshot, None)
+        self.pool.kv.tokenizers = self.kv_tokenizers
+        # ... and the readers of the engines' events (kv_cache_index.event_sources: opened at start)
+        sources = snapshot.kv_cache_index.event_sources if snapshot.kv_cache_index.enabled else {}
+        self.kv_sources = ports.kv_sources_for(self.kv_index, sources) \
+            if ports.kv_sources_for is not None and sources else None
         self.stream_usage = StreamUsageMemory()   # the backends that refused stream_options, until changed
         self.prompts = PromptStore(snapshot.global_prompts)
         self.dedup = DedupCoordinator(snapshot.dedup)
@@ -209,6 +217,8 @@ class Runtime:
                 await self.supervisor.start(self.engine_stats)
                 await self.supervisor.start(self.quota)
                 await self.supervisor.start(self.kv_index)
+                if self.kv_sources is not None:
+                    await self.supervisor.start(self.kv_sources)
                 await self.supervisor.start(self.prompts)
                 if self.shared_vectors is not None:
                     await self.supervisor.start(self.shared_vectors)
@@ -242,6 +252,14 @@ class Runtime:
         budgets = [("key", k.id, k.budget) for k in keys if k.budget is not None]
         budgets += [("organization", o.id, o.budget) for o in orgs.values() if o.budget is not None]
         return AlertOwners(budgets=tuple(budgets), keys=tuple(view.records.values()))
+
+    def _kv_tokenizers(self, snapshot: Snapshot, previous: Tokenizers | None) -> Tokenizers:
+        """``kv_cache_index.tokenizers``' files, loaded (those unchanged since ``previous`` kept); a
+        ``ConfigError`` naming each entry that cannot be read."""
+        cfg = snapshot.kv_cache_index
+        if not cfg.enabled or not cfg.tokenizers:
+            return Tokenizers()
+        return load_tokenizers(cfg.tokenizers, str(self.config_path or "<config>"), previous)
 
     def _owner_organization(self, owner: str) -> str | None:
         """The organization of a batch's owner (a key id), for a relayed batch's ledger records."""
@@ -286,6 +304,7 @@ class Runtime:
         try:
             loaded = load_file(self.config_path)
             self._check_limits(loaded.snapshot)
+            self._kv_tokenizers(loaded.snapshot, self.kv_tokenizers)   # a tokenizer file it cannot read: rejected
         except ConfigError as exc:
             self.reload_status.last_error = {"at": at, "trigger": trigger, "errors": exc.errors}
             self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "rejected"}
@@ -334,6 +353,11 @@ class Runtime:
         self.engine_stats.reconfigure(snapshot)
         self.quota.reconfigure(snapshot)
         self.kv_index.reconfigure(snapshot)
+        try:   # files unchanged since they were read keep their tokenizer (reload_from_file read the new ones)
+            self.kv_tokenizers = self._kv_tokenizers(snapshot, self.kv_tokenizers)
+        except ConfigError as exc:   # a revision applied without reload_from_file's check: the old ones stay
+            log.error("kv_cache_index.tokenizers: %s; keeping the tokenizers loaded before", "; ".join(exc.errors))
+        self.pool.kv.tokenizers = self.kv_tokenizers
         self.pool.reconfigure(snapshot)
         self.stream_usage.reconfigure(snapshot)
         self.prompts.reconfigure(snapshot.global_prompts)

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from attrs import frozen
 
+from switchyard.actors.kv.tokenizer_files import Tokenizers
 from switchyard.actors.kv.tokenizers import tokenizer_for
 from switchyard.actors.messages import Call
 from switchyard.actors.routing import kv_scorer
@@ -55,6 +56,7 @@ class Consulted:
 class KvPick:
     def __init__(self, index: KvIndex) -> None:
         self.index = index
+        self.tokenizers: Tokenizers | None = None   # the operator's tokenizer files, loaded (the Runtime sets it)
         self.decisions: defaultdict[tuple[str, str], int] = defaultdict(int)   # routing_kv_decisions_total
 
     def consult(self, call: Call, model: str, candidates: Sequence[BackendConfig],
@@ -64,7 +66,7 @@ class KvPick:
         cfg = snap.kv_cache_index
         if not cfg.enabled or not snap.prefix_routing.enabled:
             return None
-        keys = prompt_keys(call, model, candidates, cfg.block_size, self.index.cache)
+        keys = prompt_keys(call, model, candidates, cfg.block_size, self.index.cache, self.tokenizers)
         if keys is None:
             return None
         if len(candidates) < 2:
@@ -94,11 +96,11 @@ def weights(snapshot: Snapshot) -> kv_scorer.Weights:
 
 
 def prompt_keys(call: Call, model: str, candidates: Sequence[BackendConfig], block_size: int,
-                cache: KeyCache | None = None) -> list[int] | None:
+                cache: KeyCache | None = None, loaded: Tokenizers | None = None) -> list[int] | None:
     """The keys of the call's prompt as ``model``'s engines on ``candidates`` see it; None: a call the
     index does not read (not a chat, completions or responses call, or no prompt in it)."""
     kinds = {b.type for b in candidates}
-    tokenizer = tokenizer_for(call.snapshot, model, kinds.pop() if len(kinds) == 1 else None)
+    tokenizer = tokenizer_for(call.snapshot, model, kinds.pop() if len(kinds) == 1 else None, loaded)
     payload = call.payload
     if call.endpoint in CHATS:
         messages = payload.get("messages") if call.endpoint is Endpoint.CHAT else responses_turns(payload)

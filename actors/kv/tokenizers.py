@@ -11,22 +11,25 @@ from __future__ import annotations
 
 from switchyard.actors.kv.prompt_tokens import PromptTokenizer
 from switchyard.actors.kv.sim_tokens import SimulatedTokenizer
+from switchyard.actors.kv.tokenizer_files import Tokenizers
 from switchyard.config.schema import BackendType, Snapshot
 
 SIMULATED = SimulatedTokenizer()
 
 
-def configured(snapshot: Snapshot, model: str) -> PromptTokenizer | None:
-    """The loaded tokenizer of ``model``'s ``kv_cache_index.tokenizers`` entry (its files are
-    ``snapshot.kv_cache_index.tokenizer_files(model)``). Loading the files is not built yet: a model
-    with files configured is tokenized like one without."""
-    return None
+def configured(snapshot: Snapshot, model: str, loaded: Tokenizers | None) -> PromptTokenizer | None:
+    """The loaded tokenizer of ``model``'s ``kv_cache_index.tokenizers`` entry (its files:
+    ``snapshot.kv_cache_index.tokenizer_files(model)``; loaded by the Runtime at start and on reload)."""
+    if loaded is None or snapshot.kv_cache_index.tokenizer_files(model) is None:
+        return None
+    return loaded.for_model(model)
 
 
-def tokenizer_for(snapshot: Snapshot, model: str, backend_kind: BackendType | None) -> PromptTokenizer | None:
+def tokenizer_for(snapshot: Snapshot, model: str, backend_kind: BackendType | None,
+                  loaded: Tokenizers | None = None) -> PromptTokenizer | None:
     """``model``'s tokenizer on candidates of ``backend_kind`` (None: of several kinds); None: the bytes
     fallback."""
-    found = configured(snapshot, model)
+    found = configured(snapshot, model, loaded)
     if found is not None:
         return found
     if backend_kind is BackendType.SIMULATED:

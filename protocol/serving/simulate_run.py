@@ -54,7 +54,7 @@ async def _run(snapshot: Snapshot, workload: Workload, model: str, wire: Wire | 
     engines = {b.name: sim for b in snapshot.backends if (sim := upstream.simulator(b)) is not None}
     out = Measured()
     async with trio.open_nursery() as nursery:
-        runtime = await nursery.start(new_runtime(snapshot, upstream=upstream, watch=False).run)
+        runtime = await nursery.start(new_runtime(snapshot, upstream=upstream, watch=False, kv_sources=False).run)
         app = App(lambda: snapshot, runtime=runtime)
         out.skipped = wire(runtime, engines, nursery) if wire is not None else None
         if out.skipped is not None:

@@ -49,10 +49,14 @@ def _kv_index(events: bool) -> Callable[[Config], None]:
     the engines' events, else the gateway's own record."""
     def edit(config: Config) -> None:
         _strategy("RoundRobin", prefix_routing={"enabled": True}, kv_cache_index={"enabled": True})(config)
+        index = config["kv_cache_index"]
         for backend in config.get("backends") or ():
             kv = ((backend.get("simulation") or {}).get("engine_kv"))
             if isinstance(kv, dict):
                 kv["events"] = events
+                if events:   # an event-fed backend: no approximate record; its events come in process (no reader)
+                    index.setdefault("event_sources", {})[backend["name"]] = {
+                        "endpoint": f"tcp://127.0.0.1:5557/{backend['name']}"}
     return edit
 
 

@@ -19,6 +19,7 @@ from switchyard.actors.wire import Wires
 from switchyard.config.response_cache import CacheStoreKind
 from switchyard.config.schema import Snapshot
 from switchyard.config.values import shown_url
+from switchyard.protocol.kv.sources import KvSources
 from switchyard.protocol.mcp.servers import McpServers
 from switchyard.protocol.search.client import ProviderSearch
 from switchyard.protocol.serving.call_metrics import GatewayMetrics
@@ -52,8 +53,9 @@ WIRES = attrs.evolve(WIRES, special=(*WIRES.special, responses_on_chat.special(W
 
 
 def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_path: str | None = None,
-                watch: bool = True, search: SearchApi | None = None) -> Runtime:
-    """``search``: the web-search providers' clients (default: over the upstream client)."""
+                watch: bool = True, search: SearchApi | None = None, kv_sources: bool = True) -> Runtime:
+    """``search``: the web-search providers' clients (default: over the upstream client); ``kv_sources``:
+    read kv_cache_index.event_sources (off: whoever runs the Runtime feeds its index, as the simulator does)."""
     data = snapshot.server.data_path()
     secret, off = control_secret(snapshot.usage, data)   # database keys need one: else none, and why
     upstream = upstream or Upstream(snapshot)
@@ -66,7 +68,8 @@ def new_runtime(snapshot: Snapshot, *, upstream: Upstream | None = None, config_
         metrics_for=GatewayMetrics, spans_for=spans_for,
         control_store=open_control_store(snapshot.usage, data) if secret is not None else None,
         control_secret=secret, control_off=off, alert_store=open_alert_store(snapshot.usage, data),
-        batch_store=open_batch_store(snapshot.usage, snapshot.batches, data), tools_for=McpServers)
+        batch_store=open_batch_store(snapshot.usage, snapshot.batches, data), tools_for=McpServers,
+        kv_sources_for=(lambda sink, sources: KvSources(sink, sources, upstream.client)) if kv_sources else None)
     return Runtime(snapshot, ports, spill_name=spill_name(), workers=int(os.environ.get(WORKERS_ENV, "1")),
                    config_path=config_path, watch=watch)
 

@@ -26,7 +26,7 @@ def test_every_contract_the_layers_need_is_declared():
     assert kinds == ["acyclic_siblings", "forbidden", "forbidden", "layers", "layers"]
     layers = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
     assert ["switchyard.protocol", "switchyard.actors", "switchyard.config"] in layers
-    assert ["serving", "admin | doors", "wires | search | mcp", "simulated", "http | stores"] in layers
+    assert ["serving", "admin | doors", "wires | search | mcp | kv", "simulated", "http | stores"] in layers
 
 
 def test_ruff_finds_nothing():

@@ -78,11 +78,14 @@ def test_a_strategy_this_build_cannot_run_is_skipped_with_its_reason(capsys, mon
 def test_the_kv_index_strategies_enable_it_and_the_engines_events():
     config = fleet(2)
     STRATEGIES["kv-events"].edit(config)
-    assert config["kv_cache_index"] == {"enabled": True} and config["prefix_routing"] == {"enabled": True}
+    assert config["kv_cache_index"]["enabled"] is True and config["prefix_routing"] == {"enabled": True}
     assert all(b["simulation"]["engine_kv"]["events"] for b in config["backends"])
+    # every engine named as an event source: the index trusts its events, keeps no record of its own
+    assert sorted(config["kv_cache_index"]["event_sources"]) == sorted(b["name"] for b in config["backends"])
     config = fleet(2)
     STRATEGIES["kv-approximate"].edit(config)
     assert not any(b["simulation"]["engine_kv"]["events"] for b in config["backends"])
+    assert config["kv_cache_index"] == {"enabled": True}
 
 
 class Index:

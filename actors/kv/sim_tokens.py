@@ -26,8 +26,21 @@ def render(messages: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+_IDS: dict[str, int] = {}   # a piece's id, once computed (words repeat: a dictionary lookup beats the hash)
+_IDS_MAX = 200_000
+
+
+def _id(piece: str) -> int:
+    found = _IDS.get(piece)
+    if found is None:
+        if len(_IDS) >= _IDS_MAX:
+            _IDS.clear()
+        found = _IDS[piece] = zlib.crc32(piece.encode("utf-8", "surrogatepass")) % VOCABULARY
+    return found
+
+
 def encode(text: str) -> list[int]:
-    return [zlib.crc32(piece.encode("utf-8", "surrogatepass")) % VOCABULARY for piece in _PIECES.findall(text)]
+    return [_IDS[piece] if piece in _IDS else _id(piece) for piece in _PIECES.findall(text)]
 
 
 def _text(content: Any) -> str:

@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from switchyard.protocol.simulated import openai as simulated
+from switchyard.protocol.simulated.parts import sse_event
 from tests.harness import chat, gateway, request
 
 pytestmark = pytest.mark.simulator_history   # reads what the simulated backends saw
@@ -117,12 +118,12 @@ async def test_models_without_a_thinking_pattern_are_byte_for_byte_unchanged(aut
             cid = "chatcmpl-sim-1"
             pieces = simulated.split_words(text, 20)
             expected = b"".join(
-                simulated._event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
+                sse_event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
                                   "model": model, "choices": [{"index": 0, "delta": (
                                       {"role": "assistant", "content": p, "refusal": None} if i == 0
                                       else {"content": p}), "logprobs": None, "finish_reason": None}]})
                 for i, p in enumerate(pieces))
-            expected += simulated._event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
+            expected += sse_event({"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000,
                                           "model": model, "choices": [{"index": 0, "delta": {}, "logprobs": None,
                                                                        "finish_reason": "stop"}]})
             assert reply.body == expected + b"data: [DONE]\n\n"

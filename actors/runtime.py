@@ -304,7 +304,7 @@ class Runtime:
         try:
             loaded = load_file(self.config_path)
             self._check_limits(loaded.snapshot)
-            self._kv_tokenizers(loaded.snapshot, self.kv_tokenizers)   # a tokenizer file it cannot read: rejected
+            tokenizers = self._kv_tokenizers(loaded.snapshot, self.kv_tokenizers)   # one it cannot read: rejected
         except ConfigError as exc:
             self.reload_status.last_error = {"at": at, "trigger": trigger, "errors": exc.errors}
             self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "rejected"}
@@ -314,6 +314,8 @@ class Runtime:
         for warning in loaded.warnings:
             log.warning("config: %s", warning)
         warnings = list(loaded.warnings)
+        # read once, used at once: a tokenizer file changed under an unchanged config is a change too
+        self.kv_tokenizers = self.pool.kv.tokenizers = tokenizers
         if loaded.snapshot.revision == self.snapshot.revision:
             self.reload_status.last_reload = {"at": at, "trigger": trigger, "result": "unchanged",
                                               "warnings": warnings}

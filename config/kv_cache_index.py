@@ -183,12 +183,33 @@ def _check_source(source: EventSource, r: Reader) -> None:
         r.problems.error(child(r.path, "endpoint"),
                          f"transport {transport} needs a {' or '.join(s + '://' for s in schemes)} URL, "
                          f"got {source.endpoint!r}")
+    elif problem := _address_problem(source.endpoint):
+        r.problems.error(child(r.path, "endpoint"), f"{problem}, got {source.endpoint!r}")
     if source.replay_endpoint is not None and (transport != "zmq"
                                                or urlsplit(source.replay_endpoint).scheme not in ZMQ_SCHEMES):
         r.problems.error(child(r.path, "replay_endpoint"),
                          "is a zmq source's tcp:// or ipc:// replay address (vLLM's replay_endpoint)")
+    elif source.replay_endpoint is not None and (problem := _address_problem(source.replay_endpoint)):
+        r.problems.error(child(r.path, "replay_endpoint"), f"{problem}, got {source.replay_endpoint!r}")
     if source.topic and transport != "zmq":
         r.problems.error(child(r.path, "topic"), "is for zmq sources only")
+
+
+def _address_problem(url: str) -> str | None:
+    """What a reader could not connect to: a tcp:// address without a host and port (vLLM's own ``*``, a
+    bind address, is not one), an ipc:// one without a path, an http(s):// one without a host."""
+    parts = urlsplit(url)
+    if parts.scheme == "ipc":
+        return None if url[len("ipc://"):] else "an ipc:// address needs a path"
+    try:
+        port, valid = parts.port, True
+    except ValueError:   # not a number, or past 65535
+        port, valid = None, False
+    if parts.scheme == "tcp" and (not parts.hostname or parts.hostname == "*" or port is None):
+        return "a tcp:// address needs the engine's host and port (tcp://host:5557; not vLLM's bind address *)"
+    if parts.scheme in SSE_SCHEMES and (not parts.hostname or not valid):
+        return "an http(s):// URL needs a host (and a port from 0 to 65535 if it gives one)"
+    return None
 
 
 def check(index: KvCacheIndex, prefix_routing_enabled: bool, problems: Problems) -> None:

@@ -71,6 +71,8 @@ def _decode(seq: int, raw: bytes | str, parse: Callable[[Any], Any], form: str) 
         value = parse(raw)
     except msgspec.DecodeError as exc:
         raise MalformedBatch(f"not {form}: {exc}") from None
+    except RecursionError:   # msgspec's own limit on nesting
+        raise MalformedBatch(f"not {form}: nested too deeply") from None
     return decode_value(seq, value)
 
 
@@ -80,6 +82,10 @@ def decode_value(seq: int, value: Any) -> Decoded:
     ts, events, rank = fields["ts"], fields["events"], fields["data_parallel_rank"]
     if not _is_number(ts):
         raise MalformedBatch(f"ts: expected a number, got {_kind(ts)}")
+    try:
+        ts = float(ts)
+    except OverflowError:   # JSON's integers have no bound
+        raise MalformedBatch("ts: a number too large") from None
     if not isinstance(events, list):
         raise MalformedBatch(f"events: expected a list, got {_kind(events)}")
     if rank is not None and not _is_int(rank):
@@ -92,7 +98,7 @@ def decode_value(seq: int, value: Any) -> Decoded:
             decoded.append(event)
         else:
             skipped.append(f"events[{i}]: {why}")
-    return Decoded(EventBatch(seq, float(ts), tuple(decoded), rank), tuple(skipped))
+    return Decoded(EventBatch(seq, ts, tuple(decoded), rank), tuple(skipped))
 
 
 def _event(raw: Any, where: str) -> tuple[Event | None, str]:
@@ -141,7 +147,8 @@ def _keyed_beyond_tokens(extra: Any, lora: str | None, where: str) -> bool:
         return False
     if not isinstance(extra, list):
         raise MalformedBatch(f"{where}: expected a list (one entry per block), got {_kind(extra)}")
-    return any(keys is not None and list(keys) != ([lora] if lora is not None else []) for keys in extra)
+    own = [lora] if lora is not None else []
+    return any(keys is not None and (not isinstance(keys, list) or keys != own) for keys in extra)
 
 
 def _fields(raw: Any, names: tuple[str, ...], where: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
 BYTES_PER_TOKEN = 4        # a token is about this many bytes of text: the bytes fallback's block is this much wider
@@ -47,18 +48,22 @@ def block_key(parent: int, tokens: Sequence[int]) -> int:
 class KeyCache:
     """Keys already computed, by the block's encoded bytes (parent included): a conversation re-sends its
     earlier turns, whose blocks then cost a dictionary lookup instead of the hash. First in, first out past
-    ``size``."""
+    ``size`` keys or ``max_bytes`` of blocks (a large ``block_size`` makes each block's bytes large).
+    An ``OrderedDict``: a plain dict's oldest key, once many were deleted before it, costs a scan."""
 
-    def __init__(self, size: int = 32_768) -> None:
+    def __init__(self, size: int = 32_768, max_bytes: int = 4 * 1024 * 1024) -> None:
         self.size = size
-        self._keys: dict[bytes, int] = {}
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._keys: OrderedDict[bytes, int] = OrderedDict()
 
     def key(self, data: bytes) -> int:
         found = self._keys.get(data)
         if found is None:
             found = self._keys[data] = digest64(data)
-            if len(self._keys) > self.size:
-                del self._keys[next(iter(self._keys))]
+            self.bytes += len(data)
+            while len(self._keys) > self.size or self.bytes > self.max_bytes:
+                self.bytes -= len(self._keys.popitem(last=False)[0])
         return found
 
     def __len__(self) -> int:

@@ -201,7 +201,8 @@ class AdminApi:
                 if kind_of(b).stream_usage is StreamUsage.OPTION else None,
                 # what the KV index knows of its engine's cache (docs/kv-routing.md)
                 "kv_index": None if kv is None else {"state": kv.state, "entries": kv.entries, "picks": kv.picks,
-                                                     "hits": kv.hits, "hit_ratio": kv.hit_ratio},
+                                                     "hits": kv.hits, "hit_ratio": kv.hit_ratio,
+                                                     "source": _source(runtime, b.name)},
             })
         body = {"now": now, "health_checks_enabled": view.checks_enabled,
                 "kv_cache_index_enabled": runtime.snapshot.kv_cache_index.enabled, "backends": out}
@@ -262,3 +263,10 @@ def public(value: Any, field: str | None = None) -> Any:
     if isinstance(value, (tuple, list)):
         return [public(v) for v in value]
     return value
+
+
+def _source(runtime: "Runtime", backend: str) -> dict[str, Any] | None:
+    """A backend's event source's counters (kv_cache_index.event_sources; None: it has none running)."""
+    sources = runtime.kv_sources
+    status = sources.status().get(backend) if sources is not None else None
+    return attrs.asdict(status) if status is not None else None

@@ -9,7 +9,8 @@ at most once every ``reconnect_interval_ms``, with ``Last-Event-ID``: a server t
 resumes after it (the next number comes) keeps the backend's entries; one
 that cannot (a jump: a gap, which SSE cannot replay; or a number seen
 already: a restarted server) has them dropped. Not connected for longer
-than ``reconnect_interval_ms``: the backend is down (unknown), and its next
+than ``reconnect_interval_ms`` (an attempt still waiting for the server's
+answer then is given up): the backend is down (unknown), and its next
 stream starts it afresh.
 """
 
@@ -46,6 +47,7 @@ class SseSource:
         self.interval = config.reconnect_interval_ms / 1000
         self._last_id: str | None = None   # the last event's id, sent back as Last-Event-ID
         self._lost_at = -math.inf          # never connected: down from the start
+        self._attempt = trio.CancelScope()  # the connection attempt under way (a deadline until connected)
 
     async def run(self) -> None:
         self.stream.down("connecting")
@@ -53,7 +55,10 @@ class SseSource:
             nursery.start_soon(self.stream.run)
             while True:   # one attempt per interval at most, from the start of the last one
                 began = trio.current_time()
-                await self._session()
+                with trio.CancelScope() as self._attempt:
+                    if self.status.up:   # resuming: an attempt that hangs (no headers yet) ends when the time is up
+                        self._attempt.deadline = self._lost_at + self.interval
+                    await self._session()
                 self._down_if_lost_too_long()
                 await trio.sleep_until(began + self.interval)
                 self._down_if_lost_too_long()
@@ -88,6 +93,7 @@ class SseSource:
 
     def _connected(self) -> None:
         self.status.connected = True
+        self._attempt.deadline = math.inf
         if self.status.up and self._last_id is not None:
             return   # resuming after Last-Event-ID: the first event says whether the server could
         self.stream.forget()

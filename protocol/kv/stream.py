@@ -55,11 +55,17 @@ class EventStream:
         self._high: dict[int | None, int] = {}    # rank -> the highest number seen live
 
     async def run(self) -> None:
-        """The consumer: each batch to the index, in order."""
+        """The consumer: each batch to the index, in order; every batch waiting at its turn, not one per turn
+        (a reader hands over up to ``BURST`` a turn: one a turn would call a mere burst a flood)."""
         async for epoch, batch in self._receive:
-            if epoch == self._epoch:
-                self.sink.apply(self.backend, batch)
-                self.status.batches += 1
+            while True:
+                if epoch == self._epoch:
+                    self.sink.apply(self.backend, batch)
+                    self.status.batches += 1
+                try:
+                    epoch, batch = self._receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
 
     # --- the source's state ---------------------------------------------------------------
 
@@ -142,8 +148,9 @@ class EventStream:
         self._deliver(decoded.batch)
 
     def malformed(self, seq: int | None, error: str) -> None:
-        """A payload that is not a batch: counted and skipped. Its number is taken as used when it is the next
-        one (of the rank seen last), so it is no gap."""
+        """A payload that is not a batch: counted and skipped. When it held the next number (of the rank seen
+        last), it may have held removals, so the backend's entries are dropped (stale certainty is worse than
+        a miss) and its number taken as used: the batches after it follow on."""
         self.status.malformed += 1
         self.status.last_error = error
         if self.status.malformed & (self.status.malformed - 1) == 0:   # 1st, 2nd, 4th, 8th, ...: not every one
@@ -152,6 +159,7 @@ class EventStream:
         if seq is not None and len(self._last) == 1:
             rank, last = next(iter(self._last.items()))
             if seq == last + 1:
+                self.reset("malformed")
                 self._last[rank] = seq
 
     def _counted(self, decoded: Decoded) -> EventBatch:

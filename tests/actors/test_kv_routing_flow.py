@@ -3,6 +3,7 @@
 events making it preferred and an unknown backend never preferred for its entries, a reload changing the
 block size, the route event, the metric and the admin view; off by default."""
 
+import json
 import re
 
 import trio
@@ -129,8 +130,10 @@ async def test_an_unknown_backend_is_never_preferred_for_its_entries(autojump_cl
         assert all(r["held"]["a"] is None for r in routes)
         assert not [r for r in routes if r["backend"] == "a" and r["reason"] in ("overlap", "overloaded")]
         assert routes[0]["reason"] == "below_threshold"      # b holds none of it yet: the strategy picks
-        assert (await admin_index(app))["a"] == {"state": "unknown", "entries": 0, "picks": 0, "hits": 0,
-                                                 "hit_ratio": None}
+        shown = (await admin_index(app))["a"]
+        source = shown.pop("source")
+        assert shown == {"state": "unknown", "entries": 0, "picks": 0, "hits": 0, "hit_ratio": None}
+        assert source["up"] is False and source["batches"] == 0   # its reader has nothing to say yet
 
 
 async def test_a_reload_changing_the_block_size_empties_the_index(autojump_clock):
@@ -178,3 +181,24 @@ async def test_a_prompt_shorter_than_one_block_is_routed_by_the_strategy(autojum
         assert sorted(served_by(r) for r in replies) == ["a", "b", "c"]
         assert (await kv_route(app, replies[-1]))["reason"] == "no_blocks"
 
+
+
+async def test_a_prompt_past_the_scored_bound_is_not_keyed():
+    """Tokenizing and hashing a huge prompt would hold the event loop: its pick is the index-off pick."""
+    from switchyard.actors.kv.pick import MAX_SCORED_BODY, prompt_keys
+    from switchyard.actors.messages import Call
+    from switchyard.config.endpoints import Endpoint
+    from switchyard.config.load import load_text
+    snapshot = load_text("""
+prefix_routing: {enabled: true}
+kv_cache_index: {enabled: true}
+backends:
+  - {name: a, type: simulated, models: [demo]}
+""").snapshot
+    def call(words: int) -> Call:
+        body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": "word " * words}]}).encode()
+        return Call(model="demo", stream=False, body=body, payload=json.loads(body), snapshot=snapshot,
+                    endpoint=Endpoint.CHAT)
+
+    assert prompt_keys(call(MAX_SCORED_BODY // 5 + 1), "demo", snapshot.backends, 16) is None
+    assert prompt_keys(call(1000), "demo", snapshot.backends, 16)   # under the bound: keyed

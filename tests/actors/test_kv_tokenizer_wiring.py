@@ -64,3 +64,20 @@ async def test_a_reload_whose_tokenizer_file_cannot_be_read_is_rejected_and_the_
         assert any("kv_cache_index.tokenizers.llama*" in e for e in answer["errors"])
         assert runtime.pool.kv.tokenizers is before
         nursery.cancel_scope.cancel()
+
+
+async def test_a_reload_after_a_tokenizer_file_changed_uses_the_new_one_even_with_the_config_unchanged(tmp_path):
+    path = tmp_path / "switchyard.yaml"
+    path.write_text(files(tmp_path))
+    async with trio.open_nursery() as nursery:
+        runtime = await nursery.start(new_runtime(load_text(path.read_text()).snapshot, config_path=str(path),
+                                                  watch=False).run)
+        before = runtime.pool.kv.tokenizers.for_model("llama-3")
+        template = tmp_path / "template.jinja"
+        template.write_text("[new] " + TEMPLATE)
+        assert runtime.reload_from_file("test")["result"] == "unchanged"   # the config's text is the same
+        after = runtime.pool.kv.tokenizers.for_model("llama-3")
+        assert isinstance(after, FileTokenizer) and after is not before
+        messages = [{"role": "user", "content": "hi"}]
+        assert after.chat(messages) != before.chat(messages)
+        nursery.cancel_scope.cancel()

@@ -12,7 +12,7 @@ import trio.testing
 from switchyard.actors.kv.decode import Decoded
 from switchyard.actors.kv.events import EventBatch
 from switchyard.protocol.kv.sink import SourceStatus
-from switchyard.protocol.kv.stream import EventStream, Verdict
+from switchyard.protocol.kv.stream import BURST, EventStream, Verdict
 from tests.kv.support import RecordingSink
 
 
@@ -94,7 +94,17 @@ async def test_a_full_channel_drops_its_backlog_and_resyncs_from_the_batch_at_ha
     assert stream.status.floods == 1
 
 
-async def test_a_malformed_payload_takes_its_number_when_it_is_the_next():
+async def test_a_burst_the_index_keeps_up_with_is_no_flood():
+    async with consuming(capacity=256) as (stream, sink):
+        for turn in range(40):   # a reader's pace: BURST batches, then the other tasks' turn
+            for seq in range(turn * BURST, (turn + 1) * BURST):
+                stream.live(b(seq))
+            await trio.lowlevel.checkpoint()
+        await trio.testing.wait_all_tasks_blocked()
+    assert stream.status.floods == 0 and sink.seqs() == list(range(40 * BURST))
+
+
+async def test_a_malformed_payload_that_was_the_next_drops_the_entries_and_takes_its_number():
     async with consuming() as (stream, sink):
         stream.live(b(0))
         stream.malformed(1, "ts: expected a number, got str")
@@ -102,5 +112,8 @@ async def test_a_malformed_payload_takes_its_number_when_it_is_the_next():
         stream.malformed(7, "events: expected a list, got str")
         assert stream.live(b(3)) is Verdict.APPLIED
         await trio.testing.wait_all_tasks_blocked()
-    assert sink.seqs() == [0, 2, 3]
+    # batch 0 was still on its way to the index when the entries were dropped: gone with them
+    assert sink.seqs() == [2, 3] and any(entry[1] == "down: malformed" for entry in sink.log)
     assert stream.status.malformed == 2 and stream.status.last_error == "events: expected a list, got str"
+    # the next number's payload may have held removals: the entries were dropped there, once
+    assert stream.status.resets == {"malformed": 1}

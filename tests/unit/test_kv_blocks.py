@@ -1,5 +1,7 @@
 """The KV index's block keys (actors/routing/kv_blocks.py): one test per rule."""
 
+from collections import OrderedDict
+
 from switchyard.actors.routing.kv_blocks import (
     BYTES_PER_TOKEN,
     ROOT,
@@ -65,6 +67,25 @@ def test_the_key_cache_answers_what_the_hash_would():
     assert chain(tokens, 16, cache=cache) == chain(tokens, 16)
     assert chain(tokens, 16, cache=cache) == chain(tokens, 16)   # served from the cache
     assert len(cache) == 4                                        # bounded: first in, first out
+
+
+def test_a_full_key_cache_lets_its_oldest_key_go_first_and_keeps_its_size():
+    # An OrderedDict: past its size the oldest key goes at once, however many went before it (a plain
+    # dict's oldest, after many deletions, is found by a scan: what made a full cache slow).
+    cache = KeyCache(size=3)
+    for i in range(10):
+        cache.key(i.to_bytes(72, "big"))
+    assert len(cache) == 3 and list(cache._keys) == [i.to_bytes(72, "big") for i in (7, 8, 9)]
+    assert isinstance(cache._keys, OrderedDict)
+
+
+def test_the_key_cache_is_bounded_by_its_blocks_bytes_too():
+    cache = KeyCache(size=1000, max_bytes=10_000)
+    tokens = list(range(4096 * 3))
+    assert chain(tokens, 4096, cache=cache) == chain(tokens, 4096)   # three 16 kB blocks: none kept
+    assert len(cache) == 0 and cache.bytes == 0
+    chain(list(range(16 * 500)), 16, cache=cache)                    # 72 bytes each: the last 138 kept
+    assert len(cache) == 10_000 // 72 and cache.bytes <= 10_000
 
 
 def test_a_conversations_next_turn_starts_with_the_whole_previous_one():

@@ -148,6 +148,19 @@ def test_an_event_sources_transport_and_addresses_must_agree(source, error):
         [f"kv_cache_index.event_sources.a.{error}"]
 
 
+@pytest.mark.parametrize("source, key, address", [
+    ("{endpoint: 'tcp://*:5557'}", "endpoint", "tcp://*:5557"),         # vLLM's bind address, copied
+    ("{endpoint: 'tcp://10.0.0.5'}", "endpoint", "tcp://10.0.0.5"),
+    ("{endpoint: 'tcp://h:5557', replay_endpoint: 'tcp://h'}", "replay_endpoint", "tcp://h"),
+    ("{endpoint: 'ipc://'}", "endpoint", "ipc://"),
+    ("{endpoint: 'http:///kv'}", "endpoint", "http:///kv"),
+])
+def test_an_event_sources_address_must_be_one_a_reader_can_connect_to(source, key, address):
+    # else the reader fails on each attempt, every reconnect_interval_ms, for as long as the gateway runs
+    [error] = errors_of(f"kv_cache_index: {{event_sources: {{a: {source}}}}}")
+    assert error.startswith(f"kv_cache_index.event_sources.a.{key}: ") and error.endswith(f", got {address!r}")
+
+
 def test_the_index_without_prefix_routing_warns():
     warnings = loaded("kv_cache_index: {enabled: true}\nprefix_routing: {enabled: false}").warnings
     assert "kv_cache_index.enabled: true while prefix_routing.enabled is false: the KV-overlap scorer needs both " \

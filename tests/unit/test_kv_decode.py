@@ -113,6 +113,12 @@ def test_blocks_keyed_by_more_than_their_tokens_are_skipped_a_lora_name_alone_is
     assert "cache salt, multimodal input" in decoded.skipped[0]
 
 
+def test_a_block_whose_extra_keys_are_not_a_list_is_skipped_too():
+    decoded = decode_msgpack(0, msgspec.msgpack.encode(
+        [1.0, [["BlockStored", [1], None, [1, 2], 2, None, "GPU", None, [7]], ["BlockRemoved", [3]]]]))
+    assert decoded.batch.events == (BlockRemoved((3,), None),) and "extra_keys" in decoded.skipped[0]
+
+
 def test_an_unknown_event_type_is_skipped_and_named_the_rest_kept():
     decoded = decode_value(0, batch({"type": "BlockPinned", "x": 1}, ["AllBlocksCleared"]))
     assert decoded.batch.events == (AllBlocksCleared(),)
@@ -159,6 +165,17 @@ def test_malformed_payloads_raise_one_error_naming_the_place(payload, message):
     with pytest.raises(MalformedBatch) as refused:
         decode_msgpack(0, payload)
     assert str(refused.value).startswith(message)
+
+
+@pytest.mark.parametrize("decode, payload, message", [
+    (decode_json, b'{"ts": 1' + b"0" * 400 + b', "events": []}', "ts: a number too large"),
+    (decode_json, b"[" * 100_000 + b"]" * 100_000, "not JSON: nested too deeply"),
+    (decode_msgpack, b"\x91" * 100_000 + b"\x90", "not msgpack: nested too deeply"),
+])
+def test_no_payload_raises_anything_but_the_malformed_error(decode, payload, message):
+    # any other error would end the reader (started again after its interval: the backend's entries dropped)
+    with pytest.raises(MalformedBatch, match=message):
+        decode(0, payload)
 
 
 def test_malformed_json_raises_the_same_error():

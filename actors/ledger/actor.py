@@ -196,7 +196,7 @@ class LedgerActor:
     async def _receive_one(self) -> None:
         """One record off the queue into the batch, then what else is queued (up to batch_size) in the same
         turn: taking one a turn, the ledger fell behind a busy worker, which ends many calls between two of
-        its turns (docs/performance.md). Between the queue and the batch a record is in neither (the channel
+        its turns (docs/performance-log.md). Between the queue and the batch a record is in neither (the channel
         hands it over and the task runs later): ``_receiving`` lets ``flush`` wait for it to land."""
         self._receiving = True
         try:

@@ -38,13 +38,17 @@ ports (targets.py builds them):
   switchyard-cache    (opt-in) `switchyard` with response_cache on (memory): the load repeats
                       one request, so almost every call is a hit answered from the cache;
                       the hit path vs `switchyard`'s backend call
-  switchyard-all      (opt-in) everything on: switchyard-features (key, request_params, fallback
-                      chains, tracing, /metrics scraped 1/s) whose key has switchyard-limits' limits
-                      and budget in the run's redis-server, the SQLite ledger, the guardrail of
-                      switchyard-guardrails, and OpenTelemetry spans exported at 10% sampling to
-                      a collector (nginx, which drops them); vs `switchyard`
+  switchyard-all      (opt-in) everything on: switchyard-features (request_params, tracing, /metrics
+                      scraped 1/s) whose key is a database key (made as switchyard-dbkey's) with
+                      switchyard-limits' limits and budget in the run's redis-server, the SQLite
+                      ledger, the guardrail of switchyard-guardrails, the response cache with its
+                      semantic lookup (embeddings from nginx's /embed, a new random vector every
+                      call) and OpenTelemetry spans exported at 10% sampling to a collector (nginx,
+                      which drops them). Every request it is sent differs, so both lookups miss;
+                      no fallback chains (a model with one bypasses the cache); vs `switchyard`
   switchyard-all-base (opt-in) switchyard-all's config served by another build (--base-cmd):
-                      everything on, two builds in one interleaved run
+                      everything on, two builds in one interleaved run (that build needs database
+                      keys with limits from `keys create` and the semantic cache)
   switchyard-limits-2w (opt-in) switchyard-limits with `--workers 2`, both workers deciding in the
                       run's Redis: CPU per request against one worker's
 
@@ -80,8 +84,13 @@ the limiter's warnings show whether the limiter really ran.
 
 It prints one table of medians over rounds with the ratios
 Switchyard/LiteLLM, Switchyard/pass-through (both pools) and
-features-on/features-off, the issue's targets met or missed, and per-round
-figures; --out writes it as markdown, --json the raw numbers.
+features-on/features-off, the performance targets met or missed (report.py's
+targets(); a ratio within 3 % of its threshold is flagged to be taken over 5
+rounds), and per-round figures; --out writes it as markdown, --json the raw numbers.
+Every target of report.py in one run (about 10-12 min on 2 cores):
+
+    python tests/perf/bench.py --targets direct,passthrough-pool,litellm,switchyard,switchyard-all,\
+switchyard-limits,switchyard-limits-2w --rounds 3 --out /tmp/bench.md --json /tmp/bench.json
 
     /tmp/probe/bin/python tests/perf/bench.py --out /tmp/bench.md --json /tmp/bench.json
     ... --targets direct,passthrough,switchyard   # without LiteLLM (no install)
@@ -151,10 +160,11 @@ PASSTHROUGH_CLIENTS = {"passthrough": "httpx", "passthrough-pool": "pool", "pass
 LIMITS_TARGET = "switchyard-limits"   # the one target whose limits live in the run's redis-server
 GUARDRAILS_TARGET = "switchyard-guardrails"   # `switchyard` with every built-in detector on its models
 CACHE_TARGET = "switchyard-cache"   # `switchyard` with response_cache on: the load's one request is a hit
-ALL_ON_TARGET = "switchyard-all"   # everything on: features, limits in Redis, ledger, guardrails, OTLP export
+ALL_ON_TARGET = "switchyard-all"   # everything on: database key, limits in Redis, ledger, guardrails, caches, OTLP
 ALL_ON_TARGETS = (ALL_ON_TARGET, "switchyard-all-base")   # ... and the same config on the --base-cmd build
 LIMITS_2W_TARGET = "switchyard-limits-2w"   # switchyard-limits on two workers sharing the run's Redis
 DB_KEY_TARGET = "switchyard-dbkey"   # switchyard-keyed with its key in the database instead of api_keys
+DB_KEY_TARGETS = (DB_KEY_TARGET, *ALL_ON_TARGETS)   # their key is made in the database before they start
 REDIS_TARGETS = (LIMITS_TARGET, LIMITS_2W_TARGET, *ALL_ON_TARGETS)   # their limits live in the run's redis-server
 SCRAPED_TARGETS = ("switchyard-features", *ALL_ON_TARGETS)   # /metrics scraped while they are measured
 ADMISSION = "rate_limit_admission_seconds"
@@ -238,28 +248,30 @@ def build_servers(args, targets: list[str], workdir: Path, redis_url: str | None
             limits_redis = redis_url if name in REDIS_TARGETS else None
             if name in REDIS_TARGETS and not redis_url:
                 raise RuntimeError(f"{name} needs the run's redis-server")
+            all_on = name in ALL_ON_TARGETS
             config = write_switchyard_config(workdir / f"{name}.yaml", port, nginx_port, paced_port, features,
                                              ledger, keyed=keyed, limits_redis=limits_redis,
                                              limits_timeout=args.limits_timeout if limits_redis else None,
                                              guardrails=name in (GUARDRAILS_TARGET, *ALL_ON_TARGETS),
-                                             cache=name == CACHE_TARGET,
-                                             otlp=f"http://127.0.0.1:{nginx_port}" if name in ALL_ON_TARGETS else None,
-                                             db_key=name == DB_KEY_TARGET)
-            headers = EXPORT_HEADERS if name in ALL_ON_TARGETS else FEATURES_HEADERS if features else \
-                KEY_HEADERS if keyed and name != DB_KEY_TARGET else None   # db_key_maker sets switchyard-dbkey's
-            env = switchyard_env(workdir, name)
+                                             cache=name == CACHE_TARGET or all_on, semantic=all_on,
+                                             otlp=f"http://127.0.0.1:{nginx_port}" if all_on else None,
+                                             db_key=name in DB_KEY_TARGETS)
+            headers = EXPORT_HEADERS if all_on else FEATURES_HEADERS if features else \
+                KEY_HEADERS if keyed else None   # db_key_maker puts a database key's secret in place of the config key
+            env = switchyard_env(workdir, name, semantic=all_on)
             servers[name] = Server(name, switchyard_argv(args, config, port, workers, cmd), port, workdir, **common,
-                                   ready_paths=("/ready", "/health"), headers=headers, env=env,
-                                   before_start=db_key_maker(switchyard_base(args, cmd), config, env)
-                                   if name == DB_KEY_TARGET else None)
+                                   ready_paths=("/ready", "/health"), headers=headers, env=env, distinct=all_on,
+                                   before_start=db_key_maker(switchyard_base(args, cmd), config, env, limits=all_on)
+                                   if name in DB_KEY_TARGETS else None)
     return servers
 
 
-def db_key_maker(base: list[str], config: Path, env: dict[str, str]):
-    """switchyard-dbkey's before_start: make the database key, and send its secret instead of the config key."""
+def db_key_maker(base: list[str], config: Path, env: dict[str, str], limits: bool = False):
+    """A database-key target's before_start: make the key (`limits`: with the bench's rate limit and
+    budget), and send its secret instead of the config key."""
     def make(server: Server) -> None:
-        secret = make_db_key(base, config, env)
-        server.headers = {"authorization": f"Bearer {secret}"}
+        secret = make_db_key(base, config, env, limits=limits)
+        server.headers = {**server.headers, "authorization": f"Bearer {secret}"}
         print(f"{server.name}: database key made with {' '.join(base)} keys create ({secret[:12]}...)", flush=True)
     return make
 
@@ -806,7 +818,8 @@ def main() -> int:
                 if not server.name.startswith("switchyard"):
                     raise RuntimeError(f"{server.name} failed to start or to answer: {exc}") from exc
                 drop(server.name, f"failed to start: {exc}")
-            lua[server.name] = write_wrk_lua(workdir / f"post-{server.name}.lua", CHAT_REQUEST, server.headers)
+            lua[server.name] = write_wrk_lua(workdir / f"post-{server.name}.lua", CHAT_REQUEST, server.headers,
+                                             distinct=server.distinct)
         for t in list(targets):
             try:
                 if args.warmup > 0:
@@ -885,7 +898,7 @@ def main() -> int:
     info["litellm"] = litellm_pin().split("==")[-1] if "litellm" in results else None
     results = {t: rows for t, rows in results.items() if rows}
     hold = {k: v for k, v in hold.items() if v}
-    md = render_markdown(results, hold, args, info, command, elapsed, notes, failed, admission)
+    md = render_markdown(results, hold, args, info, command, elapsed, notes, failed)
     print()
     print(md)
     if args.out:

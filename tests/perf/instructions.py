@@ -25,7 +25,7 @@ Variants (each a config of tests/perf/targets.py):
   features    key, request_params policy, fallback chains, tracing headers (switchyard-features)
   guardrails  every built-in detector on both stages (switchyard-guardrails)
   otlp        features, with spans exported at 10 % sampling to nginx, which drops them: vs features
-  all         features + limits + guardrails + otlp (switchyard-all)
+  all         features + limits + guardrails + otlp (switchyard-all before its database key and response cache)
   features-no-key, features-no-policy, features-no-fallback, features-no-tracing
               features less its API keys, its request_params policy, its fallback chains or its
               tracing (turned off): against features, the cost of that part alone

@@ -29,12 +29,28 @@ OPEN_BATCH = 100  # connections opened at once: stays under a listen backlog of 
 
 # --------------------------------------------------------------------------- wrk
 
-def write_wrk_lua(path: Path, body: dict, headers: dict[str, str]) -> Path:
-    """A wrk script POSTing the same JSON body with the target's headers on every connection."""
+def write_wrk_lua(path: Path, body: dict, headers: dict[str, str], distinct: bool = False) -> Path:
+    """A wrk script POSTing the same JSON body with the target's headers on every connection.
+
+    `distinct`: every request differs instead, its last message's text ending in a tag no other request
+    of the run has (run_wrk's nonce, wrk's thread, a count), so a response cache finds none of them.
+    """
+    text = json.dumps(body, separators=(",", ":"))
     lines = ["-- POST the same small chat request on every connection.", 'wrk.method = "POST"',
-             f"wrk.body = '{json.dumps(body, separators=(',', ':'))}'",
-             'wrk.headers["Content-Type"] = "application/json"']
+             f"wrk.body = '{text}'", 'wrk.headers["Content-Type"] = "application/json"']
     lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
+    if distinct:
+        content = body["messages"][-1]["content"]
+        head, tail = text.rsplit(json.dumps(content), 1)
+        assert '"' not in content and "'" not in head + tail, "the tag is spliced into a Lua string"
+        lines[0] = "-- POST a small chat request whose text no other request of the run has."
+        lines += ["local threads, tag, n = 0, \"\", 0",
+                  "function setup(thread) threads = threads + 1; thread:set(\"id\", threads) end",
+                  "function init(args) tag = (args[1] or \"\") .. \"-\" .. (id or 0) .. \"-\" end",
+                  "function request()",
+                  "  n = n + 1",
+                  f"  return wrk.format(nil, nil, nil, '{head}\"{content} ' .. tag .. n .. '\"{tail}')",
+                  "end"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -69,9 +85,11 @@ def parse_wrk(out: str) -> dict:
 
 
 def run_wrk(url: str, lua: Path, connections: int, duration: float, threads: int) -> dict:
+    """One wrk phase. Its script gets a nonce (the time in ns) as its argument: a `distinct` script
+    (write_wrk_lua) tags its requests with it, so no two phases send the same request."""
     duration = max(1, round(duration))  # wrk takes whole seconds
     argv = ["wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
-            "--latency", "-s", str(lua), url]
+            "--latency", "-s", str(lua), url, str(time.time_ns())]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30, check=True).stdout
     result = parse_wrk(out)
     result["raw"] = out
@@ -135,8 +153,19 @@ async def _stream(client: httpx.AsyncClient, server: Server, body: bytes, on_fir
     return ok, (first - t0 if first else math.nan), end - t0
 
 
+def stream_bodies(server: Server, n: int) -> list[bytes]:
+    """The bodies of `n` simultaneous streams: one, or with `server.distinct` each its own (its last
+    message's text tagged with the time in ns and its index), so a response cache finds none of them."""
+    if not server.distinct:
+        return [json.dumps({"model": server.stream_model, "messages": MESSAGES, "stream": True}).encode()] * n
+    tag = time.time_ns()
+    return [json.dumps({"model": server.stream_model, "stream": True,
+                        "messages": [*MESSAGES[:-1], {**MESSAGES[-1], "content": f"{MESSAGES[-1]['content']} "
+                                                                                 f"{tag}-{i}"}]}).encode()
+            for i in range(n)]
+
+
 async def _stream_phase(server: Server, streams: int, bursts: int) -> dict:
-    body = json.dumps({"model": server.stream_model, "messages": MESSAGES, "stream": True}).encode()
     ttfc: list[float] = []
     total: list[float] = []
     failures = 0
@@ -149,14 +178,16 @@ async def _stream_phase(server: Server, streams: int, bursts: int) -> dict:
                 results = []
                 go = trio.Event()
 
-                async def one(client: httpx.AsyncClient, go: trio.Event = go, results: list = results) -> None:
+                async def one(client: httpx.AsyncClient, body: bytes, go: trio.Event = go,
+                              results: list = results) -> None:
                     await go.wait()
                     results.append(await _stream(client, server, body))
 
+                bodies = stream_bodies(server, len(clients))
                 cpu0, pcpu0 = tree_cpu_seconds(server.proc.pid), time.process_time()
                 async with trio.open_nursery() as nursery:
-                    for client in clients:
-                        nursery.start_soon(one, client)
+                    for client, body in zip(clients, bodies, strict=True):
+                        nursery.start_soon(one, client, body)
                     await trio.sleep(0.05)  # let every task reach go.wait()
                     t0 = time.perf_counter()
                     go.set()

@@ -28,6 +28,11 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 CHAT_REQUEST = {"model": "bench", "messages": MESSAGES}
 STREAM_EVENTS = 20
 MODELS_PATHS = (b"/v1/models",)
+# switchyard-all's semantic cache: its embeddings model (on nginx's /embed) and the size of its vectors, the
+# default of OpenAI's text-embedding-3-small and the size docs/cache.md's lookup figures are for.
+EMBED_MODEL = "embed-bench"
+EMBED_DIMENSIONS = 1536
+EMBED_BITS = 64   # random signs per vector, from nginx's $request_id (128 random bits), repeated to EMBED_DIMENSIONS
 
 # The key the load generator sends to switchyard-features (api_keys) and the
 # LiteLLM master key (also written in litellm_config.yaml).
@@ -76,13 +81,40 @@ def nginx_quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
 
 
+def embedding_maps() -> str:
+    """nginx ``map`` blocks giving $sy_e0 ... $sy_e63 the values 1 or -1, each one bit of the request's
+    ``$request_id`` (16 random bytes in hex: two bits of each of its 32 digits), and $sy_signs the 64 of
+    them joined by commas (nginx takes no string of more than 4 KB, so the body repeats this one)."""
+    maps = []
+    for i in range(EMBED_BITS):
+        digit, high = divmod(i, 2)
+        ones = "[89a-f]" if high == 0 else "[4-7c-f]"
+        maps.append(f'map $request_id $sy_e{i} {{ "~^.{{{digit}}}{ones}" -1; default 1; }}')
+    signs = ",".join(f"${{sy_e{i}}}" for i in range(EMBED_BITS))
+    maps.append(f'map $request_id $sy_signs {{ default "{signs}"; }}')
+    return "\n    ".join(maps)
+
+
+def embedding_body() -> str:
+    """An OpenAI embeddings answer whose vector is new on every request: EMBED_DIMENSIONS values of 1 or -1,
+    the EMBED_BITS random signs of embedding_maps() repeated. Two such vectors reach a cosine of 0.95 only
+    when all 64 signs agree (one chance in 2**64), so the semantic cache's lookup never finds a close one.
+    nginx fills the variables in (no nginx_quote: its $ are meant)."""
+    assert EMBED_DIMENSIONS % EMBED_BITS == 0
+    return ('{"object":"list","data":[{"object":"embedding","index":0,"embedding":['
+            + ",".join(["${sy_signs}"] * (EMBED_DIMENSIONS // EMBED_BITS))
+            + f']}}],"model":"{EMBED_MODEL}","usage":{{"prompt_tokens":2,"total_tokens":2}}}}')
+
+
 def write_nginx_conf(prefix: Path, port: int) -> Path:
     text = (HERE / "nginx.conf.template").read_text()
     for key, value in {"PREFIX": str(prefix), "PORT": str(port),
                        "CHAT_BODY": nginx_quote(chat_completion_body()),
                        "SSE_BODY": nginx_quote("".join(sse_events())),
                        "MODELS_BODY": nginx_quote(models_body("bench")),
-                       "STREAM_MODELS_BODY": nginx_quote(models_body("bench-stream"))}.items():
+                       "STREAM_MODELS_BODY": nginx_quote(models_body("bench-stream")),
+                       "EMBED_MAPS": embedding_maps(), "EMBED_BODY": embedding_body(),
+                       "EMBED_MODELS_BODY": nginx_quote(models_body(EMBED_MODEL))}.items():
         text = text.replace(f"@@{key}@@", value)
     assert not re.search(r"@@[A-Z_]+@@", text), "unfilled placeholder in nginx.conf.template"
     path = prefix / "nginx.conf"
@@ -95,7 +127,8 @@ def write_nginx_conf(prefix: Path, port: int) -> Path:
 def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: int, features: bool,
                             ledger: str | None = None, keyed: bool = False, limits_redis: str | None = None,
                             limits_timeout: float | None = None, guardrails: bool = False,
-                            cache: bool = False, otlp: str | None = None, db_key: bool = False) -> Path:
+                            cache: bool = False, otlp: str | None = None, db_key: bool = False,
+                            semantic: bool = False) -> Path:
     """The benchmark config; `features` adds what users run in production on the same backends.
 
     Both variants have the same five backends, so the only difference is
@@ -114,21 +147,27 @@ def write_switchyard_config(path: Path, port: int, nginx_port: int, paced_port: 
     with `keyed`) gives that key a rate limit and a budget far above what the
     run can use, counted in that Redis: every call is admitted through the
     shared limiter and none is refused, so the two differ by the limits alone.
-    `db_key` (with `keyed`, no limits) leaves api_keys out: the bench key is
+    `db_key` (with `keyed` or `features`) leaves api_keys out: the bench key is
     a database key that make_db_key puts in the target's data dir before the
-    server starts, so the two differ by where the key lives alone.
+    server starts (with `limits_redis`, holding the limits and budget
+    limits_text gives a config key), so the two differ by where the key lives alone.
     `limits_timeout` sets state.operation_timeout (None: the build's default).
     `guardrails` adds one guardrail with every built-in detector, enforce mode, both stages, scoped to
     the bench models.
     `cache` turns the response cache on (memory): the load repeats one request, so after the first
     call of each model every call is a hit (no temperature is sent, and each model has one backend).
     With `features`, `limits_redis` gives the features' key the same limits and budget (and prices the
-    models); `otlp` (a collector's base URL) exports spans at 10% sampling: with both and `guardrails`
-    this is "everything on".
+    models); `otlp` (a collector's base URL) exports spans at 10% sampling. `semantic` (with `cache`)
+    adds the semantic lookup, its embeddings model EMBED_MODEL on nginx's /embed (a new vector every
+    call: no lookup matches), and leaves the fallback chains out, since a model with a chain has no single
+    settled backend and bypasses the cache. `features` with all of these and `db_key` and `guardrails`
+    is "everything on".
     """
     assert not (features and keyed), "keyed applies to the bare variant (features has its own key)"
     assert keyed or features or not limits_redis, "limits_redis needs a key"
-    assert not db_key or (keyed and not limits_redis), "db_key is keyed's key, without limits, in the database"
+    assert not db_key or features or (keyed and not limits_redis), \
+        "db_key is keyed's key without limits, or the features' key, in the database"
+    assert cache or not semantic, "semantic is a part of the response cache"
     keyed = keyed or bool(features and limits_redis)   # the key's limits and budget need priced models
     nginx = f"http://127.0.0.1:{nginx_port}"
 
@@ -152,6 +191,11 @@ backends:
   - {{name: backup-stream, type: generic, url: "{nginx}/stream", models: [bench-backup-stream], discovery: false}}
   - {{name: slow-stream, type: generic, url: "http://127.0.0.1:{paced_port}", models: [bench-slow], discovery: false}}
 """
+    if semantic:
+        text += f"""\
+  - {{name: embed, type: generic, url: "{nginx}/embed", models: [{EMBED_MODEL}], discovery: false\
+{priced(EMBED_MODEL)}}}
+"""
     if not features:
         text += "tracing:\n  enabled: false\n"
         if keyed and not db_key:
@@ -164,25 +208,34 @@ api_keys:
 """
         text += limits_text(limits_redis, limits_timeout)
     else:
-        text += f"""\
+        if not db_key:
+            text += f"""\
 api_keys:
   - id: bench-client
     key: {SWITCHYARD_KEY}
     tier: standard
     allowed_models: ["bench*"]
-{limits_text(limits_redis, limits_timeout)}request_params:
-  defaults: {{max_tokens: 1024}}
+"""
+        text += limits_text(limits_redis, limits_timeout, key_tail=not db_key)
+        text += """\
+request_params:
+  defaults: {max_tokens: 1024}
   limits:
-    temperature: {{min: 0, max: 1.5}}
-    max_tokens: {{max: 4096}}
+    temperature: {min: 0, max: 1.5}
+    max_tokens: {max: 4096}
+"""
+        if not semantic:
+            text += """\
 fallback:
   enabled: true
   fallback_chains:
     bench: [bench-backup]
     bench-stream: [bench-backup-stream]
+"""
+        text += """\
 tracing:
   enabled: true
-  headers: {{client_ref: X-Client-Ref}}
+  headers: {client_ref: X-Client-Ref}
 """
         if otlp is not None:
             text += f"  otlp: {{endpoint: \"{otlp}\", sampling_ratio: 0.1}}\n"
@@ -192,18 +245,30 @@ tracing:
         text += GUARDRAILS
     if cache:
         text += "response_cache:\n  enabled: true\n"
+        if semantic:
+            text += f"  semantic: {{enabled: true, embedding_model: {EMBED_MODEL}}}\n"
     path.write_text(text)
     return path
 
 
-def limits_text(limits_redis: str | None, limits_timeout: float | None) -> str:
-    """The bench key's rate limit and budget (far above what a run uses) in ``limits_redis``, as the tail of
-    its api_keys entry followed by the state section; nothing without a Redis."""
+# The bench key's rate limit and budget: far above what a run uses, so every call is admitted and counted.
+RATE_LIMIT = {"requests_per_minute": 100000000, "tokens_per_minute": 1000000000000}
+BUDGET = {"limit_usd": 1000000000, "period": "month"}
+
+
+def limits_text(limits_redis: str | None, limits_timeout: float | None, key_tail: bool = True) -> str:
+    """The bench key's rate limit and budget (RATE_LIMIT, BUDGET) in ``limits_redis``, as the tail of
+    its api_keys entry (``key_tail``; a database key holds them itself) followed by the state section;
+    nothing without a Redis."""
     if not limits_redis:
         return ""
-    text = f"""\
-    rate_limit: {{requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}
-    budget: {{limit_usd: 1000000000, period: month}}
+    text = ""
+    if key_tail:
+        text += f"""\
+    rate_limit: {{{", ".join(f"{k}: {v}" for k, v in RATE_LIMIT.items())}}}
+    budget: {{{", ".join(f"{k}: {v}" for k, v in BUDGET.items())}}}
+"""
+    text += f"""\
 state:
   redis_url: "{limits_redis}"
 """
@@ -224,15 +289,21 @@ guardrails:
 
 # switchyard-dbkey's database key: the tier and models of switchyard-keyed's config key (bench-client).
 DB_KEY_ARGS = ("--id", "bench", "--tier", "standard", "--allowed-model", "bench*")
+# ... and switchyard-all's adds the rate limit and budget switchyard-limits' config key has.
+DB_KEY_LIMITS_ARGS = ("--rate-limit", ",".join(f"{k}={v}" for k, v in RATE_LIMIT.items()),
+                      "--budget", ",".join(f"{k}={v}" for k, v in BUDGET.items()))
 
 
-def make_db_key(base: list[str], config: Path, env: dict[str, str], timeout: float = 60.0) -> str:
-    """Make the bench's database key with `base keys create` (the target's own build), returning its secret.
+def make_db_key(base: list[str], config: Path, env: dict[str, str], timeout: float = 60.0,
+                limits: bool = False) -> str:
+    """Make the bench's database key with `base keys create` (the target's own build), returning its secret;
+    `limits`: with DB_KEY_LIMITS_ARGS.
 
     Run with the target's environment, so the key and the server secret
     (control-secret) land in the data dir the server will read.
     """
-    argv = [*base, "keys", "create", "--config", str(config), *DB_KEY_ARGS, "--json"]
+    argv = [*base, "keys", "create", "--config", str(config), *DB_KEY_ARGS,
+            *(DB_KEY_LIMITS_ARGS if limits else ()), "--json"]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
                            timeout=timeout)
@@ -249,7 +320,7 @@ def make_db_key(base: list[str], config: Path, env: dict[str, str], timeout: flo
     return secret
 
 
-def switchyard_env(workdir: Path, name: str) -> dict[str, str]:
+def switchyard_env(workdir: Path, name: str, semantic: bool = False) -> dict[str, str]:
     """A Switchyard process's environment: ours, with XDG_DATA_HOME under the run's work dir.
 
     server.data_dir defaults to $XDG_DATA_HOME/switchyard, so the ledger
@@ -257,8 +328,13 @@ def switchyard_env(workdir: Path, name: str) -> dict[str, str]:
     never in the user's home, and no two targets share a file. Set in the
     environment rather than the config, since a --base-cmd build may refuse
     keys it does not know; a build without a ledger ignores it.
+    `semantic`: also OPENBLAS_NUM_THREADS=1, as docs/cache.md asks of a gateway
+    with the semantic cache on (numpy's BLAS would spread each lookup over every core).
     """
-    return {**os.environ, "XDG_DATA_HOME": str(workdir / f"{name}-data")}
+    env = {**os.environ, "XDG_DATA_HOME": str(workdir / f"{name}-data")}
+    if semantic:
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
 
 
 LEDGER_TABLE = "usage_records"   # protocol/stores/sql.py's TABLE: one row per call
@@ -372,13 +448,17 @@ class Server:
     measured burst, so connection set-up is not part of the figures.
     `before_start` runs first in start(), given the server (say, to make a
     key and set the headers that send it); what it raises is start()'s failure.
+    `distinct`: the load sends it requests that all differ (loadgen's write_wrk_lua and stream_bodies),
+    so its response cache, if any, misses every one.
     """
 
     def __init__(self, name: str, argv: list[str], port: int, workdir: Path, *, chat_path: str,
                  stream_path: str, stream_model: str, ready_paths: tuple[str, ...], warm_path: str = "/health",
                  headers: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                 ready_timeout: float | None = None, before_start: Callable[[Server], None] | None = None):
+                 ready_timeout: float | None = None, before_start: Callable[[Server], None] | None = None,
+                 distinct: bool = False):
         self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
+        self.distinct = distinct
         self.base = f"http://127.0.0.1:{port}"
         self.chat_path, self.stream_path, self.stream_model = chat_path, stream_path, stream_model
         self.ready_paths, self.warm_path = ready_paths, warm_path

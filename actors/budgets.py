@@ -30,11 +30,14 @@ class Limits:
     total: float
 
 
+NO_OVERRIDES = ModelTimeouts()   # a model without overrides: one frozen value, not one built per attempt
+
+
 def limits_for(snapshot: Snapshot, model: str, stream: bool, fallback_hop: bool,
                backend_cap: float | None = None) -> Limits:
     """The limits of one attempt: model overrides, then the fallback multiplier."""
     t = snapshot.timeouts
-    o = t.model_overrides.get(model) or ModelTimeouts()
+    o = t.model_overrides.get(model) or NO_OVERRIDES
     if stream:
         first_byte = o.first_byte or t.streaming.first_byte
         chunk: float | None = o.chunk_interval or t.streaming.chunk_interval

@@ -3,7 +3,8 @@ splitter its model needs, and our headers.
 
 Functions of values (the call, the model it is routed as, the attempt's
 backend), so the RequestActor asks and nothing is shared. The client's bytes
-go out untouched whenever nothing has to change them; otherwise a copy is
+go out untouched whenever nothing has to change them (a stream asked for its
+usage and nothing else: with the option appended to them); otherwise a copy is
 built for the attempt's backend: its wire id, a fallback hop's trimmed
 parameters (the request_params policy's fields always travel), the global
 prompt for that model and backend, and the backend's ``request_extensions.body``.
@@ -24,7 +25,7 @@ from switchyard.actors.routing.failover import RoutePlan
 from switchyard.actors.routing.prompt_merge import renumber
 from switchyard.actors.routing.thinking import active as thinking_active
 from switchyard.actors.signals import SignalTerms
-from switchyard.actors.stream_usage import client_options, names_the_option
+from switchyard.actors.stream_usage import client_options, names_the_option, with_option
 from switchyard.actors.thinking import ThinkingStream
 from switchyard.actors.usage import UsageLedger, UsageRecord, token_counts
 from switchyard.config.endpoints import AUDIO, IMAGES, SCORING, TRANSCRIBING, Endpoint
@@ -47,9 +48,14 @@ def body_for(call: Call, routed: str, model: str, backend: BackendConfig, prompt
     wire = backend.upstream_ids.get(model, model)
     primary = model == routed
     prompted = call.endpoint not in NO_MESSAGES and prompts.prompt_for(model, backend.name) is not None
-    if primary and wire == call.model and not prompted and backend.request_extensions.empty \
-            and not asks_usage(call, backend, refused):
-        return call.body
+    if primary and wire == call.model and not prompted and backend.request_extensions.empty:
+        if not asks_usage(call, backend, refused):
+            return call.body
+        # A stream asked for its usage, and nothing else to change: the option spliced into the client's
+        # bytes, instead of copying and re-serializing the whole body (most of every stream's body work).
+        spliced = with_option(call.body) if "stream_options" not in call.payload else None
+        if spliced is not None:
+            return spliced
     payload: dict[str, Any] = dict(call.payload)
     if not primary and not call.snapshot.fallback.fallback_policy.preserve_parameters:
         # what the policy wrote travels on every hop, in whichever spelling it was written

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from switchyard.actors.stream_usage import names_the_option, without_option
+from switchyard.actors.stream_usage import names_the_option, with_option, without_option
 
 OPENAI_PARAM = b'{"error": {"message": "Unrecognized request argument", "param": "stream_options", "code": null}}'
 IN_MESSAGE = b'{"error": {"message": "stream_options is not supported", "type": "BadRequestError"}}'
@@ -31,3 +31,22 @@ def test_the_body_sent_again_loses_include_usage_and_an_emptied_stream_options_o
     kept = without_option(b'{"stream_options": {"include_usage": true, "continuous_usage_stats": true}}')
     assert json.loads(kept) == {"stream_options": {"continuous_usage_stats": True}}
     assert without_option(b'{"model": "m"}') == b'{"model": "m"}'
+
+
+@pytest.mark.parametrize("body", [
+    b'{"model":"m","stream":true}',
+    b' {\n  "model": "m", "messages": [{"role": "user", "content": "h\\u00e9 \xc3\xa9"}], "stream": true\n}\r\n',
+])
+def test_the_usage_option_joins_the_clients_bytes_as_the_same_object_re_serialized_would(body):
+    spliced = with_option(body)
+    assert spliced is not None and spliced.startswith(body.rstrip()[:-1])   # the client's members, untouched
+    assert json.loads(spliced) == {**json.loads(body), "stream_options": {"include_usage": True}}
+    assert without_option(spliced) == json.dumps(json.loads(body)).encode()
+
+
+@pytest.mark.parametrize("body", [
+    b"{}", b"{ \n }", b"[1]", b'\xef\xbb\xbf{"model":"m"}',
+    '{"model":"m"}'.encode("utf-16-le"), '{"model":"m"}'.encode("utf-16-be"), '{"model":"m"}'.encode("utf-32-le"),
+])
+def test_a_body_the_option_cannot_join_byte_for_byte_is_left_to_re_serializing(body):
+    assert with_option(body) is None

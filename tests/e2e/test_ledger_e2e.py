@@ -193,8 +193,10 @@ async def test_sigterm_with_calls_in_flight_loses_no_record(tmp_path, workers):
     assert proc.returncode == 0, log
     draining = {pid: int(re.match(r"draining: (\d+) call", message)[1])
                 for pid, message in pids_saying(log_path, "draining: ").items()}
+    # Every worker drained and together they held every call. How the calls split between two workers is
+    # the kernel's choice (they accept from one shared socket; a busy CI runner has seen 0 and 20), so the
+    # split itself is not asserted: the records below must be complete whichever way it fell.
     assert len(draining) == workers and sum(draining.values()) == n, log   # all in flight at the signal
-    assert all(draining.values()), draining   # with two workers, each had calls to flush
     assert len(got) == n and set(got.values()) == {200}, (got, log)   # the drain let them finish
     assert ends == [b"data: [DONE]\n\n"] * (n // 2)
     data = tmp_path / "data"

@@ -1,6 +1,7 @@
 """fallback.quality_check end to end on the simulated backends, under MockClock: one test per rule."""
 
 import json
+import threading
 
 import pytest
 import trio
@@ -169,10 +170,23 @@ async def test_an_answer_given_because_none_passed_is_not_cached(autojump_clock)
         assert len(asked(app, "a")) == 2 and app.runtime.cache.not_stored["quality_check_failed"] == 2
 
 
-async def test_a_judgment_that_runs_away_sends_the_answer_unchecked_and_never_stalls_the_loop(autojump_clock):
+async def test_a_judgment_that_runs_away_sends_the_answer_unchecked_and_never_stalls_the_loop(autojump_clock,
+                                                                                            monkeypatch):
     """A client's schema whose ``$ref``s fan out (each level all of the next, twice): the judgment runs in a
-    thread and is abandoned at its deadline; the call goes on."""
-    levels = 12   # about a third of a second of CPU: well past the thread grace of the test clock
+    thread and is abandoned at its deadline; the call goes on. The real judgment of this schema takes about a
+    third of a second of CPU, which a loaded machine can stretch past the test clock's jumps to the deadline
+    or not; so the judgment here also waits, once done, until the test has seen the answer: it is still
+    running at its deadline on every machine."""
+    seen = threading.Event()
+    real_judge = quality_gate.judge
+
+    def judge_until_seen(*args, **kwargs):
+        verdict = real_judge(*args, **kwargs)
+        seen.wait(timeout=30)   # bounded: a test that failed before setting it leaves no thread for long
+        return verdict
+
+    monkeypatch.setattr(quality_gate, "judge", judge_until_seen)
+    levels = 12
     defs = {f"l{i}": {"allOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
             for i in range(levels)}
     defs[f"l{levels}"] = {"type": "integer"}
@@ -182,7 +196,10 @@ async def test_a_judgment_that_runs_away_sends_the_answer_unchecked_and_never_st
         backend("b", "small", f"{{latency: 0s, text: {VALID}}}")
     async with gateway(config) as app:
         began = trio.current_time()
-        reply = await request(app, "POST", CHAT, chat("big", response_format=runaway))
+        try:
+            reply = await request(app, "POST", CHAT, chat("big", response_format=runaway))
+        finally:
+            seen.set()
         assert reply.status == 200 and reply.headers[b"x-continuum-quality-check"] == b"unchecked", content(reply)
         assert trio.current_time() - began == pytest.approx(quality_gate.JUDGE_DEADLINE)
         assert reply.json()["model"] == "big" and len(asked(app, "b")) == 0

@@ -26,6 +26,12 @@ Variants (each a config of tests/perf/targets.py):
   guardrails  every built-in detector on both stages (switchyard-guardrails)
   otlp        features, with spans exported at 10 % sampling to nginx, which drops them: vs features
   all         features + limits + guardrails + otlp (switchyard-all before its database key and response cache)
+  all-dbkey   all with its key, limits and budget in the database (`keys create`), as switchyard-all has it
+  all-exact   all-dbkey with the exact response cache, every lookup missing (each call's text differs), and no
+              fallback chain (a model with one bypasses the cache; switchyard-all has none)
+  all-semantic  all-exact with the semantic cache missing too: switchyard-all's config (an embeddings call per
+              call to nginx's /embed, a new random 1,536-dimension vector each; OPENBLAS_NUM_THREADS=1); its
+              index is filled to its bound (semantic.max_entries) before counting, as in a long run
   features-no-key, features-no-policy, features-no-fallback, features-no-tracing
               features less its API keys, its request_params policy, its fallback chains or its
               tracing (turned off): against features, the cost of that part alone
@@ -33,8 +39,11 @@ Variants (each a config of tests/perf/targets.py):
     python tests/perf/instructions.py --variants floor,plain,all
     python tests/perf/instructions.py --child plain --calls 200   # one run, no valgrind: prints CPU per call
     python tests/perf/instructions.py --child plain --calls 3000 --steps   # and trio's task steps per call
+    python tests/perf/instructions.py --child all-semantic --calls 1000 --profile /tmp/p.pstats   # cProfile them
+    python tests/perf/instructions.py --variants all-exact,all-semantic --keep /tmp/cg   # then by C function:
+    cg_diff /tmp/cg/all-semantic-50.cachegrind /tmp/cg/all-semantic-450.cachegrind > /tmp/d; cg_annotate /tmp/d
 
-Needs valgrind and nginx; redis-server for limits and all. Talks only to
+Needs valgrind and nginx; redis-server for limits and the all variants. Talks only to
 127.0.0.1; every process it starts is stopped in a ``finally``, and each
 run is bounded by --timeout.
 """
@@ -42,7 +51,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import gc
+import itertools
 import json
 import os
 import re
@@ -57,10 +68,13 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
 VARIANTS = ("floor", "plain", "memledger", "keyed", "limits", "features", "guardrails", "otlp", "all",
+            "all-dbkey", "all-exact", "all-semantic",
             "features-no-key", "features-no-policy", "features-no-fallback", "features-no-tracing")
+ALL = {"features", "limits", "guardrails", "otlp"}
 PARTS = {"floor": set(), "plain": set(), "memledger": {"memledger"}, "keyed": {"keyed"}, "limits": {"keyed", "limits"},
          "features": {"features"}, "guardrails": {"guardrails"}, "otlp": {"features", "otlp"},
-         "all": {"features", "limits", "guardrails", "otlp"},
+         "all": ALL, "all-dbkey": ALL | {"dbkey"}, "all-exact": ALL | {"dbkey", "cache", "drop:fallback"},
+         "all-semantic": ALL | {"dbkey", "cache", "semantic"},   # switchyard-all (semantic leaves fallback out)
          # features less one of its parts: against features, that part's own cost
          "features-no-key": {"features", "drop:api_keys"}, "features-no-policy": {"features", "drop:request_params"},
          "features-no-fallback": {"features", "drop:fallback"}, "features-no-tracing": {"features", "drop:tracing"}}
@@ -71,30 +85,27 @@ CONCURRENCY = 32
 # --------------------------------------------------------------------------- the child: one run of calls
 
 def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str | None, workdir: Path,
-          stream: bool = False, steps: bool = False) -> None:
+          stream: bool = False, steps: bool = False, profile: Path | None = None) -> None:
+    os.environ.update(environment(variant, workdir))   # before numpy's import: OPENBLAS_NUM_THREADS
     import trio
-    from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES, free_port, write_switchyard_config
+    from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES
 
     parts = PARTS[variant]
-    os.environ["XDG_DATA_HOME"] = str(workdir / f"{variant}-data")
-    config = write_switchyard_config(
-        workdir / f"{variant}.yaml", free_port(), nginx_port, free_port(), features="features" in parts,
-        keyed="keyed" in parts, limits_redis=redis_url if "limits" in parts else None,
-        guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None,
-        ledger="memory" if "memledger" in parts else None)
-    text = config.read_text()
-    for part in parts:
-        if part.startswith("drop:"):
-            text = without(text, part[len("drop:"):])
-    config.write_text(stretched(text))
-    key = [(b"authorization", FEATURES_HEADERS["authorization"].encode())]
+    config = workdir / f"{variant}.yaml"   # written by the parent (write_config), with its database key
+    secret = (workdir / f"{variant}.key").read_text() if "dbkey" in parts else None
+    auth = f"Bearer {secret}" if secret else FEATURES_HEADERS["authorization"]
+    key = [(b"authorization", auth.encode())]
     headers = [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")]
-    sent = EXPORT_HEADERS if "otlp" in parts else FEATURES_HEADERS
+    sent = {**(EXPORT_HEADERS if "otlp" in parts else FEATURES_HEADERS), "authorization": auth}
     headers += [(k.encode(), v.encode()) for k, v in sent.items()] if "features" in parts else \
         key if "keyed" in parts else []
     # --stream: the bench's 20-chunk stream (the floor forwards it to nginx's /stream, as the bench does)
     body = json.dumps({"model": "bench-stream", "messages": MESSAGES, "stream": True} if stream else
                       {"model": "bench", "messages": MESSAGES}).encode()
+    # With the response cache, every call's text is its own (the bench's distinct load): every lookup misses.
+    text = json.dumps(MESSAGES[-1]["content"]).encode()
+    head, tail = body.rsplit(text, 1)
+    numbered = itertools.count() if "cache" in parts else None
     path = "/stream/v1/chat/completions" if stream and variant == "floor" else "/v1/chat/completions"
     scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
              "path": path, "raw_path": path.encode(), "query_string": b"",
@@ -107,7 +118,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
             nonlocal given
             if not given:
                 given = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                data = body if numbered is None else b'%s%s-%d"%s' % (head, text[:-1], next(numbered), tail)
+                return {"type": "http.request", "body": data, "more_body": False}
             await done.wait()   # as hypercorn does: a disconnect once the whole response is out
             return {"type": "http.disconnect"}
 
@@ -142,6 +154,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
         async with app_cm as app:
             await load(app, warm)
             await flush_spans(app)   # the export's first-time costs (imports, its connection) before counting
+            if "semantic" in parts:
+                fill_index(app)
             from switchyard.protocol.serving.workers import GC_YOUNG_THRESHOLD
             gc.collect()
             gc.freeze()
@@ -149,7 +163,13 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
             cpu = time.process_time()
             if counter is not None:
                 trio.lowlevel.add_instrument(counter)
+            profiler = cProfile.Profile() if profile is not None else None
+            if profiler is not None:
+                profiler.enable()
             await load(app, calls)
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(profile)
             if counter is not None:
                 trio.lowlevel.remove_instrument(counter)
                 counter.report(calls)
@@ -181,6 +201,24 @@ class TaskSteps:
         for name, n in sorted(self.steps.items(), key=lambda item: -item[1]):
             if n / calls >= 0.005:
                 print(f"  {n / calls:6.2f} steps, {self.spawned.get(name, 0) / calls:5.2f} spawned  {name}")
+
+
+def fill_index(app) -> None:
+    """The semantic index at its bound (semantic.max_entries), as in a run of switchyard-all past its first
+    2,000 calls: every lookup then multiplies the whole matrix, and every miss's entry evicts the oldest.
+    The warm-up's calls made its one namespace; the filling rows are random, so no lookup finds them."""
+    import numpy as np
+    import trio
+
+    index = app.runtime.cache.semantic.index
+    namespaces = {namespace for namespace, _ in index._order}
+    if len(namespaces) != 1:
+        raise RuntimeError(f"the warm-up left {len(namespaces)} semantic namespaces, not one")
+    namespace = namespaces.pop()
+    dim = index._spaces[namespace].buf.shape[1]
+    rng, expires = np.random.default_rng(44), trio.current_time() + 86400.0
+    for i in range(index.max_entries - index.entries):
+        index.add(namespace, rng.standard_normal(dim).tolist(), b"fill-%d" % i, expires)
 
 
 async def flush_spans(app) -> None:
@@ -252,16 +290,50 @@ async def _lifespan(app):
 
 # --------------------------------------------------------------------------- the parent: valgrind, twice per variant
 
+def write_config(variant: str, workdir: Path, nginx_port: int, redis_url: str | None) -> Path:
+    """The variant's config from tests/perf/targets.py's builder, with its parts dropped and its intervals
+    stretched, at <workdir>/<variant>.yaml; with a database key, the key made (`keys create`, as bench.py
+    makes switchyard-all's) and its secret at <workdir>/<variant>.key."""
+    from targets import free_port, make_db_key, write_switchyard_config
+
+    parts = PARTS[variant]
+    config = write_switchyard_config(
+        workdir / f"{variant}.yaml", free_port(), nginx_port, free_port(), features="features" in parts,
+        keyed="keyed" in parts, limits_redis=redis_url if "limits" in parts else None,
+        guardrails="guardrails" in parts, otlp=f"http://127.0.0.1:{nginx_port}" if "otlp" in parts else None,
+        ledger="memory" if "memledger" in parts else None, cache="cache" in parts, semantic="semantic" in parts,
+        db_key="dbkey" in parts)
+    text = config.read_text()
+    for part in parts:
+        if part.startswith("drop:"):
+            text = without(text, part[len("drop:"):])
+    config.write_text(stretched(text))
+    if "dbkey" in parts:
+        secret = make_db_key([sys.executable, "-m", "switchyard.protocol.serving.cli"], config,
+                             environment(variant, workdir), limits="limits" in parts)
+        (workdir / f"{variant}.key").write_text(secret)
+    return config
+
+
+def environment(variant: str, workdir: Path) -> dict[str, str]:
+    """The child's environment: targets.switchyard_env's (its data dir, OPENBLAS_NUM_THREADS=1 with the
+    semantic cache)."""
+    from targets import switchyard_env
+
+    return switchyard_env(workdir, variant, semantic="semantic" in PARTS[variant])
+
+
 def instructions(args, variant: str, calls: int, nginx_port: int, redis_url: str | None, workdir: Path) -> int:
     """cachegrind's instruction count of one child run of `calls` calls."""
-    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+    out = args.keep / f"{variant}-{calls}.cachegrind" if args.keep else "/dev/null"
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
             sys.executable, str(Path(__file__).resolve()), "--child", variant, "--calls", str(calls),
             "--warm", str(args.warm), "--nginx-port", str(nginx_port), "--workdir", str(workdir)]
     if args.stream:
         argv.append("--stream")
     if redis_url:
         argv += ["--redis-url", redis_url]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout, env=environment(variant, workdir))
     found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
     if run.returncode != 0 or found is None:
         raise RuntimeError(f"{variant}: valgrind run failed ({run.returncode}): {run.stderr[-1500:]}")
@@ -277,6 +349,11 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true",
                         help="with --child: also print trio's task steps per call, by task (the CPU figure "
                              "then includes the instrument's own cost)")
+    parser.add_argument("--profile", type=Path,
+                        help="with --child: cProfile the counted calls (not the warm-up) into this pstats file")
+    parser.add_argument("--keep", type=Path,
+                        help="keep each run's cachegrind output here (<variant>-<calls>.cachegrind): cg_diff the "
+                             "long and short runs, then cg_annotate, for the instructions by C function")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per valgrind run")
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -288,13 +365,15 @@ def main() -> None:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    if args.steps and not args.child:
-        parser.error("--steps counts one child run: give --child VARIANT too")
+    if (args.steps or args.profile) and not args.child:
+        parser.error("--steps and --profile look at one child run: give --child VARIANT too")
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     if args.child and args.nginx_port is None:   # a child run by hand: its own nginx (and Redis), once
         variants = [args.child]
     elif args.child:
         child(args.child, args.calls, args.warm, args.nginx_port, args.redis_url, args.workdir, args.stream,
-              args.steps)
+              args.steps, args.profile)
         return
 
     from targets import Redis, free_port, write_nginx_conf
@@ -311,9 +390,12 @@ def main() -> None:
         if redis is not None:
             redis.start()
         time.sleep(0.3)   # nginx listening
+        for variant in variants:
+            if variant != "floor":
+                write_config(variant, workdir, nginx_port, redis.url if redis is not None else None)
         if args.child:
             child(args.child, args.calls, args.warm, nginx_port, redis.url if redis else None, workdir, args.stream,
-                  args.steps)
+                  args.steps, args.profile)
             return
         rows = {}
         for variant in variants:

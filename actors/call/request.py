@@ -193,12 +193,15 @@ class RequestActor:
             self._close()
 
     async def _serve_within(self, scope: trio.CancelScope, host: trio.Nursery) -> bool:
-        """Run the route loop in ``scope``, the call's only one: a client that leaves (the watcher, started in
-        ``host``) and the end of the server's drain window (shut_down) both cancel it. True once it ended."""
+        """Run the route loop in ``scope``, the call's only one: a client that leaves (told by the server
+        through ``disconnected.subscribe`` where it can, else by the watcher, started in ``host``) and the end
+        of the server's drain window (shut_down) both cancel it. True once it ended."""
         self._scope = scope
         if self._shut_down:
             scope.cancel()
-        host.start_soon(self._watch_client, scope)
+        subscribe = getattr(self.disconnected, "subscribe", None)   # the server tells of a client that left
+        if subscribe is None or not subscribe(self._client_left):
+            host.start_soon(self._watch_client, scope)
         try:
             await self._serve()
             self.trace.add("completed", backend=self._last_route[0], model=self._last_route[1])
@@ -247,6 +250,11 @@ class RequestActor:
                        model=self._last_route[1], status=err.status, code=err.code, error=err.message,
                        committed=self.sink.started)
         await self.sink.fail(err)
+
+    def _client_left(self) -> None:
+        """The server's word that the client left before its answer was complete (``ClientLink.subscribe``)."""
+        if not self.sink.finished and self._scope is not None:
+            self._scope.cancel()
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         try:

@@ -339,7 +339,7 @@ class App:
         # revoked or narrowed while a slow body was uploading is judged by it too.
         arrival = who.arrival(runtime.snapshot, self.gate.active, timing=scope.get(TIMING))
         return serve_call(runtime, arrival, payload, body, Door(parse, sink_for, endpoint, shape),
-                          disconnect_waiter(receive))
+                          disconnect_waiter(receive, scope))
 
     def _door(self, handler: Callable[..., Awaitable[None]], *, body: bool = True, upload: bool = False,
               read: BodyReader | None = None) -> Callable[[Identity, Scope, Receive, Send], Awaitable[None]]:

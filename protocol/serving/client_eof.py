@@ -8,11 +8,12 @@ CLOSE-WAIT holding a descriptor, and ordinary client churn exhausts the
 process's file descriptors (a CLOSE_WAIT leak on trio is reported in
 pgjones/hypercorn#87; 0.18.0, the newest release and the head of its main
 branch, still waits for the timer). The subclass below ends the timer when
-reading ends, so such a connection is closed at once. Drop it, and the
-install in ``workers.py`` and ``tests/e2e/conftest.py``, once a hypercorn
-release closes the connection on end of stream by itself and handles a
-half-closed client as below (``tests/e2e/test_client_eof_e2e.py`` checks
-both); ``pyproject.toml`` holds hypercorn below 0.19 until then.
+reading ends, so such a connection is closed at once. Drop it once a
+hypercorn release closes the connection on end of stream by itself and
+handles a half-closed client as below (``tests/e2e/test_client_eof_e2e.py``
+checks both); ``pyproject.toml`` holds hypercorn below 0.19 until then.
+``install`` (in ``workers.py`` and ``tests/e2e/conftest.py``) stays for the
+HTTP stream below.
 
 A FIN that arrives while a request is being answered is either a client
 that half-closed (``shutdown(SHUT_WR)``: it still reads) or one that went
@@ -26,6 +27,14 @@ call). Probes go out at growing intervals, five at most; an answer that
 starts meanwhile tells the same way by its own writes. A half-closed client
 gets its whole answer, and the connection then closes. A FIN that comes once
 the answer is under way is a client that left, as hypercorn takes it.
+
+A client that left is told to its call at once: each request's HTTP stream
+(``ReleasingHTTPStream``, HTTP/1.1 and HTTP/2) puts a ``GoneHook`` in
+its ASGI scope and fires it, in the connection's own task, when the stream
+closes before its answer was complete (hypercorn's own test for an answer
+cut short). The call's scope is cancelled there, as the ``http.disconnect``
+the app is still sent would; the call needs no task of its own waiting on
+``receive()`` for it.
 """
 
 from __future__ import annotations
@@ -36,10 +45,15 @@ from typing import Any
 import h11
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.protocol import h2 as hypercorn_h2
+from hypercorn.protocol import h11 as hypercorn_h11
+from hypercorn.protocol.events import Request, StreamClosed
 from hypercorn.protocol.h11 import H11Protocol
-from hypercorn.protocol.http_stream import HTTPStream
+from hypercorn.protocol.http_stream import ASGIHTTPState, HTTPStream
 from hypercorn.trio import run as hypercorn_run
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
+
+from switchyard.protocol.http.asgi import CLIENT_GONE, GoneHook
 
 # Seconds from the client's end of stream to each probe. The first write draws a reset from a peer
 # that closed its socket; a later one fails on it. Five: Go's net/http client refuses a sixth interim
@@ -116,6 +130,26 @@ class ReleasingTCPServer(TCPServer):
         await self._over.wait()
 
 
+class ReleasingHTTPStream(HTTPStream):
+    """hypercorn's HTTP stream, whose request's call hears at once that its client left (``GoneHook``)."""
+
+    gone: GoneHook | None = None
+
+    async def handle(self, event: Any) -> None:
+        if isinstance(event, StreamClosed) and not self.closed and self.gone is not None \
+                and self.state is not ASGIHTTPState.CLOSED:
+            self.gone.fire()   # the answer is unfinished: hypercorn's own test (it logs it as cut short)
+        await super().handle(event)
+        if isinstance(event, Request) and not self.closed:
+            # The app was spawned by the handling above, and has not run yet: it finds the hook.
+            self.gone = GoneHook()
+            extensions: dict[str, Any] = self.scope["extensions"]   # ASGI's extensions: any server's own keys
+            extensions[CLIENT_GONE] = self.gone
+
+
 def install() -> None:
-    """Serve hypercorn's trio connections with ``ReleasingTCPServer`` in this process (every worker calls it)."""
+    """Serve hypercorn's trio connections with ``ReleasingTCPServer``, their requests with
+    ``ReleasingHTTPStream``, in this process (every worker calls it)."""
     hypercorn_run.TCPServer = ReleasingTCPServer  # type: ignore[attr-defined]  # a module global, not re-exported
+    hypercorn_h11.HTTPStream = ReleasingHTTPStream  # type: ignore[attr-defined]  # imported there, not re-exported
+    hypercorn_h2.HTTPStream = ReleasingHTTPStream  # type: ignore[attr-defined]

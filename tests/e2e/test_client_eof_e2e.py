@@ -13,9 +13,11 @@ import json
 import signal
 
 import h11
+import httpx
 import pytest
 import trio
 
+from switchyard.actors.call.request import RequestActor
 from tests.e2e.support import Gateway, backend, gateway_config, switchyard_serve
 from tests.e2e.test_slow_clients_e2e import open_raw as connect
 from tests.e2e.test_slow_clients_e2e import read_until_closed
@@ -185,3 +187,35 @@ async def test_a_client_that_closes_once_its_stream_started_cancels_the_upstream
     assert await wait_until(lambda: sim.count("cancelled") == 1, within=1), sim.events
     assert sim.count("completed") == 0
     await client.aclose()
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+async def test_a_client_that_leaves_is_told_to_its_call_by_the_server_with_no_task_watching(start_gateway,
+                                                                                         monkeypatch, http2):
+    """Under the gateway's own connection (``ReleasingHTTPStream``) a call hears from the server that its
+    client left, over HTTP/1.1 and HTTP/2 alike, and starts no task waiting on ``receive()`` for it; an answer
+    that was complete is never taken for a client that left."""
+    watched: list[str] = []
+    watch = RequestActor._watch_client
+
+    async def counted(actor: RequestActor, scope: trio.CancelScope) -> None:
+        watched.append(actor.call.request_id)
+        await watch(actor, scope)
+
+    monkeypatch.setattr(RequestActor, "_watch_client", counted)
+    slow = backend("sim-slow", chunks=50, tokens_per_second=5)   # 10 s of stream: only a leaving client ends it
+    slow["models"] = ["slow"]
+    settings = config(backend("sim-a"), slow)
+    settings["server"]["http2_cleartext"] = True
+    gw = await start_gateway(settings)
+    sim, streaming = gw.sim("sim-a"), gw.sim("sim-slow")
+    async with httpx.AsyncClient(base_url=gw.url, timeout=5, http1=not http2, http2=http2) as http:
+        whole = await http.post("/v1/chat/completions", json=CHAT)
+        assert whole.status_code == 200 and whole.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+        async with http.stream("POST", "/v1/chat/completions",
+                               json={**CHAT, "model": "slow", "stream": True}) as response:
+            async for _ in response.aiter_raw():
+                break   # the first piece, then the client goes
+    assert await wait_until(lambda: streaming.count("cancelled") == 1, within=1), streaming.events
+    assert sim.count("completed") == 1 and sim.count("cancelled") == 0   # a whole answer is no client leaving
+    assert watched == []

@@ -90,6 +90,8 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
     import trio
     from targets import EXPORT_HEADERS, FEATURES_HEADERS, MESSAGES
 
+    from switchyard.protocol.http.asgi import CLIENT_GONE, GoneHook
+
     parts = PARTS[variant]
     config = workdir / f"{variant}.yaml"   # written by the parent (write_config), with its database key
     secret = (workdir / f"{variant}.key").read_text() if "dbkey" in parts else None
@@ -129,7 +131,9 @@ def child(variant: str, calls: int, warm: int, nginx_port: int, redis_url: str |
             elif not message.get("more_body"):
                 done.set()
 
-        await app(dict(scope), receive, send)
+        # The hook the gateway's own hypercorn connection puts in every request's scope (client_eof.py): a
+        # call under it hears of a client that left from the server and starts no task to wait for it.
+        await app({**scope, "extensions": {CLIENT_GONE: GoneHook()}}, receive, send)
         if status != [200]:
             raise RuntimeError(f"{variant}: a call answered {status}")
 

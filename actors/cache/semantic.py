@@ -33,7 +33,7 @@ import trio
 
 from switchyard.actors.cache import similarity
 from switchyard.actors.cache.embed import EmbedFailed, embed
-from switchyard.actors.cache.index import Match, SemanticIndex, WrongSize
+from switchyard.actors.cache.index import Match, SemanticIndex, WrongSize, unit_vector
 from switchyard.actors.cache.key import cache_key
 from switchyard.actors.cache.store import StoreFailed
 from switchyard.actors.ports import SharedVector
@@ -53,8 +53,9 @@ class Probe:
     """A semantic lookup made for a call: where its vector goes, and what it found."""
 
     namespace: bytes
-    vector: list[float]
+    vector: list[float]                  # as the embeddings answer gave it: what the fleet's feed publishes
     match: Match | None = None
+    unit: Any = None                     # ... as the index keeps it (index.unit_vector), made once for both uses
 
 
 class SemanticCache:
@@ -86,7 +87,8 @@ class SemanticCache:
         try:
             vector = await embed(actor.runtime, type(actor), call, text, sem.embedding_model, sem.dimensions,
                                  sem.timeout)
-            match = self.index.search(namespace, vector, sem.threshold, trio.current_time())
+            unit = unit_vector(vector)
+            match = self.index.search(namespace, unit, sem.threshold, trio.current_time())
         except EmbedFailed as exc:
             self._fault(exc.reason, str(exc))
             return None
@@ -96,11 +98,12 @@ class SemanticCache:
         except ValueError as exc:   # a zero or non-finite vector
             self._fault("malformed", str(exc))
             return None
-        return Probe(namespace, vector, match)
+        return Probe(namespace, vector, match, unit)
 
     def remember(self, probe: Probe, answer_key: bytes, ttl: float) -> None:
         try:
-            self.index.add(probe.namespace, probe.vector, answer_key, trio.current_time() + ttl)
+            self.index.add(probe.namespace, probe.unit if probe.unit is not None else probe.vector, answer_key,
+                           trio.current_time() + ttl)
         except (WrongSize, ValueError) as exc:
             self._fault("wrong_size" if isinstance(exc, WrongSize) else "malformed", str(exc))
 

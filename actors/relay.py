@@ -149,6 +149,7 @@ class Relay:
         self._timer: trio.CancelScope | None = None
         self._send_lock: trio.Lock | None = None       # only while a timer task may also send
         self.malformed_events = 0
+        self.ending = False   # the answer is whole and its end is going out (finish_if_complete)
         self.state = _StreamState()
         self._headers: list[tuple[bytes, bytes]] = []
         # Events bound for the client, sent once per upstream chunk: one write
@@ -263,6 +264,9 @@ class Relay:
             return True
         if not (self.state.done or self.state.finished):
             return False
+        # From here the client is sent the end ([DONE] first): a client that leaves as soon as it reads it,
+        # as the openai SDK does, before the body's end, had its whole answer (RequestActor._client_left).
+        self.ending = True
         if not self.sink.started:  # a stream with no data at all: still a well-formed empty answer
             await self.sink.start(200, self._headers)
         if self.thinking is not None:

@@ -252,9 +252,15 @@ class RequestActor:
         await self.sink.fail(err)
 
     def _client_left(self) -> None:
-        """The server's word that the client left before its answer was complete (``ClientLink.subscribe``)."""
-        if not self.sink.finished and self._scope is not None:
+        """The server's word that the client left before its answer was complete (``ClientLink.subscribe``).
+        A stream whose end is going out ([DONE] first) was whole: a client may close on reading [DONE], before
+        the body's last bytes and before the sink is marked finished."""
+        if not self._answer_out() and self._scope is not None:
             self._scope.cancel()
+
+    def _answer_out(self) -> bool:
+        """The answer is out, or its end is going out: a client leaving now is no client that left."""
+        return self.sink.finished or self.relay.ending
 
     async def _watch_client(self, scope: trio.CancelScope) -> None:
         try:
@@ -267,7 +273,7 @@ class RequestActor:
             return
         # The server reports a disconnect once a complete response is out; that
         # is no client leaving, and the call's bookkeeping must still run.
-        if not self.sink.finished:
+        if not self._answer_out():
             scope.cancel()
 
     # --- the route loop -------------------------------------------------------

@@ -195,8 +195,14 @@ CLIENT_GONE = "switchyard.client_gone"   # the scope's extension holding the req
 
 
 class GoneHook:
-    """Told by the server's side of the connection, at once and in its own task, that the client left before
-    the answer was complete (``protocol/serving/client_eof.py``); it calls what the request's call gave it."""
+    """Told by the server's side of the connection, in its own task, that the client left before the answer
+    was complete (``protocol/serving/client_eof.py``); it calls what the request's call gave it.
+
+    The call is told on the run loop's next round, not at once: a client may close the moment it has read
+    the answer's last event (the openai SDK does, right after ``[DONE]``, before the body's end), while the
+    call, runnable again once that last write is out, has yet to mark its answer finished. Every task
+    runnable now runs before the next round, so the call has marked it by then, and a client that had its
+    whole answer is never taken for one that left."""
 
     __slots__ = ("callback",)
 
@@ -205,10 +211,14 @@ class GoneHook:
 
     def fire(self) -> None:
         if self.callback is not None:
-            try:
+            trio.lowlevel.current_trio_token().run_sync_soon(self._tell)
+
+    def _tell(self) -> None:
+        try:
+            if self.callback is not None:
                 self.callback()
-            except Exception:   # ours, in the server's connection task: logged, never the connection's end
-                log.exception("telling a call that its client left failed")
+        except Exception:   # ours, in the run loop's own task: logged, never the run's end
+            log.exception("telling a call that its client left failed")
 
 
 class ClientLink:

@@ -28,13 +28,14 @@ starts meanwhile tells the same way by its own writes. A half-closed client
 gets its whole answer, and the connection then closes. A FIN that comes once
 the answer is under way is a client that left, as hypercorn takes it.
 
-A client that left is told to its call at once: each request's HTTP stream
-(``ReleasingHTTPStream``, HTTP/1.1 and HTTP/2) puts a ``GoneHook`` in
-its ASGI scope and fires it, in the connection's own task, when the stream
-closes before its answer was complete (hypercorn's own test for an answer
-cut short). The call's scope is cancelled there, as the ``http.disconnect``
-the app is still sent would; the call needs no task of its own waiting on
-``receive()`` for it.
+A client that left is told to its call: each request's HTTP stream
+(``ReleasingHTTPStream``, HTTP/1.1 and HTTP/2) puts a ``GoneHook`` in its
+ASGI scope and fires it when the stream closes before its answer was
+complete (hypercorn's own test for an answer cut short). The call hears it
+on the run loop's next round and cancels its scope, unless its answer's
+end was already going out (a client may close on reading ``[DONE]``), as
+the ``http.disconnect`` the app is still sent would have it; the call needs
+no task of its own waiting on ``receive()`` for it.
 """
 
 from __future__ import annotations

@@ -14,11 +14,13 @@ import signal
 
 import h11
 import httpx
+import openai
 import pytest
 import trio
 
 from switchyard.actors.call.request import RequestActor
-from tests.e2e.support import Gateway, backend, gateway_config, switchyard_serve
+from switchyard.actors.ledger.record import UsageQuery
+from tests.e2e.support import Gateway, backend, gateway_config, in_thread, switchyard_serve
 from tests.e2e.test_slow_clients_e2e import open_raw as connect
 from tests.e2e.test_slow_clients_e2e import read_until_closed
 
@@ -219,3 +221,35 @@ async def test_a_client_that_leaves_is_told_to_its_call_by_the_server_with_no_ta
     assert await wait_until(lambda: streaming.count("cancelled") == 1, within=1), streaming.events
     assert sim.count("completed") == 1 and sim.count("cancelled") == 0   # a whole answer is no client leaving
     assert watched == []
+
+
+async def test_clients_that_close_right_after_the_last_event_are_recorded_as_answered(start_gateway):
+    """The openai SDK closes a stream's connection the moment it has read ``[DONE]``, before the body's end:
+    such a client had its whole answer, and its call is recorded as answered, never as a client that left
+    (499). Forty through the SDK itself, eight threads at a time, as clients apart from the server."""
+    n = 40
+    gw = await start_gateway(config(backend("sim-a", latency="10ms", chunks=5)))
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0, timeout=10)
+    texts: list[str] = []
+
+    def one() -> None:
+        stream = client.chat.completions.create(model="demo", messages=CHAT["messages"], stream=True)
+        texts.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
+
+    limiter = trio.CapacityLimiter(8)
+
+    async def bounded() -> None:
+        async with limiter:
+            await in_thread(one)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(bounded)
+    client.close()
+    assert len(texts) == n and all(texts)
+    ledger = gw.app.runtime.ledger
+    with trio.fail_after(5):   # a call's record is told just after its answer reached the client
+        while len(records := await ledger.records(UsageQuery(purpose=None), 1000)) < n:
+            await ledger.flush()
+            await trio.sleep(0.02)
+    assert sorted(record.status for record in records) == [200] * n

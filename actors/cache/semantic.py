@@ -53,9 +53,9 @@ class Probe:
     """A semantic lookup made for a call: where its vector goes, and what it found."""
 
     namespace: bytes
-    vector: list[float]                  # as the embeddings answer gave it: what the fleet's feed publishes
+    vector: list[float]   # as the embeddings answer gave it: what the fleet's feed publishes
+    unit: Any             # ... as the index keeps it (index.unit_vector), made once for the lookup and the insertion
     match: Match | None = None
-    unit: Any = None                     # ... as the index keeps it (index.unit_vector), made once for both uses
 
 
 class SemanticCache:
@@ -98,12 +98,11 @@ class SemanticCache:
         except ValueError as exc:   # a zero or non-finite vector
             self._fault("malformed", str(exc))
             return None
-        return Probe(namespace, vector, match, unit)
+        return Probe(namespace, vector, unit, match)
 
     def remember(self, probe: Probe, answer_key: bytes, ttl: float) -> None:
         try:
-            self.index.add(probe.namespace, probe.unit if probe.unit is not None else probe.vector, answer_key,
-                           trio.current_time() + ttl)
+            self.index.add(probe.namespace, probe.unit, answer_key, trio.current_time() + ttl)
         except (WrongSize, ValueError) as exc:
             self._fault("wrong_size" if isinstance(exc, WrongSize) else "malformed", str(exc))
 

@@ -200,9 +200,9 @@ class GoneHook:
 
     The call is told on the run loop's next round, not at once: a client may close the moment it has read
     the answer's last event (the openai SDK does, right after ``[DONE]``, before the body's end), while the
-    call, runnable again once that last write is out, has yet to mark its answer finished. Every task
-    runnable now runs before the next round, so the call has marked it by then, and a client that had its
-    whole answer is never taken for one that left."""
+    call, runnable again once that last write is out, has yet to mark its answer finished; waiting a round
+    usually lets it. What makes a stream's end certain is the call's own check when told (the relay's
+    ``ending``, set before the end goes out: ``RequestActor._answer_out``)."""
 
     __slots__ = ("callback",)
 

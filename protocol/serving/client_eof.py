@@ -132,7 +132,7 @@ class ReleasingTCPServer(TCPServer):
 
 
 class ReleasingHTTPStream(HTTPStream):
-    """hypercorn's HTTP stream, whose request's call hears at once that its client left (``GoneHook``)."""
+    """hypercorn's HTTP stream, whose request's call is told by it that its client left (``GoneHook``)."""
 
     gone: GoneHook | None = None
 
